@@ -1,0 +1,329 @@
+/*
+ * _evalframe.c -- the PEP 523 frame-evaluation hook of dynamo_lite.
+ *
+ * Mechanism only, no policy.  Every frame CPython starts while the hook is installed comes here.
+ * Fast paths in C decide "run it as is": no callback for this thread, generator/coroutine or
+ * non-function frames, frames being resumed or thrown into, frames under a tracer, code marked
+ * SKIP in its co_extra slot.  Otherwise the code's cache (a list of (guard, code) pairs kept in
+ * co_extra by the Python side) is tried: the first guard that accepts the frame's arguments
+ * supplies the replacement code.  On a miss the Python callback is asked; it returns None (run the
+ * frame as is) or replacement code.
+ *
+ * Replacement code runs *in the original frame*: the replacement has the same argument layout,
+ * cells and free variables (convert_frame.py checks this), so we swap f_code, grow the frame on
+ * the thread's data stack to the new co_framesize and restart it at instruction 0.  CPython's own
+ * evaluator then runs and clears the frame, which sidesteps the 3.11/3.12 difference in who
+ * clears a frame that the hook did not evaluate: we always evaluate it.  When the swap is not
+ * possible (the frame is not the top of the data stack, or the chunk has no room), the frame
+ * runs unchanged, which is always correct.
+ *
+ * While guards and the callback run, this thread's callback is switched off, so nothing of
+ * dynamo_lite is ever intercepted; DisabledCall does the same for compiled graphs.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+
+#define Py_BUILD_CORE
+#if PY_VERSION_HEX >= 0x030C0000
+#undef _PyGC_FINALIZED
+#endif
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030D0000
+#error "dynamo_lite's frame hook supports CPython 3.11 and 3.12 only"
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+#define FRAME_FUNC(f) ((f)->f_funcobj)
+#define FRAME_SIZE(co) ((co)->co_framesize)
+#define CODE_GET_EXTRA PyUnstable_Code_GetExtra
+#define CODE_SET_EXTRA PyUnstable_Code_SetExtra
+#define REQUEST_EXTRA_INDEX PyUnstable_Eval_RequestCodeExtraIndex
+#else
+#define FRAME_FUNC(f) ((PyObject *)(f)->f_func)
+#define FRAME_SIZE(co) ((co)->co_nlocalsplus + (co)->co_stacksize + FRAME_SPECIALS_SIZE)
+#define CODE_GET_EXTRA _PyCode_GetExtra
+#define CODE_SET_EXTRA _PyCode_SetExtra
+#define REQUEST_EXTRA_INDEX _PyEval_RequestCodeExtraIndex
+#endif
+
+static Py_tss_t callback_key = Py_tss_NEEDS_INIT;  /* owned ref, NULL when off */
+static Py_ssize_t extra_index = -1;
+static PyObject *skip_sentinel = NULL;
+static int active_threads = 0;                       /* threads whose callback is set */
+static _PyFrameEvalFunction previous_eval = NULL;
+static long long stat_hits = 0, stat_misses = 0;
+
+static inline PyObject *get_callback(void) { return (PyObject *)PyThread_tss_get(&callback_key); }
+
+static PyObject *dl_eval_frame(PyThreadState *, _PyInterpreterFrame *, int);
+
+static void install_if_needed(int delta) {
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    int before = active_threads;
+    active_threads += delta;
+    if (before == 0 && active_threads > 0) {
+        previous_eval = _PyInterpreterState_GetEvalFrameFunc(interp);
+        _PyInterpreterState_SetEvalFrameFunc(interp, dl_eval_frame);
+    } else if (before > 0 && active_threads == 0) {
+        _PyInterpreterState_SetEvalFrameFunc(interp, previous_eval ? previous_eval : _PyEval_EvalFrameDefault);
+    }
+}
+
+/* Swap the thread's callback; takes a new reference to `cb` (NULL or None = off), returns the old one (owned). */
+static PyObject *swap_callback(PyObject *cb) {
+    if (cb == Py_None) cb = NULL;
+    PyObject *old = get_callback();
+    Py_XINCREF(cb);
+    PyThread_tss_set(&callback_key, cb);
+    if ((old == NULL) != (cb == NULL)) install_if_needed(cb ? 1 : -1);
+    return old;
+}
+
+static inline Py_ssize_t frame_nargs(PyCodeObject *code) {
+    Py_ssize_t n = code->co_argcount + code->co_kwonlyargcount;
+    if (code->co_flags & CO_VARARGS) n++;
+    if (code->co_flags & CO_VARKEYWORDS) n++;
+    return n;
+}
+
+/* Put `new_code` into the not-yet-started frame. Returns 0 when it cannot be done safely. */
+static int swap_code(PyThreadState *tstate, _PyInterpreterFrame *frame, PyCodeObject *new_code, Py_ssize_t nargs) {
+    PyCodeObject *old = frame->f_code;
+    PyObject **base = (PyObject **)frame;
+    if (base + FRAME_SIZE(old) != tstate->datastack_top) return 0;
+    PyObject **new_top = base + FRAME_SIZE(new_code);
+    if (new_top > tstate->datastack_limit) return 0;
+    if (new_code->co_nlocalsplus < nargs) return 0;
+    for (int i = (int)nargs; i < new_code->co_nlocalsplus; i++) frame->localsplus[i] = NULL;
+    tstate->datastack_top = new_top;
+    Py_INCREF(new_code);
+    frame->f_code = new_code;
+    Py_DECREF(old);
+    frame->prev_instr = _PyCode_CODE(new_code) - 1;
+    frame->stacktop = new_code->co_nlocalsplus;
+    return 1;
+}
+
+/* Try the cache entries; returns a borrowed code object or NULL on a miss. Moves a hit to the front. */
+static PyObject *lookup(PyObject *entries, PyObject *const *args, Py_ssize_t nargs) {
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) < 2) continue;
+        PyObject *guard = PyTuple_GET_ITEM(entry, 0);
+        PyObject *ok = PyObject_Vectorcall(guard, args, (size_t)nargs, NULL);
+        if (ok == NULL) { PyErr_Clear(); continue; }   /* a guard that raises fails */
+        int hit = (ok == Py_True);
+        Py_DECREF(ok);
+        if (!hit) continue;
+        if (i > 0) {                                      /* most recently used first */
+            Py_INCREF(entry);
+            if (PySequence_DelItem(entries, i) < 0 || PyList_Insert(entries, 0, entry) < 0) PyErr_Clear();
+            Py_DECREF(entry);
+        }
+        return PyTuple_GET_ITEM(entry, 1);
+    }
+    return NULL;
+}
+
+#define SMALL_ARGS 16
+
+static PyObject *dl_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag) {
+    PyObject *callback = get_callback();
+    PyCodeObject *code = frame->f_code;
+    if (callback == NULL || throwflag) goto run_default;
+    if ((code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) || !(code->co_flags & CO_OPTIMIZED))
+        goto run_default;
+    if (frame->prev_instr != _PyCode_CODE(code) - 1) goto run_default;       /* resumed, not started */
+    if (frame->owner != FRAME_OWNED_BY_THREAD || frame->f_locals != NULL || frame->frame_obj != NULL)
+        goto run_default;
+#if PY_VERSION_HEX < 0x030C0000
+    if (tstate->cframe->use_tracing) goto run_default;
+#endif
+    if (tstate->tracing) goto run_default;
+
+    void *extra = NULL;
+    if (CODE_GET_EXTRA((PyObject *)code, extra_index, &extra) < 0) { PyErr_Clear(); goto run_default; }
+    if (extra == skip_sentinel) goto run_default;
+
+    /* From here on Python code of ours runs: switch this thread's callback off (no refcount traffic). */
+    PyThread_tss_set(&callback_key, NULL);
+    Py_INCREF(callback);
+    Py_INCREF(code);
+    PyObject *func = FRAME_FUNC(frame);
+    Py_ssize_t nargs = frame_nargs(code);
+    PyObject *small[SMALL_ARGS + 1];
+    PyObject **args = nargs + 1 <= SMALL_ARGS + 1 ? small : PyMem_Malloc(sizeof(PyObject *) * (nargs + 1));
+    PyObject *result = NULL;       /* owned: the code to run, None, or NULL for an error */
+    if (args == NULL) { PyErr_NoMemory(); goto restore; }
+    args[0] = func;
+    for (Py_ssize_t i = 0; i < nargs; i++) args[i + 1] = frame->localsplus[i];
+
+    if (extra != NULL && PyList_Check((PyObject *)extra)) {
+        PyObject *entries = (PyObject *)extra;
+        Py_INCREF(entries);
+        PyObject *hit = lookup(entries, args, nargs + 1);
+        Py_XINCREF(hit);
+        Py_DECREF(entries);
+        if (hit != NULL) { stat_hits++; result = hit; goto restore; }
+    }
+    stat_misses++;
+    {
+        PyObject *argtuple = PyTuple_New(nargs);
+        if (argtuple != NULL) {
+            for (Py_ssize_t i = 0; i < nargs; i++) { Py_INCREF(args[i + 1]); PyTuple_SET_ITEM(argtuple, i, args[i + 1]); }
+            result = PyObject_CallFunctionObjArgs(callback, (PyObject *)code, func, argtuple, NULL);
+            Py_DECREF(argtuple);
+        }
+    }
+restore:
+    if (args != NULL && args != small) PyMem_Free(args);
+    {
+        /* Restore the callback unless the callback itself changed it meanwhile (it may not). */
+        PyThread_tss_set(&callback_key, callback);
+        Py_DECREF(callback);   /* the TSS slot keeps its own reference, taken by swap_callback */
+    }
+    Py_DECREF(code);
+    if (result == NULL) {
+        /* The callback raised (fullgraph=True, KeyboardInterrupt): unwind the unstarted frame with the
+         * error set, exactly like generator.throw(); the evaluator then clears the frame itself. */
+        return _PyEval_EvalFrameDefault(tstate, frame, 1);
+    }
+    if (PyCode_Check(result)) {
+        swap_code(tstate, frame, (PyCodeObject *)result, frame_nargs(frame->f_code));
+    }
+    Py_DECREF(result);
+run_default:
+    if (previous_eval != NULL && previous_eval != dl_eval_frame)
+        return previous_eval(tstate, frame, throwflag);
+    return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+}
+
+static void free_extra(void *extra) { Py_XDECREF((PyObject *)extra); }
+
+/* ---------------- Python-visible functions ---------------- */
+
+static PyObject *py_set_callback(PyObject *self, PyObject *cb) {
+    if (cb != Py_None && !PyCallable_Check(cb)) {
+        PyErr_SetString(PyExc_TypeError, "callback must be callable or None");
+        return NULL;
+    }
+    PyObject *old = swap_callback(cb);
+    if (old == NULL) Py_RETURN_NONE;
+    return old;
+}
+
+static PyObject *py_get_callback(PyObject *self, PyObject *unused) {
+    PyObject *cb = get_callback();
+    if (cb == NULL) Py_RETURN_NONE;
+    Py_INCREF(cb);
+    return cb;
+}
+
+static PyObject *py_get_code_extra(PyObject *self, PyObject *code) {
+    if (!PyCode_Check(code)) { PyErr_SetString(PyExc_TypeError, "expected a code object"); return NULL; }
+    void *extra = NULL;
+    if (CODE_GET_EXTRA(code, extra_index, &extra) < 0) return NULL;
+    if (extra == NULL) Py_RETURN_NONE;
+    Py_INCREF((PyObject *)extra);
+    return (PyObject *)extra;
+}
+
+static PyObject *py_set_code_extra(PyObject *self, PyObject *args) {
+    PyObject *code, *value;
+    if (!PyArg_ParseTuple(args, "O!O", &PyCode_Type, &code, &value)) return NULL;
+    void *old = NULL;
+    if (CODE_GET_EXTRA(code, extra_index, &old) < 0) return NULL;
+    PyObject *stored = value == Py_None ? NULL : value;
+    Py_XINCREF(stored);
+    if (CODE_SET_EXTRA(code, extra_index, stored) < 0) { Py_XDECREF(stored); return NULL; }
+    Py_XDECREF((PyObject *)old);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_stats(PyObject *self, PyObject *unused) {
+    return Py_BuildValue("{s:L,s:L,s:i}", "hits", stat_hits, "misses", stat_misses, "active_threads", active_threads);
+}
+
+/* ---------------- DisabledCall: run a callable with this thread's hook off ---------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn;
+    vectorcallfunc vectorcall;
+} DisabledCall;
+
+static PyObject *disabled_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    PyObject *saved = get_callback();
+    PyThread_tss_set(&callback_key, NULL);
+    PyObject *r = PyObject_Vectorcall(((DisabledCall *)self)->fn, args, nargsf, kwnames);
+    PyThread_tss_set(&callback_key, saved);
+    return r;
+}
+
+static PyObject *disabled_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *fn;
+    if (!PyArg_ParseTuple(args, "O", &fn)) return NULL;
+    DisabledCall *self = (DisabledCall *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    Py_INCREF(fn);
+    self->fn = fn;
+    self->vectorcall = disabled_vectorcall;
+    return (PyObject *)self;
+}
+
+static int disabled_traverse(DisabledCall *self, visitproc visit, void *arg) { Py_VISIT(self->fn); return 0; }
+static int disabled_clear(DisabledCall *self) { Py_CLEAR(self->fn); return 0; }
+static void disabled_dealloc(DisabledCall *self) {
+    PyObject_GC_UnTrack(self);
+    disabled_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *disabled_get_fn(DisabledCall *self, void *closure) { Py_INCREF(self->fn); return self->fn; }
+static PyGetSetDef disabled_getset[] = {{"fn", (getter)disabled_get_fn, NULL, "the wrapped callable", NULL}, {NULL}};
+
+static PyTypeObject DisabledCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "dynamo_lite._evalframe.DisabledCall",
+    .tp_doc = "DisabledCall(fn): calls fn with this thread's frame hook switched off.",
+    .tp_basicsize = sizeof(DisabledCall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = disabled_new,
+    .tp_dealloc = (destructor)disabled_dealloc,
+    .tp_traverse = (traverseproc)disabled_traverse,
+    .tp_clear = (inquiry)disabled_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(DisabledCall, vectorcall),
+    .tp_getset = disabled_getset,
+};
+
+static PyMethodDef methods[] = {
+    {"set_callback", py_set_callback, METH_O, "set_callback(cb) -> previous: this thread's capture callback (None = off)."},
+    {"get_callback", py_get_callback, METH_NOARGS, "get_callback() -> this thread's callback or None."},
+    {"get_code_extra", py_get_code_extra, METH_O, "get_code_extra(code) -> the object in our co_extra slot, or None."},
+    {"set_code_extra", py_set_code_extra, METH_VARARGS, "set_code_extra(code, obj): store obj (None clears)."},
+    {"stats", py_stats, METH_NOARGS, "stats() -> {'hits', 'misses', 'active_threads'}."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_evalframe", "dynamo_lite's PEP 523 frame hook.", -1, methods};
+
+PyMODINIT_FUNC PyInit__evalframe(void) {
+    if (PyThread_tss_create(&callback_key) != 0) return PyErr_NoMemory();
+    extra_index = REQUEST_EXTRA_INDEX(free_extra);
+    if (extra_index < 0) { PyErr_SetString(PyExc_RuntimeError, "no co_extra index available"); return NULL; }
+    if (PyType_Ready(&DisabledCallType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    skip_sentinel = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    if (skip_sentinel == NULL) return NULL;
+    Py_INCREF(skip_sentinel);
+    PyModule_AddObject(m, "SKIP", skip_sentinel);
+    Py_INCREF(&DisabledCallType);
+    PyModule_AddObject(m, "DisabledCall", (PyObject *)&DisabledCallType);
+    return m;
+}

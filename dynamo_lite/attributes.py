@@ -1,0 +1,241 @@
+"""Attribute reads and writes on symbolic values, following Python's lookup order (data
+descriptors, instance dict, class attributes; for nn.Module also _parameters, _buffers and
+_modules). Reads of real objects go through `wrap`, which installs the guards."""
+from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+
+from . import breaks
+from .breaks import Unsupported
+from .guards import DictKeysMatch
+from .sources import AttrSource, ModuleDictSource
+from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue, MethodValue,
+                     ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue, TensorValue, Value)
+from .wrap import wrap
+
+_MISSING = object()
+TENSOR_CONST_ATTRS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
+                      "is_meta", "layout", "is_cpu", "is_mps", "is_nested", "itemsize", "nbytes"}
+TENSOR_VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+
+
+def _sub(source, name):
+    return AttrSource(source, name) if source is not None else None
+
+
+def load_attr(frame, obj: Value, name: str) -> Value:
+    tracer = frame.tracer
+    pending = tracer.pending_attrs.get(id(obj))
+    if pending and name in pending:
+        return pending[name]
+    handler = _LOADERS.get(type(obj))
+    if handler is None:
+        raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"{type(obj).__name__}.{name}")
+    return handler(frame, obj, name)
+
+
+def _tensor_attr(frame, obj: TensorValue, name):
+    if name in TENSOR_CONST_ATTRS:
+        value = getattr(obj.example, name)
+        return Const(torch.Size(value) if name == "shape" else value)
+    if name in TENSOR_VIEW_ATTRS:
+        import builtins
+        return frame.tracer.graph.call("call_function", builtins.getattr, (obj, Const(name)), {})
+    attr = getattr(torch.Tensor, name, _MISSING)
+    if attr is not _MISSING and callable(attr):
+        return MethodValue(obj, name)
+    raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"tensor.{name}")
+
+
+def _const_attr(frame, obj: Const, name):
+    try:
+        value = getattr(obj.value, name)
+    except Exception as e:
+        raise Unsupported(breaks.USER_EXCEPTION, f"{type(obj.value).__name__}.{name}: {e}")
+    if isinstance(value, (types.BuiltinMethodType, types.MethodType)) or callable(value) and not isinstance(value, type):
+        return MethodValue(obj, name)
+    return Const(value)
+
+
+def _field_names(cls) -> tuple:
+    return tuple(getattr(cls, "_fields", None) or getattr(cls, "__match_args__", None) or ())
+
+
+def _seq_attr(frame, obj: SeqValue, name):
+    fields = _field_names(obj.cls)
+    if name in fields:
+        return obj.items[fields.index(name)]
+    if callable(getattr(obj.cls, name, None)):
+        return MethodValue(obj, name)
+    raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"{obj.cls.__name__}.{name}")
+
+
+def _container_attr(frame, obj, name):
+    if callable(getattr(obj.cls, name, None)):
+        return MethodValue(obj, name)
+    raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"{obj.cls.__name__}.{name}")
+
+
+def _class_attribute(frame, owner: Value, cls: type, name: str, instance_source):
+    """A class-level attribute seen through an instance (methods, properties, constants)."""
+    attr = inspect.getattr_static(cls, name, _MISSING)
+    if attr is _MISSING:
+        return _MISSING
+    if isinstance(attr, property):
+        if attr.fget is None:
+            raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"write-only property {name}")
+        from .calls import call
+        return call(frame, FunctionValue(attr.fget), [owner], {})
+    if isinstance(attr, types.FunctionType):
+        return MethodValue(owner, attr)
+    if isinstance(attr, staticmethod):
+        return wrap(frame.tracer, attr.__func__, None) if isinstance(attr.__func__, types.FunctionType) \
+            else CallableValue(attr.__func__)
+    if isinstance(attr, classmethod):
+        return MethodValue(CallableValue(cls), attr.__func__)
+    if hasattr(type(attr), "__get__") and not isinstance(attr, (type, types.BuiltinFunctionType)) \
+            and not callable(attr):
+        raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"descriptor {type(attr).__name__} for {name}")
+    if isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)):
+        raise Unsupported(breaks.UNKNOWN_CALL, f"C method {cls.__name__}.{name}")
+    return wrap(frame.tracer, getattr(cls, name), _sub(instance_source, name))
+
+
+def _module_attr(frame, obj: ModuleValue, name):
+    m, src = obj.module, obj.source
+    d = m.__dict__
+    cls_attr = inspect.getattr_static(type(m), name, _MISSING)
+    if isinstance(cls_attr, property) or name not in d and cls_attr is not _MISSING:
+        result = _class_attribute(frame, obj, type(m), name, src)
+        if result is not _MISSING:
+            return result
+    if name in d:
+        return wrap(frame.tracer, d[name], _sub(src, name))
+    for table in ("_parameters", "_buffers", "_modules"):
+        entries = d.get(table)
+        if entries is not None and name in entries:
+            source = ModuleDictSource(src, table, name) if src is not None else None
+            return wrap(frame.tracer, entries[name], source)
+    if type(m).__getattr__ is not torch.nn.Module.__getattr__:
+        raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"custom __getattr__ of {type(m).__name__}")
+    raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: '{type(m).__name__}' object has no attribute '{name}'")
+
+
+def guard_module_keys(tracer, obj: ModuleValue):
+    """Iterating or measuring a container module depends on its _modules keys."""
+    if obj.source is not None:
+        tracer.add_guard(DictKeysMatch(AttrSource(obj.source, "_modules"), type(obj.module._modules),
+                                       tuple(obj.module._modules)))
+
+
+def _object_attr(frame, obj: ObjectValue, name):
+    o, src = obj.obj, obj.source
+    if isinstance(o, types.ModuleType) or isinstance(o, type) and _is_plain_getattr(type(o)):
+        try:
+            value = getattr(o, name)
+        except AttributeError as e:
+            raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: {e}")
+        if isinstance(o, type):
+            raw = inspect.getattr_static(o, name, None)
+            if isinstance(raw, classmethod):
+                return MethodValue(obj, raw.__func__)
+        return wrap(frame.tracer, value, _sub(src, name))
+    cls = type(o)
+    if not _is_plain_getattr(cls):
+        raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"custom __getattribute__ of {cls.__name__}")
+    cls_attr = inspect.getattr_static(cls, name, _MISSING)
+    is_data_descr = cls_attr is not _MISSING and hasattr(type(cls_attr), "__set__")
+    d = getattr(o, "__dict__", None)
+    if is_data_descr and not isinstance(cls_attr, property):
+        return wrap(frame.tracer, getattr(o, name), _sub(src, name))   # __slots__ members, getset descriptors
+    if not is_data_descr and d is not None and name in d:
+        return wrap(frame.tracer, d[name], _sub(src, name))
+    if cls_attr is not _MISSING:
+        return _class_attribute(frame, obj, cls, name, src)
+    raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__}.{name}")
+
+
+def _is_plain_getattr(cls) -> bool:
+    return cls.__getattribute__ in (object.__getattribute__, type.__getattribute__, types.ModuleType.__getattribute__)
+
+
+def _new_object_attr(frame, obj: NewObjectValue, name):
+    if name in obj.attrs:
+        return obj.attrs[name]
+    result = _class_attribute(frame, obj, obj.cls, name, None)
+    if result is _MISSING:
+        raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: '{obj.cls.__name__}' has no attribute '{name}'")
+    return result
+
+
+def _function_attr(frame, obj, name):
+    if isinstance(obj, ClosureValue):
+        values = {"__name__": obj.code.co_name, "__qualname__": obj.qualname, "__code__": obj.code}
+        if name in values:
+            return Const(values[name])
+        raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"function.{name}")
+    fn = obj.fn
+    try:
+        value = getattr(fn, name)
+    except AttributeError as e:
+        raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: {e}")
+    if isinstance(obj, CallableValue) and isinstance(fn, type):
+        raw = inspect.getattr_static(fn, name, None)
+        if isinstance(raw, classmethod) and isinstance(raw.__func__, types.FunctionType):
+            return MethodValue(obj, raw.__func__)
+        if isinstance(raw, types.FunctionType):
+            return FunctionValue(raw, _sub(obj.source, name))
+    return wrap(frame.tracer, value, _sub(obj.source, name))
+
+
+def _method_attr(frame, obj: MethodValue, name):
+    if name == "__self__":
+        return obj.obj
+    if name == "__func__" and isinstance(obj.fn, types.FunctionType):
+        return FunctionValue(obj.fn)
+    raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"method.{name}")
+
+
+def _grad_mode_attr(frame, obj, name):
+    if name in ("__enter__", "__exit__"):
+        return MethodValue(obj, name)
+    raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"grad mode.{name}")
+
+
+_LOADERS = {
+    TensorValue: _tensor_attr, Const: _const_attr, SeqValue: _seq_attr, DictValue: _container_attr,
+    SetValue: _container_attr, ModuleValue: _module_attr, ObjectValue: _object_attr,
+    NewObjectValue: _new_object_attr, FunctionValue: _function_attr, ClosureValue: _function_attr,
+    CallableValue: _function_attr, MethodValue: _method_attr, GradModeValue: _grad_mode_attr,
+}
+
+
+def store_attr(frame, obj: Value, name: str, value: Value):
+    tracer = frame.tracer
+    if isinstance(obj, NewObjectValue):
+        obj.attrs[name] = value
+        return
+    if isinstance(obj, (ModuleValue, ObjectValue)) and obj.source is not None:
+        real = obj.module if isinstance(obj, ModuleValue) else obj.obj
+        cls = type(real)
+        if isinstance(real, (type, types.ModuleType)):
+            raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"setting {name} on {cls.__name__}")
+        if isinstance(obj, ModuleValue):
+            if cls.__setattr__ is not torch.nn.Module.__setattr__:
+                raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"custom __setattr__ of {cls.__name__}")
+            for table in ("_parameters", "_buffers", "_modules"):
+                if name in real.__dict__.get(table, {}):
+                    raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"assigning module {table[1:-1]} {name!r}")
+            if isinstance(value, (ModuleValue,)):
+                raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"assigning a submodule to {name!r}")
+        elif cls.__setattr__ is not object.__setattr__:
+            raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"custom __setattr__ of {cls.__name__}")
+        if hasattr(type(inspect.getattr_static(cls, name, None)), "__set__"):
+            raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"descriptor/property {cls.__name__}.{name}")
+        tracer.pending_attrs.setdefault(id(obj), {})[name] = value
+        tracer.side_effects.append(("attr", obj, name, value))
+        return
+    raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"setting attribute {name!r} on {type(obj).__name__}")

@@ -1,0 +1,40 @@
+"""Name -> backend table. A backend is `fn(gm, example_inputs) -> callable`, called once per graph."""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+_BACKENDS: dict[str, Callable] = {}
+
+
+def register_backend(name: Optional[str] = None, fn: Optional[Callable] = None):
+    """Register `fn` under `name`; usable as `@register_backend` or `@register_backend("name")`."""
+    if callable(name) and fn is None:          # @register_backend without arguments
+        fn, name = name, None
+    if fn is not None:
+        _BACKENDS[name or fn.__name__] = fn
+        return fn
+
+    def decorator(f):
+        _BACKENDS[name or f.__name__] = f
+        return f
+    return decorator
+
+
+def lookup_backend(backend) -> Callable:
+    if callable(backend):
+        return backend
+    if isinstance(backend, str):
+        if backend == "triton" and "triton" not in _BACKENDS:
+            try:
+                from . import triton  # noqa: F401  (registers itself)
+            except ImportError as e:
+                raise ValueError(f"backend 'triton' is not available: {e}") from None
+        if backend in _BACKENDS:
+            return _BACKENDS[backend]
+        raise ValueError(f"unknown backend {backend!r}; available: {', '.join(list_backends())} "
+                         "(or pass any callable fn(gm, example_inputs) -> callable)")
+    raise TypeError(f"backend must be a name or a callable, got {type(backend).__name__}")
+
+
+def list_backends() -> list[str]:
+    return sorted(_BACKENDS)

@@ -1,0 +1,108 @@
+"""The registry of reasons a frame (or part of one) cannot be put in a graph.
+
+Each kind has a stable id, a one-line explanation and a hint the user can act on. Every place in
+the tracer that cannot capture something raises `Unsupported(kind, detail)`; nothing raises a
+bare exception on purpose. `GraphBreakError` is what users see with `fullgraph=True`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class BreakKind:
+    id: str
+    name: str
+    explanation: str
+    hint: str
+
+
+KINDS: dict[str, BreakKind] = {}
+
+
+def _kind(id: str, name: str, explanation: str, hint: str) -> BreakKind:
+    assert id not in KINDS, id
+    KINDS[id] = BreakKind(id, name, explanation, hint)
+    return KINDS[id]
+
+
+UNSUPPORTED_OPCODE = _kind(
+    "DL001", "unsupported-opcode", "this bytecode instruction is not handled by the tracer",
+    "rewrite the construct (e.g. move it into a helper called outside the captured function) or report it")
+DATA_DEPENDENT_BRANCH = _kind(
+    "DL002", "data-dependent-branch", "control flow depends on the value inside a tensor",
+    "use torch.where / masking instead of `if tensor:`, or compute the condition outside the captured code")
+TENSOR_TO_PYTHON = _kind(
+    "DL003", "tensor-to-python", "a tensor's data is turned into a Python value (.item(), .tolist(), bool(), int())",
+    "keep the value as a tensor (e.g. multiply by a 0-d tensor instead of a float)")
+DYNAMIC_OUTPUT_SHAPE = _kind(
+    "DL004", "dynamic-output-shape", "the op's output shape depends on tensor data (nonzero, unique, boolean masks)",
+    "use fixed-shape alternatives such as torch.where(mask, x, 0) or pass a size argument")
+PRINT_OR_LOG = _kind(
+    "DL005", "print-or-log", "print/logging/warnings produce output that must happen in program order",
+    "remove the print from the hot path or guard it with a flag read outside the captured code")
+UNKNOWN_CALL = _kind(
+    "DL006", "unknown-call", "a call into C code or a library the tracer does not model",
+    "wrap the call in a function decorated with @dynamo_lite.disable, or use the torch equivalent")
+EXPLICIT_BREAK = _kind(
+    "DL007", "explicit-graph-break", "dynamo_lite.graph_break() was called",
+    "remove the call if a single graph is wanted")
+UNSUPPORTED_ATTRIBUTE = _kind(
+    "DL008", "unsupported-attribute", "reading or writing this attribute is not modelled",
+    "read the attribute before calling the captured function and pass it in")
+UNSUPPORTED_VALUE = _kind(
+    "DL009", "unsupported-value", "an operation on a Python value of a type the tracer does not model",
+    "pass tensors and plain Python values (numbers, tuples, lists, dicts) into captured code")
+USER_EXCEPTION = _kind(
+    "DL010", "user-exception", "the traced code raises an exception (or an op failed while tracing)",
+    "the frame runs eagerly, so the exception reaches you unchanged; fix the error it reports")
+INLINE_LIMIT = _kind(
+    "DL011", "inline-limit", "calls are nested too deeply (or recursive) to inline",
+    "raise dynamo_lite.config.inline_depth_limit or make the recursion iterative")
+INSTRUCTION_LIMIT = _kind(
+    "DL012", "instruction-limit", "the frame runs too many instructions to trace (a very long loop?)",
+    "move the long Python loop out of the captured code or raise dynamo_lite.config.instruction_limit")
+UNSUPPORTED_MUTATION = _kind(
+    "DL013", "unsupported-mutation", "a mutation of a Python object the tracer cannot replay",
+    "mutate the object outside the captured function, or return the new value instead")
+DISABLED_FUNCTION = _kind(
+    "DL014", "disabled-function", "the function is marked with @dynamo_lite.disable",
+    "remove the decorator if the function should be captured")
+GENERATOR_FRAME = _kind(
+    "DL015", "generator-frame", "generator and coroutine frames are not captured",
+    "capture the function that consumes the generator instead")
+TENSOR_SUBCLASS = _kind(
+    "DL016", "tensor-subclass", "tensor subclasses (other than nn.Parameter) are not traced",
+    "pass plain tensors, or call .as_subclass(torch.Tensor) before the captured code")
+SKIPPED_FILE = _kind(
+    "DL017", "skipped-code", "the called function lives in code the tracer does not trace (stdlib, torch internals)",
+    "if the function is pure tensor code, mark it with dynamo_lite.allow_in_graph")
+
+
+class Unsupported(Exception):
+    """Raised while tracing when something cannot go into a graph."""
+
+    def __init__(self, kind: BreakKind, detail: str = ""):
+        super().__init__(f"{kind.name}: {detail}" if detail else kind.name)
+        self.kind = kind
+        self.detail = detail
+        self.user_stack: list[tuple[str, int, str]] = []   # (filename, lineno, function), outermost first
+
+
+@dataclass
+class GraphBreakError(RuntimeError):
+    """Raised instead of falling back when capture(..., fullgraph=True) cannot make one graph."""
+    kind: BreakKind
+    detail: str
+    location: str = ""
+    source_line: str = ""
+    user_stack: list = field(default_factory=list)
+
+    def __post_init__(self):
+        RuntimeError.__init__(self, str(self))
+
+    def __str__(self):
+        where = f" at {self.location}" if self.location else ""
+        line = f"\n    {self.source_line.strip()}" if self.source_line else ""
+        return (f"[{self.kind.id} {self.kind.name}]{where}: {self.kind.explanation}"
+                f"{' (' + self.detail + ')' if self.detail else ''}{line}\n  hint: {self.kind.hint}")

@@ -1,0 +1,320 @@
+"""Python builtins the tracer models, one small function each, keyed by the builtin object."""
+from __future__ import annotations
+
+import builtins
+import operator
+
+import torch
+
+from . import breaks
+from .breaks import Unsupported
+from .operators import BINARY_OPS, COMPARE_OPS, binary, compare, python_value, truthy, unary
+from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue, MethodValue,
+                     ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue, TensorValue, Value)
+
+
+def _calls():
+    from . import calls
+    return calls
+
+
+def python_class(v: Value) -> type:
+    """type(v) as the user's program would see it."""
+    if isinstance(v, TensorValue):
+        real = v.node.meta.get("real_type")
+        return real if real is not None else torch.Tensor
+    return v.python_type()
+
+
+def real_class_arg(v: Value):
+    """The class (or tuple of classes) passed to isinstance/issubclass."""
+    if isinstance(v, CallableValue) and isinstance(v.fn, type):
+        return v.fn
+    if isinstance(v, ObjectValue) and isinstance(v.obj, type):
+        return v.obj
+    if isinstance(v, SeqValue):
+        return tuple(real_class_arg(i) for i in v.items)
+    if isinstance(v, Const) and isinstance(v.value, (type, tuple)):
+        return v.value
+    raise Unsupported(breaks.UNSUPPORTED_VALUE, "isinstance with a non-class argument")
+
+
+def builtin_len(tracer, v: Value) -> int:
+    if isinstance(v, (SeqValue, DictValue, SetValue)):
+        return len(v.items)
+    if isinstance(v, Const):
+        return len(v.value)
+    if isinstance(v, TensorValue):
+        if v.example.dim() == 0:
+            raise Unsupported(breaks.USER_EXCEPTION, "TypeError: len() of a 0-d tensor")
+        return v.example.shape[0]
+    if isinstance(v, ModuleValue) and isinstance(v.module, (torch.nn.Sequential, torch.nn.ModuleList,
+                                                            torch.nn.ModuleDict)):
+        from .attributes import guard_module_keys
+        guard_module_keys(tracer, v)
+        return len(v.module._modules)
+    if isinstance(v, ModuleValue) and isinstance(v.module, (torch.nn.ParameterList, torch.nn.ParameterDict)):
+        return len(v.module._parameters)
+    raise Unsupported(breaks.UNSUPPORTED_VALUE, f"len() of {type(v).__name__}")
+
+
+def _len(frame, args, kwargs):
+    return Const(builtin_len(frame.tracer, args[0]))
+
+
+def _isinstance(frame, args, kwargs):
+    cls = python_class(args[0])
+    try:
+        return Const(issubclass(cls, real_class_arg(args[1])))
+    except TypeError as e:
+        raise Unsupported(breaks.USER_EXCEPTION, f"TypeError: {e}")
+
+
+def _issubclass(frame, args, kwargs):
+    return Const(issubclass(real_class_arg(args[0]), real_class_arg(args[1])))
+
+
+def _getattr(frame, args, kwargs):
+    from .attributes import load_attr
+    name = python_value(args[1])
+    try:
+        return load_attr(frame, args[0], name)
+    except Unsupported as e:
+        if len(args) > 2 and e.kind is breaks.USER_EXCEPTION and "AttributeError" in e.detail:
+            return args[2]
+        raise
+
+
+def _hasattr(frame, args, kwargs):
+    from .attributes import load_attr
+    try:
+        load_attr(frame, args[0], python_value(args[1]))
+        return Const(True)
+    except Unsupported as e:
+        if e.kind is breaks.USER_EXCEPTION and "AttributeError" in e.detail:
+            return Const(False)
+        raise
+
+
+def _setattr(frame, args, kwargs):
+    from .attributes import store_attr
+    store_attr(frame, args[0], python_value(args[1]), args[2])
+    return Const(None)
+
+
+def _items_of(frame, args):
+    if len(args) == 1:
+        return _calls().iterate(frame, args[0])
+    return list(args)
+
+
+def _minmax(fn, cmp):
+    def handler(frame, args, kwargs):
+        items = _items_of(frame, args)
+        if "key" in kwargs or not items:
+            if "default" in kwargs and not items:
+                return kwargs["default"]
+            raise Unsupported(breaks.UNSUPPORTED_VALUE, f"{fn.__name__}() with key= or empty input")
+        if all(isinstance(i, Const) for i in items):
+            return Const(fn(i.value for i in items))
+        if any(isinstance(i, TensorValue) for i in items):
+            raise Unsupported(breaks.TENSOR_TO_PYTHON, f"{fn.__name__}() compares tensors by value")
+        return Const(fn(python_value(i) for i in items))
+    return handler
+
+
+def _abs(frame, args, kwargs):
+    return unary(frame.tracer, operator.abs, args[0])
+
+
+def _sum(frame, args, kwargs):
+    items = _calls().iterate(frame, args[0])
+    total = args[1] if len(args) > 1 else kwargs.get("start", Const(0))
+    for item in items:
+        total = binary(frame.tracer, operator.add, total, item)
+    return total
+
+
+def _any(frame, args, kwargs):
+    return Const(any(truthy(frame.tracer, i) for i in _calls().iterate(frame, args[0])))
+
+
+def _all(frame, args, kwargs):
+    return Const(all(truthy(frame.tracer, i) for i in _calls().iterate(frame, args[0])))
+
+
+def _range(frame, args, kwargs):
+    return Const(range(*[python_value(a) for a in args]))
+
+
+def _enumerate(frame, args, kwargs):
+    start = python_value(args[1] if len(args) > 1 else kwargs.get("start", Const(0)))
+    items = _calls().iterate(frame, args[0])
+    return IteratorValue([SeqValue([Const(start + i), v], tuple) for i, v in enumerate(items)])
+
+
+def _zip(frame, args, kwargs):
+    columns = [_calls().iterate(frame, a) for a in args]
+    if python_value(kwargs.get("strict", Const(False))) and len({len(c) for c in columns}) > 1:
+        raise Unsupported(breaks.USER_EXCEPTION, "ValueError: zip() arguments have different lengths")
+    return IteratorValue([SeqValue(list(row), tuple) for row in zip(*columns)])
+
+
+def _tuple(frame, args, kwargs):
+    return SeqValue(_calls().iterate(frame, args[0]) if args else [], tuple)
+
+
+def _list(frame, args, kwargs):
+    return SeqValue(_calls().iterate(frame, args[0]) if args else [], list)
+
+
+def _set(cls):
+    def handler(frame, args, kwargs):
+        items = _calls().iterate(frame, args[0]) if args else []
+        return SetValue([Const(python_value(i)) for i in items], cls)
+    return handler
+
+
+def _dict(frame, args, kwargs):
+    items = {}
+    if args:
+        src = args[0]
+        if isinstance(src, DictValue):
+            items.update(src.items)
+        else:
+            for pair in _calls().iterate(frame, src):
+                k, v = _calls().iterate(frame, pair)
+                items[python_value(k)] = v
+    items.update(kwargs)
+    return DictValue(items, dict)
+
+
+def _iter(frame, args, kwargs):
+    if isinstance(args[0], IteratorValue):
+        return args[0]
+    return IteratorValue(_calls().iterate(frame, args[0]))
+
+
+def _next(frame, args, kwargs):
+    it = args[0]
+    if not isinstance(it, IteratorValue):
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, "next() on a non-iterator")
+    item = it.next()
+    if item is None:
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported(breaks.USER_EXCEPTION, "StopIteration")
+    return item
+
+
+def _reversed(frame, args, kwargs):
+    return IteratorValue(list(reversed(_calls().iterate(frame, args[0]))))
+
+
+def _sorted(frame, args, kwargs):
+    items = [python_value(i) for i in _calls().iterate(frame, args[0])]
+    if "key" in kwargs:
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, "sorted() with key=")
+    reverse = python_value(kwargs.get("reverse", Const(False)))
+    return SeqValue([Const(i) for i in sorted(items, reverse=reverse)], list)
+
+
+def _map(frame, args, kwargs):
+    fn, columns = args[0], [_calls().iterate(frame, a) for a in args[1:]]
+    return IteratorValue([_calls().call(frame, fn, list(row), {}) for row in zip(*columns)])
+
+
+def _filter(frame, args, kwargs):
+    fn, items = args[0], _calls().iterate(frame, args[1])
+    if isinstance(fn, Const) and fn.value is None:
+        return IteratorValue([i for i in items if truthy(frame.tracer, i)])
+    return IteratorValue([i for i in items if truthy(frame.tracer, _calls().call(frame, fn, [i], {}))])
+
+
+def _callable(frame, args, kwargs):
+    v = args[0]
+    if isinstance(v, (FunctionValue, ClosureValue, CallableValue, MethodValue, ModuleValue)):
+        return Const(True)
+    if isinstance(v, (Const, SeqValue, DictValue, SetValue, TensorValue)):
+        return Const(callable(python_value(v)) if not isinstance(v, TensorValue) else False)
+    return Const(callable(getattr(v, "obj", None)) if isinstance(v, ObjectValue) else hasattr(v.python_type(), "__call__"))
+
+
+def _type(frame, args, kwargs):
+    if len(args) != 1:
+        raise Unsupported(breaks.UNKNOWN_CALL, "type() with 3 arguments")
+    return CallableValue(python_class(args[0]))
+
+
+def _fold(fn):
+    def handler(frame, args, kwargs):
+        if any(isinstance(a, TensorValue) for a in args):
+            if fn in (round, pow, divmod):
+                method = {round: "__round__", pow: "__pow__", divmod: "__divmod__"}[fn]
+                return frame.tracer.graph.call("call_method", method, tuple(args), kwargs)
+            raise Unsupported(breaks.TENSOR_TO_PYTHON, f"{fn.__name__}(tensor)")
+        try:
+            return Const(fn(*[python_value(a) for a in args], **{k: python_value(v) for k, v in kwargs.items()}))
+        except Unsupported:
+            raise
+        except Exception as e:
+            raise Unsupported(breaks.USER_EXCEPTION, f"{type(e).__name__}: {e}")
+    return handler
+
+
+def _print(frame, args, kwargs):
+    raise Unsupported(breaks.PRINT_OR_LOG, "print()")
+
+
+def _operator_binary(fn):
+    def handler(frame, args, kwargs):
+        return binary(frame.tracer, fn, args[0], args[1])
+    return handler
+
+
+def _operator_compare(fn):
+    def handler(frame, args, kwargs):
+        return compare(frame.tracer, fn, args[0], args[1])
+    return handler
+
+
+def _operator_getitem(frame, args, kwargs):
+    return _calls().getitem(frame, args[0], args[1])
+
+
+def _operator_setitem(frame, args, kwargs):
+    return _calls().setitem(frame, args[0], args[1], args[2])
+
+
+def _operator_not(frame, args, kwargs):
+    return Const(not truthy(frame.tracer, args[0]))
+
+
+def _operator_truth(frame, args, kwargs):
+    return Const(truthy(frame.tracer, args[0]))
+
+
+def _operator_unary(fn):
+    def handler(frame, args, kwargs):
+        return unary(frame.tracer, fn, args[0])
+    return handler
+
+
+def _isinstance_like_id(frame, args, kwargs):
+    raise Unsupported(breaks.UNKNOWN_CALL, "id() of a traced value")
+
+
+BUILTINS = {
+    len: _len, isinstance: _isinstance, issubclass: _issubclass, getattr: _getattr, hasattr: _hasattr,
+    setattr: _setattr, min: _minmax(min, operator.lt), max: _minmax(max, operator.gt), abs: _abs, sum: _sum,
+    any: _any, all: _all, range: _range, enumerate: _enumerate, zip: _zip, tuple: _tuple, list: _list,
+    set: _set(set), frozenset: _set(frozenset), dict: _dict, iter: _iter, next: _next, reversed: _reversed,
+    sorted: _sorted, map: _map, filter: _filter, callable: _callable, type: _type, print: _print,
+    round: _fold(round), divmod: _fold(divmod), pow: _fold(pow), hash: _fold(hash), repr: _fold(repr),
+    format: _fold(format), chr: _fold(chr), ord: _fold(ord), id: _isinstance_like_id,
+    operator.getitem: _operator_getitem, operator.setitem: _operator_setitem, operator.not_: _operator_not,
+    operator.truth: _operator_truth, operator.neg: _operator_unary(operator.neg),
+    operator.pos: _operator_unary(operator.pos), operator.invert: _operator_unary(operator.invert),
+    **{fn: _operator_binary(fn) for fn in BINARY_OPS.values()},
+    **{fn: _operator_compare(fn) for fn in COMPARE_OPS.values()},
+}

@@ -1,0 +1,279 @@
+"""Emit the replacement bytecode for a captured frame (with the `bytecode` library).
+
+The replacement keeps the original signature, cells and free variables (the C hook runs it in
+the original frame), then: loads the graph inputs from their sources, calls the compiled graph,
+replays recorded side effects (attribute/global/cell writes, list and dict contents), rebuilds
+the Python value the frame returned from graph outputs, constants and reloaded sources, and
+returns it.
+"""
+from __future__ import annotations
+
+import types
+from collections import OrderedDict
+
+from bytecode import Bytecode, CellVar, FreeVar, Instr
+
+from . import breaks
+from .breaks import Unsupported
+from .compat import instr_load_attr, instrs_call
+from .sources import (AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, ModuleDictSource,
+                      ObjectRefSource, Source, TypeSource)
+from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, ModuleValue,
+                     NewObjectValue, ObjectValue, SeqValue, SetValue, TensorValue, Value)
+
+GRAPH_OUT = "___graph_out"
+
+
+def _rebuild_object(cls, attrs):
+    obj = cls.__new__(cls)
+    for name, value in attrs.items():
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+def _replace_dict(target, new):
+    target.clear()
+    target.update(new)
+
+
+def _replace_set(target, new):
+    target.clear()
+    target.update(new)
+
+
+class Emitter:
+    def __init__(self, code: types.CodeType, lineno: int, output_index: dict):
+        self.code = code
+        self.lineno = lineno
+        self.out: list = []
+        self.cellvars = set(code.co_cellvars)
+        self.output_index = output_index        # fx node -> position in the graph's output tuple
+        self.memo: dict[int, str] = {}
+        self.shared: set[int] = set()
+
+    def emit(self, name, arg=None):
+        self.out.append(Instr(name, arg, lineno=self.lineno) if arg is not None or name in _ARG_OPS
+                        else Instr(name, lineno=self.lineno))
+
+    def const(self, value):
+        self.emit("LOAD_CONST", value)
+
+    def call_const(self, fn, arg_emitters):
+        self.emit("PUSH_NULL")
+        self.const(fn)
+        for emit_arg in arg_emitters:
+            emit_arg()
+        self.out.extend(instrs_call(len(arg_emitters), self.lineno))
+
+    # ---- sources ----------------------------------------------------------------------------
+    def load_source(self, src: Source):
+        if isinstance(src, LocalSource):
+            if src.local in self.cellvars:
+                self.emit("LOAD_DEREF", CellVar(src.local))
+            else:
+                self.emit("LOAD_FAST", src.local)
+        elif isinstance(src, GlobalSource):
+            self.emit("LOAD_GLOBAL", (False, src.global_name))
+        elif isinstance(src, ClosureSource):
+            self.emit("LOAD_DEREF", FreeVar(src.var))
+        elif isinstance(src, AttrSource):
+            self.load_source(src.owner)
+            self.out.append(instr_load_attr(src.attr, self.lineno))
+        elif isinstance(src, ModuleDictSource):
+            self.load_source(src.owner)
+            self.out.append(instr_load_attr(src.table, self.lineno))
+            self.const(src.key)
+            self.emit("BINARY_SUBSCR")
+        elif isinstance(src, ItemSource):
+            self.load_source(src.owner)
+            self.const(src.key)
+            self.emit("BINARY_SUBSCR")
+        elif isinstance(src, TypeSource):
+            self.call_const(type, [lambda: self.load_source(src.owner)])
+        elif isinstance(src, ObjectRefSource):
+            self.const(src.obj)
+        else:
+            raise Unsupported(breaks.UNSUPPORTED_VALUE, f"cannot reload {src}")
+
+    # ---- values -----------------------------------------------------------------------------
+    def count_shared(self, v: Value, seen: set):
+        """Mark mutable values reachable twice, so they are built once and stay one object."""
+        if isinstance(v, (SeqValue, DictValue, SetValue, NewObjectValue)) and v.source is None:
+            if id(v) in seen:
+                self.shared.add(id(v))
+                return
+            seen.add(id(v))
+            children = v.items if isinstance(v, (SeqValue, SetValue)) else \
+                v.items.values() if isinstance(v, DictValue) else v.attrs.values()
+            for c in children:
+                self.count_shared(c, seen)
+
+    def value(self, v: Value):
+        key = id(v)
+        if key in self.memo:
+            self.emit("LOAD_FAST", self.memo[key])
+            return
+        self._value(v)
+        if key in self.shared:
+            name = f"___tmp{len(self.memo)}"
+            self.memo[key] = name
+            self.emit("COPY", 1)
+            self.emit("STORE_FAST", name)
+
+    def _value(self, v: Value):
+        if isinstance(v, TensorValue):
+            if v.node.op == "placeholder":
+                self.load_source(v.source)
+            else:
+                self.emit("LOAD_FAST", GRAPH_OUT)
+                self.const(self.output_index[v.node])
+                self.emit("BINARY_SUBSCR")
+        elif isinstance(v, Const):
+            self.const(v.value)
+        elif v.source is not None and isinstance(v, (SeqValue, DictValue, SetValue, ModuleValue, ObjectValue,
+                                                     FunctionValue, CallableValue)):
+            self.load_source(v.source)
+        elif isinstance(v, SeqValue):
+            for item in v.items:
+                self.value(item)
+            if v.cls is list:
+                self.emit("BUILD_LIST", len(v.items))
+            else:
+                self.emit("BUILD_TUPLE", len(v.items))
+                if v.cls is not tuple:
+                    rebuild = getattr(v.cls, "_make", None) or v.cls
+                    self.emit("STORE_FAST", "___seq")
+                    self.call_const(rebuild, [lambda: self.emit("LOAD_FAST", "___seq")])
+        elif isinstance(v, DictValue):
+            for k, item in v.items.items():
+                self.const(k)
+                self.value(item)
+            self.emit("BUILD_MAP", len(v.items))
+            if v.cls is not dict:
+                self.emit("STORE_FAST", "___dict")
+                self.call_const(v.cls, [lambda: self.emit("LOAD_FAST", "___dict")])
+        elif isinstance(v, SetValue):
+            for item in v.items:
+                self.value(item)
+            self.emit("BUILD_SET", len(v.items))
+            if v.cls is frozenset:
+                self.emit("STORE_FAST", "___set")
+                self.call_const(frozenset, [lambda: self.emit("LOAD_FAST", "___set")])
+        elif isinstance(v, NewObjectValue):
+            attrs = DictValue(v.attrs)
+            self.call_const(_rebuild_object, [lambda: self.const(v.cls), lambda: self.value(attrs)])
+        elif isinstance(v, (CallableValue, FunctionValue)):
+            self.const(v.fn)
+        elif isinstance(v, ObjectValue):
+            self.const(v.obj)
+        elif isinstance(v, ModuleValue):
+            self.const(v.module)
+        else:
+            raise Unsupported(breaks.UNSUPPORTED_VALUE, f"cannot return a {type(v).__name__} from captured code")
+
+    # ---- side effects -------------------------------------------------------------------------
+    def replay(self, tracer):
+        for container in tracer.mutated:
+            if isinstance(container, SeqValue):
+                for item in container.items:
+                    self.value(item)
+                self.emit("BUILD_LIST", len(container.items))
+                self.load_source(container.source)
+                self.const(slice(None))
+                self.emit("STORE_SUBSCR")
+            else:
+                helper = _replace_dict if isinstance(container, DictValue) else _replace_set
+                fresh = DictValue(container.items) if isinstance(container, DictValue) else SetValue(container.items)
+                self.call_const(helper, [lambda c=container: self.load_source(c.source), lambda f=fresh: self.value(f)])
+                self.emit("POP_TOP")
+        for effect in tracer.side_effects:
+            kind = effect[0]
+            if kind == "attr":
+                _, obj, name, value = effect
+                self.value(value)
+                self.load_source(obj.source)
+                self.emit("STORE_ATTR", name)
+            elif kind == "global":
+                _, name, value = effect
+                self.value(value)
+                self.emit("STORE_GLOBAL", name)
+            elif kind == "cell":
+                _, cell, name, is_root = effect
+                if is_root and name in self.code.co_freevars:
+                    self.value(cell.contents)
+                    self.emit("STORE_DEREF", FreeVar(name))
+                elif cell.source is not None:
+                    self.value(cell.contents)
+                    self.load_source(cell.source)
+                    self.emit("STORE_ATTR", "cell_contents")
+                else:
+                    raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"closure variable {name!r}")
+
+
+_ARG_OPS = {"LOAD_CONST"}
+
+
+def tensors_needed(tracer, result: Value) -> list[TensorValue]:
+    """Non-input tensors the rebuilt return value and the side effects need, in a stable order."""
+    found: dict = {}
+
+    def visit(v):
+        if isinstance(v, TensorValue):
+            if v.node.op != "placeholder":
+                found.setdefault(v.node, v)
+        elif isinstance(v, (SeqValue, SetValue)):
+            for i in v.items:
+                visit(i)
+        elif isinstance(v, DictValue):
+            for i in v.items.values():
+                visit(i)
+        elif isinstance(v, NewObjectValue):
+            for i in v.attrs.values():
+                visit(i)
+        elif isinstance(v, CellValue) and isinstance(v.contents, Value):
+            visit(v.contents)
+
+    for container in tracer.mutated:
+        visit(container)
+    for effect in tracer.side_effects:
+        visit(effect[-1] if effect[0] != "cell" else effect[1])
+        if effect[0] == "attr":
+            visit(effect[3])
+    visit(result)
+    return list(found.values())
+
+
+def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: list[Source],
+              outputs: list[TensorValue], lineno: int) -> types.CodeType:
+    original = Bytecode.from_code(code)
+    prologue = []
+    for instr in original:
+        prologue.append(instr)
+        if isinstance(instr, Instr) and instr.name == "RESUME":
+            break
+    emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)})
+    emitter.count_shared(result, set())
+    if compiled is not None:
+        emitter.call_const(compiled, [lambda s=s: emitter.load_source(s) for s in inputs])
+        emitter.emit("STORE_FAST", GRAPH_OUT)
+    emitter.replay(tracer)
+    emitter.value(result)
+    emitter.emit("RETURN_VALUE")
+    original.clear()
+    original.extend(prologue + emitter.out)
+    new_code = original.to_code()
+    _check_layout(code, new_code)
+    return new_code
+
+
+def _check_layout(old: types.CodeType, new: types.CodeType):
+    """The C hook runs `new` in a frame laid out for `old`: the arguments, cells and free variables
+    must line up exactly."""
+    nargs = old.co_argcount + old.co_kwonlyargcount + bool(old.co_flags & 0x04) + bool(old.co_flags & 0x08)
+    same = (old.co_argcount == new.co_argcount and old.co_kwonlyargcount == new.co_kwonlyargcount
+            and old.co_posonlyargcount == new.co_posonlyargcount
+            and (old.co_flags & 0x0C) == (new.co_flags & 0x0C)
+            and old.co_varnames[:nargs] == new.co_varnames[:nargs]
+            and old.co_freevars == new.co_freevars and set(old.co_cellvars) <= set(new.co_cellvars) | set(old.co_varnames))
+    if not same:
+        raise RuntimeError(f"generated code for {old.co_name} does not keep the frame layout")

@@ -1,0 +1,137 @@
+"""One frame -> a cache entry: trace it, compile the graph with the backend, generate the
+replacement code and compile its guards. Or, when something cannot be captured, an entry that
+runs the original code (eagerly) under the guards seen so far, with the reason recorded.
+
+This is the Python callback the C hook calls on a cache miss. It never lets an internal error
+reach the user's program: the frame then runs eagerly and we warn once. With fullgraph=True a
+capture failure raises GraphBreakError instead.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+import types
+from dataclasses import dataclass
+from typing import Callable
+
+from . import _evalframe, breaks, config
+from .breaks import GraphBreakError, Unsupported
+from .codegen import make_code, tensors_needed
+from .fallback import records, skip
+from .fallback.records import FrameRecord
+from .guards import compile_guards
+from .interpreter import Tracer
+
+log = logging.getLogger("dynamo_lite")
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    backend: Callable
+    backend_name: str
+    fullgraph: bool = False
+
+
+def make_callback(options: CaptureOptions):
+    def callback(code: types.CodeType, func, args: tuple):
+        return convert_frame(code, func, args, options)
+    callback.options = options
+    return callback
+
+
+def _arg_names(code: types.CodeType) -> list[str]:
+    n = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    return list(code.co_varnames[:n])
+
+
+def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
+    if skip.skip_frame(code):
+        _evalframe.set_code_extra(code, _evalframe.SKIP)
+        return None
+    entries = _evalframe.get_code_extra(code)
+    if not isinstance(entries, list):
+        entries = []
+    recompile_reason = None
+    if entries:
+        recompile_reason = entries[0][2].first_failure(func, args)
+        if len(entries) >= config.cache_size_limit:
+            reasons = "; ".join(filter(None, (e[2].first_failure(func, args) for e in entries[:3])))
+            records.warn_once(("cache_limit", code),
+                              f"dynamo_lite: {code.co_name} ({code.co_filename}:{code.co_firstlineno}) was captured "
+                              f"{len(entries)} times (config.cache_size_limit={config.cache_size_limit}); new "
+                              f"variants now run eagerly. Last reasons: {reasons}")
+            return None
+    try:
+        return _capture(code, func, args, options, entries, recompile_reason)
+    except (GraphBreakError, KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as e:   # a bug of ours: never the user's problem
+        if options.fullgraph:
+            raise
+        records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "error",
+                                detail=f"{type(e).__name__}: {e}"))
+        records.warn_once(("internal", code),
+                          f"dynamo_lite: internal error while capturing {code.co_name} "
+                          f"({code.co_filename}:{code.co_firstlineno}); it runs eagerly. "
+                          f"{type(e).__name__}: {e}")
+        log.debug("internal capture error:\n%s", traceback.format_exc())
+        _evalframe.set_code_extra(code, _evalframe.SKIP)
+        return None
+
+
+def _capture(code, func, args, options, entries, recompile_reason):
+    start = time.perf_counter()
+    tracer = Tracer(code, func, args)
+    record = FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "captured",
+                         recompile_reason=recompile_reason)
+    try:
+        frame = tracer.root_frame()
+        result = tracer.run(frame)
+        lineno = frame.location()[1]
+        outputs = tensors_needed(tracer, result)
+        graph = tracer.graph
+        gm = graph.finish(outputs)
+        compiled = None
+        if graph.op_count() > 0:
+            example_inputs = [real for (_, real, _) in graph.inputs]
+            fn = options.backend(gm, example_inputs)
+            if not callable(fn):
+                raise TypeError(f"backend {options.backend_name!r} returned {type(fn).__name__}, not a callable")
+            compiled = _evalframe.DisabledCall(fn)
+            record.graphs.append(gm)
+            record.op_count = graph.op_count()
+            inputs = [src for (_, _, src) in graph.inputs]
+        else:
+            outputs, inputs = [], []
+        new_code = make_code(code, tracer, result, compiled, inputs, outputs, lineno)
+    except Unsupported as e:
+        if options.fullgraph:
+            raise _graph_break_error(e) from None
+        record.status, record.kind, record.detail, record.user_stack = "fallback", e.kind, e.detail, e.user_stack
+        new_code = code
+    record.capture_seconds = time.perf_counter() - start
+    guards = compile_guards(tracer.guards, _arg_names(code), func.__globals__, code.co_name)
+    record.guards = guards
+    records.add(record)
+    entries.insert(0, (guards.check, new_code, guards, record))
+    _evalframe.set_code_extra(code, entries)
+    if "bytecode" in config.log and new_code is not code:
+        import dis, io
+        buf = io.StringIO()
+        dis.dis(new_code, file=buf)
+        log.info("replacement bytecode for %s:\n%s", code.co_name, buf.getvalue())
+    if "guards" in config.log:
+        log.info("guards for %s:\n%s", code.co_name, guards.source_code)
+    if "graph" in config.log and record.graphs:
+        log.info("graph for %s:\n%s", code.co_name, record.graphs[0].code)
+    return new_code
+
+
+def _graph_break_error(e: Unsupported) -> GraphBreakError:
+    location, source_line = "", ""
+    if e.user_stack:
+        import linecache
+        filename, line, _ = e.user_stack[-1]
+        location, source_line = f"{filename}:{line}", linecache.getline(filename, line)
+    return GraphBreakError(e.kind, e.detail, location, source_line, list(e.user_stack))

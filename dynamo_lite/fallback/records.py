@@ -1,0 +1,71 @@
+"""What happened to each frame we looked at: captured (with graphs and guards), or run eagerly
+and why. explain() and logging read these records."""
+from __future__ import annotations
+
+import collections
+import linecache
+import logging
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .. import config
+from ..breaks import BreakKind
+
+log = logging.getLogger("dynamo_lite")
+
+
+@dataclass
+class FrameRecord:
+    name: str
+    filename: str
+    firstlineno: int
+    status: str                                   # "captured", "fallback" (ran eagerly), "error"
+    kind: Optional[BreakKind] = None
+    detail: str = ""
+    user_stack: list = field(default_factory=list)   # [(filename, lineno, function)], outermost first
+    graphs: list = field(default_factory=list)       # fx GraphModules handed to the backend
+    guards: Any = None                               # CompiledGuards
+    recompile_reason: Optional[str] = None
+    capture_seconds: float = 0.0
+    op_count: int = 0
+
+    @property
+    def location(self) -> str:
+        if self.user_stack:
+            f, line, _ = self.user_stack[-1]
+            return f"{f}:{line}"
+        return f"{self.filename}:{self.firstlineno}"
+
+    @property
+    def source_line(self) -> str:
+        if self.user_stack:
+            f, line, _ = self.user_stack[-1]
+            return linecache.getline(f, line).strip()
+        return ""
+
+
+RECORDS: "collections.deque[FrameRecord]" = collections.deque(maxlen=10_000)
+_warned: set = set()
+
+
+def add(record: FrameRecord) -> None:
+    RECORDS.append(record)
+    if record.status == "fallback" and "graph_breaks" in config.log:
+        log.info("frame %s ran eagerly: [%s] %s at %s", record.name, record.kind.id if record.kind else "?",
+                 record.detail, record.location)
+    if record.recompile_reason and "recompiles" in config.log:
+        log.info("recapturing %s (%s:%d): %s", record.name, record.filename, record.firstlineno,
+                 record.recompile_reason)
+
+
+def warn_once(key, message: str) -> None:
+    if key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def clear() -> None:
+    RECORDS.clear()
+    _warned.clear()

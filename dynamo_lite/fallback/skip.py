@@ -1,0 +1,112 @@
+"""Skip rules: which frames the hook leaves alone and how calls met while tracing are treated.
+
+Frames of the standard library, torch internals (all but nn module `forward`s), dynamo_lite
+itself and a few tool libraries are never captured. Users extend this with `add_skip_path`,
+`dynamo_lite.disable(fn)` (never trace fn) and `dynamo_lite.allow_in_graph(fn)` (put fn in the
+graph as one opaque call).
+"""
+from __future__ import annotations
+
+import os
+import sysconfig
+import types
+import weakref
+
+import torch
+
+INLINE, GRAPH_OP, SKIPPED, DISABLED, UNWRAP, BREAK = range(6)
+
+_DYNAMO_LITE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_TORCH_NN_MODULES = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
+_STDLIB_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
+_TOOL_PACKAGES = ("numpy", "rich", "pytest", "_pytest", "pluggy", "IPython", "ipykernel", "jupyter_client",
+                  "hypothesis", "typing_extensions", "tqdm", "sympy", "triton", "setuptools", "pkg_resources",
+                  "packaging", "filelock", "fsspec", "jinja2", "networkx", "mpmath", "bytecode", "pygments",
+                  "markdown_it", "traitlets", "tornado", "zmq", "nbclient", "safetensors", "tokenizers",
+                  "huggingface_hub", "requests", "urllib3", "yaml", "regex")
+_skip_paths: list[str] = []
+_disabled_codes: "weakref.WeakSet" = weakref.WeakSet()
+_allowed_in_graph: dict[int, object] = {}
+
+
+def add_skip_path(path: str) -> None:
+    """Never capture frames of code under `path` (a directory or file)."""
+    _skip_paths.append(os.path.abspath(path))
+
+
+def _site_package(filename: str) -> str:
+    marker = os.sep + "site-packages" + os.sep
+    i = filename.rfind(marker)
+    if i < 0:
+        marker = os.sep + "dist-packages" + os.sep
+        i = filename.rfind(marker)
+    if i < 0:
+        return ""
+    return filename[i + len(marker):].split(os.sep, 1)[0]
+
+
+def is_skipped_file(filename: str) -> bool:
+    if filename.startswith(_DYNAMO_LITE_DIR) or filename.startswith(_STDLIB_DIRS) and "site-packages" not in filename:
+        return True
+    if filename.startswith(_TORCH_DIR):
+        return True
+    if _site_package(filename).split(".")[0] in _TOOL_PACKAGES:
+        return True
+    return any(filename.startswith(p) for p in _skip_paths)
+
+
+def skip_frame(code: types.CodeType) -> bool:
+    """Should the hook leave frames of `code` alone for good?"""
+    if code in _disabled_codes:
+        return True
+    filename = code.co_filename
+    if filename.startswith(_TORCH_NN_MODULES) and code.co_name == "forward":
+        return False
+    if filename.startswith("<") and filename.startswith(("<eval_with_key", "<dynamo_lite")):
+        return True
+    return is_skipped_file(filename)
+
+
+def call_rule(fn) -> int:
+    """How the tracer treats a call to the Python function `fn`."""
+    if getattr(fn, "__dynamo_lite_captured__", None) is not None:
+        return UNWRAP
+    if id(fn) in _allowed_in_graph:
+        return GRAPH_OP
+    code = getattr(fn, "__code__", None)
+    if code is not None and code in _disabled_codes:
+        return DISABLED
+    if getattr(fn, "__dynamo_lite_break__", False):
+        return BREAK
+    if code is None:
+        return SKIPPED
+    filename = code.co_filename
+    if filename.startswith(_TORCH_DIR):
+        if filename.startswith(_TORCH_NN_MODULES) and not filename.endswith("module.py"):
+            return INLINE
+        return GRAPH_OP
+    if is_skipped_file(filename):
+        return SKIPPED
+    return INLINE
+
+
+def unwrapped(fn):
+    return fn.__dynamo_lite_captured__
+
+
+def disable(fn):
+    """Never capture `fn` (its own frame nor when inlining); it always runs eagerly."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        raise TypeError(f"dynamo_lite.disable expects a Python function, got {type(fn).__name__}")
+    _disabled_codes.add(code)
+    from .. import _evalframe
+    _evalframe.set_code_extra(code, _evalframe.SKIP)
+    return fn
+
+
+def allow_in_graph(fn):
+    """Put calls to `fn` into the graph as one opaque node instead of tracing its body."""
+    _allowed_in_graph[id(fn)] = fn
+    return fn

@@ -1,0 +1,146 @@
+"""Builds the torch.fx graph of one capture: placeholders from sources, op nodes, the output.
+
+Every node gets `meta['example_value']`, a FakeTensor computed by running the op under
+FakeTensorMode, so shapes, dtypes and devices propagate without computing anything. This is
+the only place that creates nodes (the STYLE's "one builder").
+"""
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any, Callable
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
+                                           FakeTensorMode)
+
+from . import breaks
+from .breaks import Unsupported
+from .values import Const, DictValue, SeqValue, TensorValue, Value
+
+
+def _contains_tensor(obj) -> bool:
+    if isinstance(obj, torch.Tensor):
+        return True
+    if isinstance(obj, (tuple, list)):
+        return any(_contains_tensor(o) for o in obj)
+    if isinstance(obj, dict):
+        return any(_contains_tensor(o) for o in obj.values())
+    return False
+
+
+class GraphBuilder:
+    def __init__(self):
+        self.graph = torch.fx.Graph()
+        self.fake_mode = FakeTensorMode()
+        self.inputs: list[tuple[torch.fx.Node, torch.Tensor, Any]] = []   # (placeholder, real tensor, source)
+        self.grad_enabled = torch.is_grad_enabled()
+        self._placeholder_names: set[str] = set()
+
+    # ---- inputs -----------------------------------------------------------------------------
+    def add_input(self, tensor: torch.Tensor, source) -> TensorValue:
+        name = self._placeholder_name(source.name() if source is not None else "input")
+        node = self.graph.placeholder(name)
+        example = self.fake_mode.from_tensor(tensor)
+        node.meta["example_value"] = example
+        node.meta["source"] = source
+        self.inputs.append((node, tensor, source))
+        return TensorValue(node, example, source)
+
+    def _placeholder_name(self, text: str) -> str:
+        base = re.sub(r"[^0-9a-zA-Z_]+", "_", text).strip("_").lower() or "input"
+        if base[0].isdigit():
+            base = "_" + base
+        name, i = base, 1
+        while name in self._placeholder_names:
+            i += 1
+            name = f"{base}_{i}"
+        self._placeholder_names.add(name)
+        return name
+
+    # ---- ops --------------------------------------------------------------------------------
+    def call(self, op: str, target, args: tuple, kwargs: dict, *, always_node: bool = False) -> Value:
+        """Record `target(*args, **kwargs)` (op = 'call_function' or 'call_method').
+
+        Runs the op on example values first: if that fails the frame cannot be captured as is.
+        A result without tensors (a size, a dtype) becomes a constant and no node is kept,
+        unless `always_node` (ops run for their side effect, such as setitem)."""
+        node_args, fake_args = _split(args)
+        node_kwargs, fake_kwargs = _split(kwargs)
+        example = self._run_fake(op, target, fake_args, fake_kwargs)
+        if not always_node and not _contains_tensor(example):
+            return Const(example)
+        node = self.graph.create_node(op, target, node_args, node_kwargs)
+        return self._wrap_result(node, example)
+
+    def _run_fake(self, op, target, args, kwargs):
+        fn: Callable = target if op == "call_function" else getattr(type(args[0]), target)
+        try:
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+                return fn(*args, **kwargs)
+        except (DataDependentOutputException,) as e:
+            raise Unsupported(breaks.TENSOR_TO_PYTHON, f"{_target_name(target)}: {e}") from None
+        except DynamicOutputShapeException as e:
+            raise Unsupported(breaks.DYNAMIC_OUTPUT_SHAPE, f"{_target_name(target)}: {e}") from None
+        except Unsupported:
+            raise
+        except Exception as e:  # the op itself failed: the eager run will raise the user's error
+            raise Unsupported(breaks.USER_EXCEPTION, f"{_target_name(target)} raised {type(e).__name__}: {e}") from None
+
+    def _wrap_result(self, node: torch.fx.Node, example) -> Value:
+        node.meta["example_value"] = example
+        if isinstance(example, torch.Tensor):
+            return TensorValue(node, example)
+        if isinstance(example, (tuple, list)):
+            items = []
+            for i, item in enumerate(example):
+                if _contains_tensor(item):
+                    sub = self.graph.create_node("call_function", operator.getitem, (node, i), {})
+                    items.append(self._wrap_result(sub, item))
+                else:
+                    items.append(Const(item))
+            cls = type(example) if type(example) in (tuple, list) or hasattr(type(example), "n_fields") \
+                or hasattr(type(example), "_fields") else tuple
+            return SeqValue(items, cls)
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"op returned {type(example).__name__}")
+
+    # ---- output -----------------------------------------------------------------------------
+    def finish(self, outputs: list[TensorValue]) -> torch.fx.GraphModule:
+        self.graph.output(tuple(v.node for v in outputs))
+        gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
+        return gm
+
+    def op_count(self) -> int:
+        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+def _split(obj):
+    """Value structure -> (fx node structure, fake example structure)."""
+    if isinstance(obj, TensorValue):
+        return obj.node, obj.example
+    if isinstance(obj, Const):
+        return obj.value, obj.value
+    if isinstance(obj, SeqValue):
+        pairs = [_split(i) for i in obj.items]
+        kind = list if obj.is_list else tuple
+        return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
+    if isinstance(obj, DictValue):
+        pairs = {k: _split(v) for k, v in obj.items.items()}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    if isinstance(obj, tuple):
+        pairs = [_split(i) for i in obj]
+        return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+    if isinstance(obj, dict):
+        pairs = {k: _split(v) for k, v in obj.items()}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    if isinstance(obj, slice):
+        a, b, c = (_split(x) for x in (obj.start, obj.stop, obj.step))
+        return slice(a[0], b[0], c[0]), slice(a[1], b[1], c[1])
+    if obj is None or isinstance(obj, (int, float, bool, str)):
+        return obj, obj
+    raise Unsupported(breaks.UNSUPPORTED_VALUE, f"cannot pass {type(obj).__name__} value {obj!r:.60} to a graph op")
+
+
+def _target_name(target) -> str:
+    return getattr(target, "__name__", None) or str(target)

@@ -1,0 +1,12 @@
+"""Guards: what a captured graph assumed about its inputs, checked before every reuse.
+
+guards.py holds the guard kinds (frozen dataclasses over Sources that render as Python),
+compile.py turns a guard set into one check function (and a verbose checker that names the
+first failing guard).
+"""
+from .guards import (AliasMatch, ConstantMatch, DictKeysMatch, GradModeMatch, Guard, IdMatch, LengthMatch,
+                     TensorMatch, TypeMatch)
+from .compile import CompiledGuards, compile_guards
+
+__all__ = ["Guard", "TensorMatch", "TypeMatch", "IdMatch", "ConstantMatch", "LengthMatch", "DictKeysMatch",
+           "GradModeMatch", "AliasMatch", "CompiledGuards", "compile_guards"]

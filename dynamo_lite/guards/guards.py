@@ -1,0 +1,187 @@
+"""Guard kinds. Each renders a Python boolean expression over its Source (`code`) and can explain
+why a value fails it (`why_not`), which becomes the recompile reason users read."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from ..sources import Scope, Source
+
+
+class Guard:
+    source: Source
+
+    def code(self, scope: Scope, const: Callable[[Any], str]) -> str:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """Readable form, for explain (`L['x'] is a float32 tensor of size [4, 3]`)."""
+        return self.code(Scope({}, "G", "fn"), _display_const).replace("___", "")
+
+    def why_not(self, value) -> str:
+        return f"{self.describe()} no longer holds"
+
+
+def _display_const(value) -> str:
+    return getattr(value, "__qualname__", None) or repr(value)
+
+
+@dataclass(frozen=True, eq=False)
+class TensorMatch(Guard):
+    source: Source
+    cls: type
+    dtype: torch.dtype
+    device: torch.device
+    shape: tuple
+    stride: tuple
+    requires_grad: bool
+
+    @staticmethod
+    def of(source: Source, t: torch.Tensor) -> "TensorMatch":
+        return TensorMatch(source, type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+
+    def code(self, scope, const):
+        x = self.source.expr(scope)
+        return (f"type({x}) is {const(self.cls)} and {x}.dtype is {const(self.dtype)} "
+                f"and {x}.device == {const(self.device)} and {x}.shape == {self.shape!r} "
+                f"and {x}.stride() == {self.stride!r} and {x}.requires_grad is {self.requires_grad}")
+
+    def describe(self):
+        return (f"{self.source.name()} is a {self.cls.__name__}(dtype={self.dtype}, device={self.device}, "
+                f"size={list(self.shape)}, stride={list(self.stride)}, requires_grad={self.requires_grad})")
+
+    def why_not(self, t):
+        name = self.source.name()
+        if type(t) is not self.cls:
+            return f"{name}: expected {self.cls.__name__}, got {type(t).__name__}"
+        if t.dtype != self.dtype:
+            return f"tensor {name} dtype: expected {self.dtype}, got {t.dtype}"
+        if t.device != self.device:
+            return f"tensor {name} device: expected {self.device}, got {t.device}"
+        if t.dim() != len(self.shape):
+            return f"tensor {name} rank: expected {len(self.shape)}, got {t.dim()}"
+        for i, (a, b) in enumerate(zip(self.shape, t.shape)):
+            if a != b:
+                return f"tensor {name} size[{i}]: expected {a}, got {b}"
+        for i, (a, b) in enumerate(zip(self.stride, t.stride())):
+            if a != b:
+                return f"tensor {name} stride[{i}]: expected {a}, got {b}"
+        if t.requires_grad != self.requires_grad:
+            return f"tensor {name} requires_grad: expected {self.requires_grad}, got {t.requires_grad}"
+        return super().why_not(t)
+
+
+@dataclass(frozen=True, eq=False)
+class TypeMatch(Guard):
+    source: Source
+    cls: type
+
+    def code(self, scope, const):
+        return f"type({self.source.expr(scope)}) is {const(self.cls)}"
+
+    def describe(self):
+        return f"type({self.source.name()}) is {self.cls.__qualname__}"
+
+    def why_not(self, value):
+        return f"type of {self.source.name()}: expected {self.cls.__qualname__}, got {type(value).__qualname__}"
+
+
+@dataclass(frozen=True, eq=False)
+class IdMatch(Guard):
+    source: Source
+    obj: Any
+
+    def code(self, scope, const):
+        return f"{self.source.expr(scope)} is {const(self.obj)}"
+
+    def describe(self):
+        return f"{self.source.name()} is the same object ({type(self.obj).__qualname__} at {id(self.obj):#x})"
+
+    def why_not(self, value):
+        return f"{self.source.name()} is a different object than when captured"
+
+
+@dataclass(frozen=True, eq=False)
+class ConstantMatch(Guard):
+    source: Source
+    value: Any
+
+    def code(self, scope, const):
+        x = self.source.expr(scope)
+        if self.value is None or isinstance(self.value, bool) or self.value is Ellipsis:
+            return f"{x} is {self.value!r}"
+        return f"type({x}) is {const(type(self.value))} and {x} == {const(self.value)}"
+
+    def describe(self):
+        return f"{self.source.name()} == {self.value!r}"
+
+    def why_not(self, value):
+        return f"{self.source.name()} changed: {self.value!r} -> {value!r}"
+
+
+@dataclass(frozen=True, eq=False)
+class LengthMatch(Guard):
+    source: Source
+    cls: type
+    length: int
+
+    def code(self, scope, const):
+        x = self.source.expr(scope)
+        return f"type({x}) is {const(self.cls)} and len({x}) == {self.length}"
+
+    def describe(self):
+        return f"{self.source.name()} is a {self.cls.__qualname__} of length {self.length}"
+
+    def why_not(self, value):
+        if type(value) is not self.cls:
+            return f"type of {self.source.name()}: expected {self.cls.__qualname__}, got {type(value).__qualname__}"
+        return f"len({self.source.name()}) changed: {self.length} -> {len(value)}"
+
+
+@dataclass(frozen=True, eq=False)
+class DictKeysMatch(Guard):
+    source: Source
+    cls: type
+    keys: tuple
+
+    def code(self, scope, const):
+        x = self.source.expr(scope)
+        return f"type({x}) is {const(self.cls)} and tuple({x}) == {const(self.keys)}"
+
+    def describe(self):
+        return f"{self.source.name()} has keys {list(self.keys)!r}"
+
+    def why_not(self, value):
+        return f"keys of {self.source.name()} changed: {list(self.keys)!r} -> {list(value)!r}"
+
+
+@dataclass(frozen=True, eq=False)
+class GradModeMatch(Guard):
+    enabled: bool
+    source: Source = field(default=None)
+
+    def code(self, scope, const):
+        return f"{const(torch.is_grad_enabled)}() is {self.enabled}"
+
+    def describe(self):
+        return f"torch.is_grad_enabled() is {self.enabled}"
+
+    def why_not(self, value):
+        return f"grad mode changed: {self.enabled} -> {not self.enabled}"
+
+
+@dataclass(frozen=True, eq=False)
+class AliasMatch(Guard):
+    source: Source
+    other: Source
+
+    def code(self, scope, const):
+        return f"{self.source.expr(scope)} is {self.other.expr(scope)}"
+
+    def describe(self):
+        return f"{self.source.name()} is {self.other.name()}"
+
+    def why_not(self, value):
+        return f"{self.source.name()} and {self.other.name()} are no longer the same object"

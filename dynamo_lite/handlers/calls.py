@@ -1,0 +1,50 @@
+"""CALL, CALL_FUNCTION_EX and MAKE_FUNCTION."""
+from __future__ import annotations
+
+from .. import breaks
+from ..breaks import Unsupported
+from ..calls import call, iterate
+from ..operators import python_value
+from ..values import ClosureValue, Const, DictValue, NullValue, SeqValue
+from . import handler
+
+
+@handler("CALL")
+def call_op(frame, inst):
+    args = frame.popn(inst.arg)
+    b, a = frame.pop(), frame.pop()
+    if isinstance(a, NullValue):
+        fn = b
+    else:
+        fn, args = a, [b, *args]
+    kwargs = {}
+    if frame.kwnames:
+        names = frame.kwnames
+        frame.kwnames = None
+        kwargs = dict(zip(names, args[len(args) - len(names):]))
+        args = args[:len(args) - len(names)]
+    frame.push(call(frame, fn, args, kwargs))
+
+
+@handler("CALL_FUNCTION_EX")
+def call_function_ex(frame, inst):
+    kwargs = frame.pop() if inst.arg & 1 else DictValue({}, dict)
+    args = frame.pop()
+    fn = frame.pop()
+    if frame.stack and isinstance(frame.peek(), NullValue):
+        frame.pop()
+    if not isinstance(kwargs, DictValue):
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"**{type(kwargs).__name__}")
+    frame.push(call(frame, fn, iterate(frame, args), {str(k): v for k, v in kwargs.items.items()}))
+
+
+@handler("MAKE_FUNCTION")
+def make_function(frame, inst):
+    code = python_value(frame.pop())
+    flags = inst.arg
+    closure = tuple(frame.pop().items) if flags & 0x08 else ()
+    if flags & 0x04:
+        frame.pop()   # annotations: not needed to run the function
+    kwdefaults = frame.pop().items if flags & 0x02 else {}
+    defaults = tuple(frame.pop().items) if flags & 0x01 else ()
+    frame.push(ClosureValue(code, frame.globals, defaults, kwdefaults, closure, code.co_qualname))

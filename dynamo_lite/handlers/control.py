@@ -1,0 +1,128 @@
+"""Jumps, loops, returns, `with` blocks, generators (inlined genexprs) and raise."""
+from __future__ import annotations
+
+from .. import breaks
+from ..breaks import Unsupported
+from ..calls import call, iterate
+from ..compat import (FOR_ITER_SKIPS_END_FOR, POP_JUMP_IF_FALSE, POP_JUMP_IF_NONE, POP_JUMP_IF_NOT_NONE,
+                      POP_JUMP_IF_TRUE, UNCONDITIONAL_JUMPS)
+from ..operators import truthy
+from ..values import Const, GradModeValue, IteratorValue, TensorValue, Value
+from ..wrap import wrap
+from ..attributes import load_attr
+from . import handler
+
+
+@handler(*UNCONDITIONAL_JUMPS)
+def jump(frame, inst):
+    frame.jump(inst.argval)
+
+
+def _is_none(v: Value) -> bool:
+    return isinstance(v, Const) and v.value is None
+
+
+def _conditional(test):
+    def handle(frame, inst):
+        if test(frame, frame.pop()):
+            frame.jump(inst.argval)
+    return handle
+
+
+handler(*POP_JUMP_IF_TRUE)(_conditional(lambda f, v: truthy(f.tracer, v)))
+handler(*POP_JUMP_IF_FALSE)(_conditional(lambda f, v: not truthy(f.tracer, v)))
+handler(*POP_JUMP_IF_NONE)(_conditional(lambda f, v: _is_none(v)))
+handler(*POP_JUMP_IF_NOT_NONE)(_conditional(lambda f, v: not _is_none(v)))
+
+
+@handler("JUMP_IF_TRUE_OR_POP", max_version=(3, 11))
+def jump_if_true_or_pop(frame, inst):
+    if truthy(frame.tracer, frame.peek()):
+        frame.jump(inst.argval)
+    else:
+        frame.pop()
+
+
+@handler("JUMP_IF_FALSE_OR_POP", max_version=(3, 11))
+def jump_if_false_or_pop(frame, inst):
+    if not truthy(frame.tracer, frame.peek()):
+        frame.jump(inst.argval)
+    else:
+        frame.pop()
+
+
+@handler("GET_ITER")
+def get_iter(frame, inst):
+    v = frame.pop()
+    frame.push(v if isinstance(v, IteratorValue) else IteratorValue(iterate(frame, v)))
+
+
+@handler("FOR_ITER")
+def for_iter(frame, inst):
+    it = frame.peek()
+    if not isinstance(it, IteratorValue):
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"FOR_ITER over {type(it).__name__}")
+    item = it.next()
+    if item is not None:
+        frame.push(item)
+        return
+    frame.pop()
+    frame.jump(inst.argval)
+    if FOR_ITER_SKIPS_END_FOR and frame.instructions[frame.ip].opname == "END_FOR":
+        frame.ip += 1
+
+
+@handler("END_FOR", min_version=(3, 12))
+def end_for(frame, inst):
+    frame.popn(2)
+
+
+def _finish(frame, value: Value):
+    frame.return_value = value
+    frame.done = True
+
+
+@handler("RETURN_VALUE")
+def return_value(frame, inst):
+    _finish(frame, frame.pop())
+
+
+@handler("RETURN_CONST", min_version=(3, 12))
+def return_const(frame, inst):
+    _finish(frame, wrap(frame.tracer, inst.argval, None))
+
+
+@handler("RETURN_GENERATOR")
+def return_generator(frame, inst):
+    if frame.yields is None:
+        raise Unsupported(breaks.GENERATOR_FRAME, frame.code.co_name)
+    frame.push(Const(None))   # popped by the POP_TOP that follows
+
+
+@handler("YIELD_VALUE")
+def yield_value(frame, inst):
+    if frame.yields is None or frame.parent is None:
+        raise Unsupported(breaks.GENERATOR_FRAME, "yield in the captured frame")
+    frame.yields.append(frame.pop())
+    frame.push(Const(None))   # the value sent in by next()
+
+
+@handler("BEFORE_WITH")
+def before_with(frame, inst):
+    manager = frame.pop()
+    if not isinstance(manager, GradModeValue):
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"`with` on {type(manager).__name__} (only torch grad modes)")
+    exit_fn = load_attr(frame, manager, "__exit__")
+    entered = call(frame, load_attr(frame, manager, "__enter__"), [], {})
+    frame.push(exit_fn)
+    frame.push(entered)
+
+
+@handler("RAISE_VARARGS", "RERAISE")
+def raise_varargs(frame, inst):
+    raise Unsupported(breaks.USER_EXCEPTION, "the code raises an exception")
+
+
+@handler("LOAD_ASSERTION_ERROR")
+def load_assertion_error(frame, inst):
+    frame.push(wrap(frame.tracer, AssertionError, None))

@@ -1,0 +1,63 @@
+"""Unary, binary, comparison, identity and membership operators."""
+from __future__ import annotations
+
+import operator
+
+from ..compat import INTRINSIC_1
+from ..operators import BINARY_OPS, COMPARE_OPS, binary, compare, contains, is_op, truthy, unary
+from ..values import Const, SeqValue
+from .. import breaks
+from ..breaks import Unsupported
+from . import handler
+
+
+@handler("BINARY_OP")
+def binary_op(frame, inst):
+    b, a = frame.pop(), frame.pop()
+    frame.push(binary(frame.tracer, BINARY_OPS[inst.argrepr], a, b))
+
+
+def _unary(fn):
+    def handle(frame, inst):
+        frame.push(unary(frame.tracer, fn, frame.pop()))
+    return handle
+
+
+handler("UNARY_NEGATIVE")(_unary(operator.neg))
+handler("UNARY_POSITIVE")(_unary(operator.pos))
+handler("UNARY_INVERT")(_unary(operator.invert))
+
+
+@handler("UNARY_NOT")
+def unary_not(frame, inst):
+    frame.push(Const(not truthy(frame.tracer, frame.pop())))
+
+
+@handler("COMPARE_OP")
+def compare_op(frame, inst):
+    b, a = frame.pop(), frame.pop()
+    frame.push(compare(frame.tracer, COMPARE_OPS[inst.argval], a, b))
+
+
+@handler("IS_OP")
+def is_op_handler(frame, inst):
+    b, a = frame.pop(), frame.pop()
+    frame.push(Const(is_op(a, b) != bool(inst.arg)))
+
+
+@handler("CONTAINS_OP")
+def contains_op(frame, inst):
+    container, item = frame.pop(), frame.pop()
+    frame.push(Const(contains(frame.tracer, container, item) != bool(inst.arg)))
+
+
+@handler("CALL_INTRINSIC_1", min_version=(3, 12))
+def call_intrinsic_1(frame, inst):
+    name = INTRINSIC_1.get(inst.arg, "")
+    if name == "INTRINSIC_LIST_TO_TUPLE":
+        v = frame.pop()
+        frame.push(SeqValue(v.items, tuple))
+    elif name == "INTRINSIC_UNARY_POSITIVE":
+        frame.push(unary(frame.tracer, operator.pos, frame.pop()))
+    else:
+        raise Unsupported(breaks.UNSUPPORTED_OPCODE, f"CALL_INTRINSIC_1 {name}")

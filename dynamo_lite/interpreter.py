@@ -1,0 +1,190 @@
+"""The symbolic loop: one `Frame` per (root or inlined) code object, one `Tracer` per capture.
+
+The loop fetches an instruction, looks its handler up in the opcode table (handlers/), and runs
+it on the frame's symbolic stack. A missing handler is an `Unsupported` break, never a crash.
+The Tracer owns what the whole capture shares: the graph builder, the guards collected from the
+sources read, recorded side effects and the identity map of wrapped objects.
+"""
+from __future__ import annotations
+
+import dis
+import types
+from typing import Any, Optional
+
+import torch
+
+from . import breaks, config
+from .breaks import Unsupported
+from .graph_builder import GraphBuilder
+from .guards import GradModeMatch, Guard
+from .sources import GlobalSource, ItemSource, Source
+from .values import CellValue, Const, Value
+
+_INSTRUCTIONS_CACHE: dict[types.CodeType, tuple[list, dict]] = {}
+
+
+def instructions_of(code: types.CodeType) -> tuple[list[dis.Instruction], dict[int, int]]:
+    cached = _INSTRUCTIONS_CACHE.get(code)
+    if cached is None:
+        insts = list(dis.get_instructions(code))
+        cached = (insts, {inst.offset: i for i, inst in enumerate(insts)})
+        if len(_INSTRUCTIONS_CACHE) > 4096:
+            _INSTRUCTIONS_CACHE.clear()
+        _INSTRUCTIONS_CACHE[code] = cached
+    return cached
+
+
+class LazyValue:
+    """A root-frame argument or closure value not yet wrapped: wrapping (and guarding) happens on
+    first use, so unused inputs add no guards."""
+    __slots__ = ("value", "source")
+
+    def __init__(self, value, source):
+        self.value = value
+        self.source = source
+
+
+class Frame:
+    def __init__(self, tracer: "Tracer", code: types.CodeType, globals_: dict, locals_: dict,
+                 closure: tuple = (), parent: Optional["Frame"] = None, fn_source: Optional[Source] = None):
+        self.tracer = tracer
+        self.code = code
+        self.instructions, self.index_of = instructions_of(code)
+        self.globals = globals_
+        self.builtins = globals_.get("__builtins__", __builtins__)
+        if isinstance(self.builtins, types.ModuleType):
+            self.builtins = self.builtins.__dict__
+        self.locals: dict[str, Any] = locals_
+        self.cells: dict[str, CellValue] = {}
+        for name, cell in zip(code.co_freevars, closure):
+            self.cells[name] = cell
+        self.stack: list[Value] = []
+        self.ip = 0
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.kwnames: Optional[tuple] = None
+        self.return_value: Optional[Value] = None
+        self.done = False
+        self.current: Optional[dis.Instruction] = None
+        self.fn_source = fn_source
+        self.yields: Optional[list] = [] if code.co_flags & 0x20 else None   # generator being inlined
+
+    # ---- stack ------------------------------------------------------------------------------
+    def push(self, v: Value):
+        self.stack.append(v)
+
+    def pop(self) -> Value:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[Value]:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    def peek(self, depth: int = 1) -> Value:
+        return self.stack[-depth]
+
+    def jump(self, offset: int):
+        self.ip = self.index_of[offset]
+
+    # ---- names ------------------------------------------------------------------------------
+    def global_source(self, name: str) -> Source:
+        if self.globals is self.tracer.root_globals:
+            return GlobalSource(name)
+        return ItemSource(self.tracer.ref_source(self.globals), name)
+
+    def location(self) -> tuple[str, int, str]:
+        line = self.current.positions.lineno if self.current and self.current.positions else None
+        return (self.code.co_filename, line or self.code.co_firstlineno, self.code.co_name)
+
+
+class Tracer:
+    """State of one capture: graph, guards, side effects, wrapped objects."""
+
+    def __init__(self, code: types.CodeType, func: types.FunctionType, args: tuple):
+        self.code = code
+        self.func = func
+        self.args = args
+        self.root_globals = func.__globals__
+        self.graph = GraphBuilder()
+        self.guards: list[Guard] = []
+        self._guard_keys: set = set()
+        self.wrapped: dict[int, Value] = {}      # id(real object) -> its Value (aliasing, dedup)
+        self.keepalive: list[Any] = []           # keeps ids in `wrapped` stable while tracing
+        self.side_effects: list[tuple] = []      # ("attr", obj_value, name, value) / ("global", name, value) ...
+        self.pending_attrs: dict[int, dict[str, Value]] = {}
+        self.global_writes: dict[str, Value] = {}
+        self.mutated: list[Value] = []           # sourced lists/dicts whose contents changed
+        self.instruction_count = 0
+        self.refs: dict[int, Source] = {}
+        self.add_guard(GradModeMatch(torch.is_grad_enabled()))
+
+    # ---- guards -----------------------------------------------------------------------------
+    def add_guard(self, guard: Guard):
+        key = (type(guard), getattr(guard, "source", None), getattr(guard, "other", None))
+        if key not in self._guard_keys:
+            self._guard_keys.add(key)
+            self.guards.append(guard)
+
+    def ref_source(self, obj) -> Source:
+        from .sources import ObjectRefSource
+        src = self.refs.get(id(obj))
+        if src is None:
+            src = self.refs[id(obj)] = ObjectRefSource(obj)
+            self.keepalive.append(obj)
+        return src
+
+    # ---- state changes --------------------------------------------------------------------
+    def mutate(self, container: Value):
+        """A list/dict/set that exists outside the frame changed: replay its new contents."""
+        if container.source is not None and not any(m is container for m in self.mutated):
+            self.mutated.append(container)
+
+    def set_grad_enabled(self, enabled: bool):
+        """Grad mode changes become graph nodes, so the compiled graph switches it like eager does."""
+        if enabled != self.graph.grad_enabled:
+            self.graph.call("call_function", torch._C._set_grad_enabled, (Const(enabled),), {}, always_node=True)
+            self.graph.grad_enabled = enabled
+
+    # ---- running ----------------------------------------------------------------------------
+    def root_frame(self) -> Frame:
+        from .sources import ClosureSource, LocalSource
+        code = self.code
+        nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+        locals_ = {name: LazyValue(value, LocalSource(name)) for name, value in zip(code.co_varnames[:nargs], self.args)}
+        closure = tuple(CellValue(LazyValue(cell.cell_contents, ClosureSource(i, name)) if _cell_full(cell) else None)
+                        for i, (name, cell) in enumerate(zip(code.co_freevars, self.func.__closure__ or ())))
+        return Frame(self, code, self.root_globals, locals_, closure)
+
+    def run(self, frame: Frame) -> Value:
+        from .handlers import HANDLERS
+        insts = frame.instructions
+        while not frame.done:
+            if frame.ip >= len(insts):
+                raise Unsupported(breaks.UNSUPPORTED_OPCODE, "ran off the end of the code")
+            inst = insts[frame.ip]
+            frame.current = inst
+            frame.ip += 1
+            self.instruction_count += 1
+            if self.instruction_count > config.instruction_limit:
+                raise Unsupported(breaks.INSTRUCTION_LIMIT, f"more than {config.instruction_limit} instructions")
+            handler = HANDLERS.get(inst.opname)
+            if handler is None:
+                raise Unsupported(breaks.UNSUPPORTED_OPCODE, inst.opname)
+            try:
+                handler(frame, inst)
+            except Unsupported as e:
+                if not e.user_stack or e.user_stack[0][:2] != frame.location()[:2]:
+                    e.user_stack.insert(0, frame.location())
+                raise
+        return frame.return_value
+
+
+def _cell_full(cell) -> bool:
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:
+        return False

@@ -1,0 +1,135 @@
+"""Turn a real Python object read from the frame into a symbolic Value, installing the guards
+that make reusing the graph safe (the "variable builder").
+
+One function, `wrap`, with a table of kinds in order. Objects reached through the same source
+twice, or the same object through two sources, map to one Value (with an alias guard), so
+aliasing in the user's program is preserved in the graph.
+"""
+from __future__ import annotations
+
+import builtins
+import enum
+import types
+from collections import OrderedDict
+from typing import Any, Optional
+
+import torch
+
+from . import breaks
+from .breaks import Unsupported
+from .guards import AliasMatch, ConstantMatch, DictKeysMatch, IdMatch, LengthMatch, TensorMatch, TypeMatch
+from .sources import ItemSource, Source
+from .values import (CallableValue, Const, DictValue, FunctionValue, ModuleValue, ObjectValue, SeqValue,
+                     TensorValue, Value)
+
+CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented),
+                  torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice, enum.Enum)
+
+
+def is_constant(value) -> bool:
+    if isinstance(value, CONSTANT_TYPES):
+        return True
+    if type(value) in (tuple, frozenset, torch.Size):
+        return all(is_constant(v) for v in value)
+    return False
+
+
+def is_torch_namespace(obj) -> bool:
+    """Modules and callables of torch itself: assumed not to be monkeypatched, so not guarded."""
+    name = getattr(obj, "__name__", "") if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", "") or ""
+    return name == "torch" or name.startswith("torch.")
+
+
+def wrap(tracer, value: Any, source: Optional[Source]) -> Value:
+    key = id(value)
+    known = tracer.wrapped.get(key)
+    if known is not None and not is_constant(value):
+        if source is not None and known.source is not None and known.source != source:
+            tracer.add_guard(AliasMatch(source, known.source))
+        return known
+    result = _build(tracer, value, source)
+    if not is_constant(value):
+        tracer.wrapped[key] = result
+        tracer.keepalive.append(value)
+    return result
+
+
+def _guard(tracer, guard):
+    if guard.source is not None:
+        tracer.add_guard(guard)
+
+
+def _build(tracer, value, source) -> Value:
+    if isinstance(value, torch.Tensor):
+        return _wrap_tensor(tracer, value, source)
+    if is_constant(value):
+        if source is not None:
+            _guard(tracer, ConstantMatch(source, value) if type(value) in (int, float, bool, str, type(None),
+                                                                           bytes, complex) else
+                   IdMatch(source, value) if isinstance(value, (torch.dtype, enum.Enum)) or value is Ellipsis
+                   else _equal_guard(source, value))
+        return Const(value, source)
+    if type(value) in (tuple, list) or _is_namedtuple(value):
+        if source is not None:
+            _guard(tracer, LengthMatch(source, type(value), len(value)))
+        items = [wrap(tracer, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        return SeqValue(items, type(value), source)
+    if type(value) in (dict, OrderedDict) and all(is_constant(k) and type(k) in (str, int) for k in value):
+        if source is not None:
+            _guard(tracer, DictKeysMatch(source, type(value), tuple(value)))
+        items = {k: wrap(tracer, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
+        return DictValue(items, type(value), source)
+    if isinstance(value, torch.nn.Module):
+        if source is not None:
+            _guard(tracer, IdMatch(source, value))
+        return ModuleValue(value, source)
+    if isinstance(value, types.FunctionType):
+        if source is not None:
+            _guard(tracer, IdMatch(source, value))
+        return FunctionValue(value, source)
+    if callable(value) and (isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, type,
+                                               types.MethodWrapperType, types.WrapperDescriptorType,
+                                               types.MethodDescriptorType, types.ClassMethodDescriptorType))
+                            or is_torch_namespace(value) or type(value).__module__ == "functools"):
+        if source is not None and not is_torch_namespace(value) and not _is_builtin(value):
+            _guard(tracer, IdMatch(source, value))
+        return CallableValue(value, source)
+    if isinstance(value, types.ModuleType):
+        if source is not None and not is_torch_namespace(value):
+            _guard(tracer, IdMatch(source, value))
+        return ObjectValue(value, source)
+    if isinstance(value, types.MethodType):
+        from .values import MethodValue
+        return MethodValue(wrap(tracer, value.__self__, None if source is None else _attr(source, "__self__")),
+                           value.__func__, source)
+    if source is not None:
+        _guard(tracer, TypeMatch(source, type(value)))
+    return ObjectValue(value, source)
+
+
+def _attr(source, name):
+    from .sources import AttrSource
+    return AttrSource(source, name)
+
+
+def _equal_guard(source, value):
+    return ConstantMatch(source, value)
+
+
+def _is_builtin(value) -> bool:
+    return getattr(builtins, getattr(value, "__name__", ""), None) is value
+
+
+def _is_namedtuple(value) -> bool:
+    return isinstance(value, tuple) and hasattr(type(value), "_fields") and type(value) is not tuple
+
+
+def _wrap_tensor(tracer, value: torch.Tensor, source) -> TensorValue:
+    if type(value) not in (torch.Tensor, torch.nn.Parameter) and not isinstance(value, torch.nn.parameter.Buffer):
+        raise Unsupported(breaks.TENSOR_SUBCLASS, type(value).__name__)
+    if source is None:
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, "a tensor the tracer cannot reload (no source)")
+    if value.is_sparse or value.layout != torch.strided:
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"tensor with layout {value.layout}")
+    tracer.add_guard(TensorMatch.of(source, value))
+    return tracer.graph.add_input(value, source)

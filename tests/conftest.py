@@ -1,0 +1,28 @@
+"""pytest setup for the dynamo_lite differential suite.
+
+Every test starts and ends with empty engine caches (`harness.reset()`), so no test can hit a
+graph captured by another.  Run with ``DL_TEST_REFERENCE=torch`` to check the suite's
+expectations against TorchDynamo instead of dynamo_lite.
+"""
+import pytest
+import torch
+
+import harness
+
+
+def pytest_report_header(config):
+    return f"dynamo_lite differential suite, engine under test: {harness.ENGINE}"
+
+
+@pytest.fixture(autouse=True)
+def fresh_engine_caches():
+    harness.reset()
+    torch.manual_seed(0)
+    yield
+    harness.reset()
+
+
+@pytest.fixture
+def backend():
+    """A fresh CountingBackend for tests that drive capture() themselves."""
+    return harness.CountingBackend()

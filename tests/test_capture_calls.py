@@ -1,0 +1,223 @@
+"""Calls: argument passing (positional, keyword, defaults, kw-only, *args, **kwargs), inlined
+user functions (nested three levels, recursion), methods, lambdas, and capture()'s own call forms.
+"""
+import functools
+
+import pytest
+import torch
+
+from harness import ENGINE, REFERENCE, CountingBackend, capture, check
+
+
+def level3(x, k):
+    return torch.sin(x) * k
+
+
+def level2(x, k):
+    return level3(x + 1, k) - level3(x, k + 1)
+
+
+def level1(x, k=2):
+    return level2(x * 2, k) + x
+
+
+def combine(a, b=2, *rest, scale=1.0, **extra):
+    total = a * b * scale
+    for r in rest:
+        total = total + r
+    for name in sorted(extra):
+        total = total + extra[name]
+    return total
+
+
+def kw_only(x, *, power, bias=0.0):
+    return x ** power + bias
+
+
+# -- argument passing into user functions (inlined) --------------------------------------------
+
+CALL_FORMS = {
+    "positional": lambda x: combine(x, 3),
+    "keyword": lambda x: combine(a=x, b=4),
+    "default": lambda x: combine(x),
+    "kw_only_arg": lambda x: combine(x, 2, scale=0.5),
+    "varargs": lambda x: combine(x, 2, x, x * 2),
+    "varkw": lambda x: combine(x, 1, z=x, y=3),
+    "star_call": lambda x: combine(*[x, 5], *(x,)),
+    "double_star_call": lambda x: combine(x, **{"b": 3, "scale": 2.0, "w": x}),
+    "everything": lambda x: combine(x, 2, x, scale=3.0, q=1, **{"r": x}),
+    "kw_only_required": lambda x: kw_only(x, power=2) + kw_only(x, power=3, bias=1.0),
+}
+
+
+@pytest.mark.parametrize("name", CALL_FORMS)
+def test_argument_passing_to_inlined_function(name):
+    check(CALL_FORMS[name], torch.randn(3), graphs=1)
+
+
+def test_missing_kw_only_argument_raises_type_error():
+    def f(x):
+        return kw_only(x)
+
+    # the call raises before any tensor op, so there is nothing to capture
+    check(f, torch.randn(3), graphs=0)
+
+
+# -- the captured function's own signature -----------------------------------------------------
+
+def test_captured_function_called_with_keywords():
+    check(combine, torch.randn(3), b=4, scale=0.5, graphs=1)
+
+
+def test_captured_function_defaults_used():
+    check(level1, torch.randn(3), graphs=1)
+
+
+def test_captured_function_with_varargs_and_varkw():
+    def f(*xs, **opts):
+        out = xs[0]
+        for x in xs[1:]:
+            out = out + x * opts["w"]
+        return out, sorted(opts)
+
+    check(f, torch.randn(2), torch.randn(2), torch.randn(2), w=2.0, tag="t", graphs=1)
+
+
+def test_captured_function_kw_only():
+    check(kw_only, torch.randn(3), power=2, bias=0.5, graphs=1)
+
+
+# -- inlining ----------------------------------------------------------------------------------
+
+def test_inlined_calls_three_levels_deep():
+    check(lambda x: level1(x, 3), torch.randn(4), graphs=1)
+
+
+def test_recursive_function_unrolled_on_python_int():
+    def power_of_two(x, n):
+        if n == 0:
+            return x
+        return power_of_two(x * 2, n - 1)
+
+    check(power_of_two, torch.randn(3), 4, graphs=1)
+
+
+def test_lambda_defined_and_called_inline():
+    def f(x):
+        square = lambda t: t * t  # noqa: E731
+        return square(x) + (lambda t, c=2: t * c)(x)
+
+    check(f, torch.randn(3), graphs=1)
+
+
+def test_functools_partial():
+    scaled = functools.partial(combine, b=3, scale=2.0)
+    check(lambda x: scaled(x) + 1, torch.randn(3), graphs=1)
+
+
+def test_higher_order_function_argument():
+    def apply_twice(fn, x):
+        return fn(fn(x))
+
+    check(apply_twice, torch.tanh, torch.randn(3), graphs=1)
+
+
+# -- methods -----------------------------------------------------------------------------------
+
+class Scaler:
+    factor_default = 2.0
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __call__(self, x):
+        return self.apply(x) + 1
+
+    def apply(self, x):
+        return x * self.factor
+
+    @property
+    def double(self):
+        return self.factor * 2
+
+    @staticmethod
+    def shift(x, by=1.0):
+        return x + by
+
+    @classmethod
+    def make(cls):
+        return cls(cls.factor_default)
+
+
+METHOD_CALLS = {
+    "bound_method": lambda x, s: s.apply(x),
+    "call_dunder": lambda x, s: s(x),
+    "property": lambda x, s: x * s.double,
+    "staticmethod": lambda x, s: Scaler.shift(x, by=3.0) + s.shift(x),
+    "classmethod": lambda x, s: Scaler.make().apply(x),
+    "method_object_stored": lambda x, s: (lambda m: m(x) + m(x * 2))(s.apply),
+}
+
+
+@pytest.mark.parametrize("name", METHOD_CALLS)
+def test_method_calls_on_user_objects(name):
+    check(METHOD_CALLS[name], torch.randn(3), Scaler(1.5), graphs=1)
+
+
+def test_object_constructed_and_used_inside():
+    def f(x):
+        s = Scaler(3.0)
+        return s(x) + Scaler.make()(x)
+
+    check(f, torch.randn(3), graphs=1)
+
+
+def test_builtin_methods_on_python_values():
+    def f(x, words):
+        joined = "-".join(w.strip().lower() for w in words)
+        parts = joined.split("-")
+        return x * len(parts), joined, joined.startswith("a"), joined.replace("-", "+")
+
+    check(f, torch.randn(2), [" Alpha", "BETA "], graphs=1)
+
+
+# -- capture() call forms ----------------------------------------------------------------------
+
+def test_decorator_with_backend_argument():
+    backend = CountingBackend()
+
+    @capture(backend=backend)
+    def f(x, y):
+        return (x * y).sum(dim=0)
+
+    x, y = torch.randn(3, 2), torch.randn(3, 2)
+    torch.testing.assert_close(f(x, y), (x * y).sum(dim=0))
+    torch.testing.assert_close(f(x, y), (x * y).sum(dim=0))
+    assert backend.count == 1
+
+
+def test_bare_decorator_uses_default_backend():
+    @capture
+    def f(x):
+        return torch.cos(x) + 1
+
+    x = torch.randn(4)
+    torch.testing.assert_close(f(x), torch.cos(x) + 1)
+
+
+def test_fullgraph_true_on_capturable_function():
+    backend = CountingBackend()
+    f = capture(lambda x: torch.relu(x) * 2, backend=backend, fullgraph=True)
+    x = torch.randn(5)
+    torch.testing.assert_close(f(x), torch.relu(x) * 2)
+    assert backend.count == 1
+
+
+def test_captured_function_keeps_working_when_called_from_python_loop():
+    backend = CountingBackend()
+    f = capture(lambda x, i: x + i, backend=backend)
+    x = torch.zeros(2)
+    results = [f(x, 1) for _ in range(5)]
+    for r in results:
+        torch.testing.assert_close(r, torch.ones(2))
+    assert backend.count == 1, f"{ENGINE}: repeated identical calls recaptured (reference={REFERENCE})"

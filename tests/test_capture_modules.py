@@ -1,0 +1,277 @@
+"""nn.Module capture: built-in layers, custom modules (submodules, parameters, buffers),
+containers (Sequential, ModuleList, ModuleDict) and iteration over them, stateful layers, and the
+contract of capture(module): same class, same parameter objects, same state_dict."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from harness import CountingBackend, capture, check
+from models import MLP, ConvNet, TransformerBlock
+
+
+def eval_mode(module):
+    return module.eval()
+
+
+# -- built-in layers ---------------------------------------------------------------------------
+
+LAYERS = {
+    "linear": (lambda: nn.Linear(4, 3), lambda: torch.randn(2, 4)),
+    "linear_no_bias": (lambda: nn.Linear(4, 3, bias=False), lambda: torch.randn(2, 4)),
+    "conv2d": (lambda: nn.Conv2d(2, 3, kernel_size=3, padding=1), lambda: torch.randn(1, 2, 5, 5)),
+    "conv2d_strided": (lambda: nn.Conv2d(2, 2, 3, stride=2, groups=2), lambda: torch.randn(1, 2, 6, 6)),
+    "layer_norm": (lambda: nn.LayerNorm(6), lambda: torch.randn(2, 3, 6)),
+    "embedding": (lambda: nn.Embedding(10, 4), lambda: torch.tensor([[1, 2, 9], [0, 0, 3]])),
+    "dropout_eval": (lambda: nn.Dropout(0.5).eval(), lambda: torch.randn(3, 4)),
+    "batchnorm1d_eval": (lambda: nn.BatchNorm1d(4).eval(), lambda: torch.randn(3, 4)),
+    "batchnorm2d_eval": (lambda: nn.BatchNorm2d(2).eval(), lambda: torch.randn(2, 2, 3, 3)),
+    "gelu": (lambda: nn.GELU(), lambda: torch.randn(5)),
+    "softmax": (lambda: nn.Softmax(dim=-1), lambda: torch.randn(2, 5)),
+    "maxpool": (lambda: nn.MaxPool2d(2), lambda: torch.randn(1, 1, 4, 4)),
+    "flatten": (lambda: nn.Flatten(), lambda: torch.randn(2, 3, 2)),
+}
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_builtin_layer(name):
+    make_module, make_input = LAYERS[name]
+    check(make_module(), make_input(), graphs=1)
+
+
+def test_batchnorm_train_mode_updates_running_stats():
+    """The harness compares state_dicts, so the running-stat buffer updates are checked too."""
+    bn = nn.BatchNorm1d(3)
+    result = check(bn, torch.randn(4, 3), graphs=1)
+    assert result.compiled.num_batches_tracked.item() == 2  # two calls, both updated the buffers
+
+
+def test_dropout_in_train_mode_drops_half_on_average():
+    """Random masks cannot be compared elementwise; check the semantics instead."""
+    backend = CountingBackend()
+    drop = capture(nn.Dropout(0.5).train(), backend=backend)
+    out = drop(torch.ones(2000))
+    kept = (out != 0)
+    assert 0.4 < kept.float().mean().item() < 0.6
+    torch.testing.assert_close(out[kept], torch.full_like(out[kept], 2.0))
+    assert backend.count == 1
+
+
+# -- custom modules ------------------------------------------------------------------------------
+
+class WithParamsAndBuffers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 4))
+        self.bias = nn.Parameter(torch.zeros(4))
+        self.register_buffer("scale", torch.tensor(0.5))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+        self.temperature = 2.0  # plain Python attribute
+
+    def forward(self, x):
+        return (x @ self.weight + self.bias) * self.scale / self.temperature
+
+
+class Nested(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+        self.inner = WithParamsAndBuffers()
+        self.proj = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = self.encoder(x)
+        return self.inner(self.proj(h)) + x
+
+
+class BufferMutation(nn.Module):
+    """Keeps a running sum in a buffer, like a BatchNorm statistic."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(3))
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.total.add_(x.sum(0))
+        self.calls += 1
+        return x - self.total / self.calls
+
+
+class ListOfLayers(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(n))
+        self.norms = nn.ModuleList([nn.LayerNorm(4) for _ in range(n)])
+
+    def forward(self, x):
+        for layer, norm in zip(self.layers, self.norms):
+            x = x + F.relu(layer(norm(x)))
+        return self.layers[-1](x) * len(self.layers)
+
+
+class DictOfHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleDict({"cls": nn.Linear(4, 3), "reg": nn.Linear(4, 1)})
+
+    def forward(self, x):
+        out = {name: head(x) for name, head in self.heads.items()}
+        out["sum"] = sum(h(x).sum() for h in self.heads.values())
+        out["has_cls"] = "cls" in self.heads
+        return out
+
+
+class TrainingFlag(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if self.training:
+            return self.lin(x) * 0
+        return self.lin(x) + 1
+
+
+class IteratesChildren(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Tanh()
+        self.seq = nn.Sequential(nn.Linear(4, 4), nn.Sigmoid())
+
+    def forward(self, x):
+        for child in self.children():
+            x = child(x)
+        for module in self.seq:
+            x = module(x) + x
+        total = sum(p.sum() for p in self.parameters())
+        return x + total * 0.01, len(list(self.named_parameters()))
+
+
+class KwargsForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, *, mask=None, scale=1.0):
+        y = self.lin(x) * scale
+        if mask is not None:
+            y = y.masked_fill(mask, 0.0)
+        return y
+
+
+CUSTOM = {
+    "params_and_buffers": WithParamsAndBuffers,
+    "nested_submodules": Nested,
+    "buffer_mutation": BufferMutation,
+    "module_list": ListOfLayers,
+    "module_dict": DictOfHeads,
+    "training_flag_eval": lambda: TrainingFlag().eval(),
+    "training_flag_train": TrainingFlag,
+    "iterate_children": IteratesChildren,
+    "sequential": lambda: nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 4), nn.LayerNorm(4)),
+    "mlp": lambda: MLP(d_in=4),
+}
+
+
+@pytest.mark.parametrize("name", CUSTOM)
+def test_custom_module(name):
+    check(CUSTOM[name](), torch.randn(2, 3, 4)[:, 0, :3] if name == "buffer_mutation" else torch.randn(2, 4),
+          graphs=1)
+
+
+def test_module_forward_with_keyword_arguments():
+    check(KwargsForward(), torch.randn(2, 4), mask=torch.tensor([[True, False, True, False]] * 2),
+          scale=0.5, graphs=1)
+
+
+def test_convnet_eval():
+    check(ConvNet().eval(), torch.randn(2, 3, 6, 6), graphs=1, rtol=1e-5, atol=1e-5)
+
+
+def test_module_passed_as_function_argument():
+    def f(model, x):
+        return model(x).relu() + model.weight.sum()
+
+    check(f, nn.Linear(3, 3), torch.randn(2, 3), graphs=1)
+
+
+def test_module_called_from_closure_with_parameter_access():
+    model = Nested()
+
+    def f(x):
+        return model(x) + model.inner.weight[0] * model.inner.temperature
+
+    check(f, torch.randn(2, 4), graphs=1)
+
+
+def test_functional_call_on_module_parameters():
+    lin = nn.Linear(4, 2)
+
+    def f(x):
+        return F.linear(x, lin.weight * 2, lin.bias) + lin.weight.shape[0]
+
+    check(f, torch.randn(3, 4), graphs=1)
+
+
+# -- the contract of capture(module) -----------------------------------------------------------
+
+@pytest.mark.parametrize("make", [MLP, Nested, lambda: TransformerBlock().eval(), lambda: ConvNet().eval()],
+                         ids=["mlp", "nested", "transformer", "convnet"])
+def test_captured_module_shares_state_and_class(make):
+    module = make()
+    compiled = capture(module, backend=CountingBackend())
+    assert isinstance(compiled, type(module))
+    assert isinstance(compiled, nn.Module)
+    assert list(compiled.state_dict().keys()) == list(module.state_dict().keys())
+    for (name, a), (name_c, b) in zip(module.state_dict().items(), compiled.state_dict().items()):
+        assert name == name_c
+        torch.testing.assert_close(b, a)
+    original = dict(module.named_parameters())
+    captured = dict(compiled.named_parameters())
+    assert captured.keys() == original.keys()
+    assert all(captured[k] is original[k] for k in original), "parameters must be the same objects"
+    assert all(a is b for a, b in zip(module.buffers(), compiled.buffers())), "buffers must be the same objects"
+
+
+def test_captured_module_sees_in_place_parameter_updates():
+    module = MLP()
+    reference = copy.deepcopy(module)
+    backend = CountingBackend()
+    compiled = capture(module, backend=backend)
+    x = torch.randn(2, 8)
+    torch.testing.assert_close(compiled(x), reference(x))
+    with torch.no_grad():
+        for p, q in zip(module.parameters(), reference.parameters()):
+            p.mul_(0.5)
+            q.mul_(0.5)
+    torch.testing.assert_close(compiled(x), reference(x))
+    assert 1 <= backend.count <= 2
+
+
+def test_captured_module_trains_like_eager():
+    """One SGD step through the captured module gives the same parameters as through eager."""
+    eager = MLP()
+    to_capture = copy.deepcopy(eager)
+    compiled = capture(to_capture, backend=CountingBackend())
+    x, target = torch.randn(4, 8), torch.randn(4, 4)
+    for model, net in ((eager, eager), (to_capture, compiled)):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loss = F.mse_loss(net(x), target)
+        loss.backward()
+        opt.step()
+    for (name, a), (_, b) in zip(eager.named_parameters(), to_capture.named_parameters()):
+        torch.testing.assert_close(b, a, msg=lambda m: f"{name}: {m}")
+
+
+def test_captured_module_load_state_dict_roundtrip():
+    module = MLP()
+    compiled = capture(module, backend=CountingBackend())
+    other = MLP()
+    compiled.load_state_dict(other.state_dict())
+    x = torch.randn(2, 8)
+    torch.testing.assert_close(compiled(x), other(x))
+    torch.testing.assert_close(module(x), other(x))  # loaded into the shared parameters
