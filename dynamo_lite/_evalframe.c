@@ -192,7 +192,7 @@ restore:
          * error set, exactly like generator.throw(); the evaluator then clears the frame itself. */
         return _PyEval_EvalFrameDefault(tstate, frame, 1);
     }
-    if (PyCode_Check(result)) {
+    if (PyCode_Check(result) && result != (PyObject *)frame->f_code) {
         swap_code(tstate, frame, (PyCodeObject *)result, frame_nargs(frame->f_code));
     }
     Py_DECREF(result);
@@ -235,12 +235,10 @@ static PyObject *py_get_code_extra(PyObject *self, PyObject *code) {
 static PyObject *py_set_code_extra(PyObject *self, PyObject *args) {
     PyObject *code, *value;
     if (!PyArg_ParseTuple(args, "O!O", &PyCode_Type, &code, &value)) return NULL;
-    void *old = NULL;
-    if (CODE_GET_EXTRA(code, extra_index, &old) < 0) return NULL;
     PyObject *stored = value == Py_None ? NULL : value;
     Py_XINCREF(stored);
+    /* SetExtra itself hands the previous value to free_extra, which drops our reference to it. */
     if (CODE_SET_EXTRA(code, extra_index, stored) < 0) { Py_XDECREF(stored); return NULL; }
-    Py_XDECREF((PyObject *)old);
     Py_RETURN_NONE;
 }
 

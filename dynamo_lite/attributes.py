@@ -41,6 +41,10 @@ def _tensor_attr(frame, obj: TensorValue, name):
     if name in TENSOR_CONST_ATTRS:
         value = getattr(obj.example, name)
         return Const(torch.Size(value) if name == "shape" else value)
+    if name == "is_leaf":
+        if obj.node.op == "placeholder" and obj.example.requires_grad:
+            raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, "is_leaf of an input that requires grad")
+        return Const(obj.example.is_leaf)
     if name in TENSOR_VIEW_ATTRS:
         import builtins
         return frame.tracer.graph.call("call_function", builtins.getattr, (obj, Const(name)), {})
@@ -226,9 +230,15 @@ def store_attr(frame, obj: Value, name: str, value: Value):
         if isinstance(obj, ModuleValue):
             if cls.__setattr__ is not torch.nn.Module.__setattr__:
                 raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"custom __setattr__ of {cls.__name__}")
-            for table in ("_parameters", "_buffers", "_modules"):
+            for table in ("_parameters", "_modules"):
                 if name in real.__dict__.get(table, {}):
                     raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"assigning module {table[1:-1]} {name!r}")
+            if name in real.__dict__.get("_buffers", {}):
+                if not isinstance(value, TensorValue):
+                    raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"assigning a non-tensor to buffer {name!r}")
+                current = load_attr(frame, obj, name)
+                if isinstance(current, TensorValue) and current.example is value.example:
+                    return   # `self.buf += 1`: the in-place op already changed the buffer
             if isinstance(value, (ModuleValue,)):
                 raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"assigning a submodule to {name!r}")
         elif cls.__setattr__ is not object.__setattr__:

@@ -111,10 +111,14 @@ def _items_of(frame, args):
 def _minmax(fn, cmp):
     def handler(frame, args, kwargs):
         items = _items_of(frame, args)
-        if "key" in kwargs or not items:
-            if "default" in kwargs and not items:
+        if not items:
+            if "default" in kwargs:
                 return kwargs["default"]
-            raise Unsupported(breaks.UNSUPPORTED_VALUE, f"{fn.__name__}() with key= or empty input")
+            raise Unsupported(breaks.USER_EXCEPTION, f"ValueError: {fn.__name__}() arg is an empty sequence")
+        if "key" in kwargs and not (isinstance(kwargs["key"], Const) and kwargs["key"].value is None):
+            keys = [python_value(_calls().call(frame, kwargs["key"], [i], {})) for i in items]
+            best = fn(range(len(items)), key=lambda i: keys[i])
+            return items[best]
         if all(isinstance(i, Const) for i in items):
             return Const(fn(i.value for i in items))
         if any(isinstance(i, TensorValue) for i in items):
@@ -300,6 +304,24 @@ def _operator_unary(fn):
     return handler
 
 
+def _object_setattr(frame, args, kwargs):
+    target, name, value = args
+    if not isinstance(target, NewObjectValue):
+        raise Unsupported(breaks.UNSUPPORTED_MUTATION, "object.__setattr__ on an existing object")
+    target.attrs[python_value(name)] = value
+    return Const(None)
+
+
+def _object_new(frame, args, kwargs):
+    cls = real_class_arg(args[0])
+    return NewObjectValue(cls)
+
+
+def _tuple_new(frame, args, kwargs):
+    cls = real_class_arg(args[0])
+    return SeqValue(_calls().iterate(frame, args[1]) if len(args) > 1 else [], cls)
+
+
 def _isinstance_like_id(frame, args, kwargs):
     raise Unsupported(breaks.UNKNOWN_CALL, "id() of a traced value")
 
@@ -312,6 +334,7 @@ BUILTINS = {
     sorted: _sorted, map: _map, filter: _filter, callable: _callable, type: _type, print: _print,
     round: _fold(round), divmod: _fold(divmod), pow: _fold(pow), hash: _fold(hash), repr: _fold(repr),
     format: _fold(format), chr: _fold(chr), ord: _fold(ord), id: _isinstance_like_id,
+    object.__setattr__: _object_setattr, object.__new__: _object_new, tuple.__new__: _tuple_new,
     operator.getitem: _operator_getitem, operator.setitem: _operator_setitem, operator.not_: _operator_not,
     operator.truth: _operator_truth, operator.neg: _operator_unary(operator.neg),
     operator.pos: _operator_unary(operator.pos), operator.invert: _operator_unary(operator.invert),

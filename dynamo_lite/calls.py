@@ -52,8 +52,10 @@ def _call_function(frame, fn: FunctionValue, args, kwargs):
         raise Unsupported(breaks.EXPLICIT_BREAK, "dynamo_lite.graph_break()")
     if rule == skip.GRAPH_OP and not is_torch_namespace(f):
         return frame.tracer.graph.call("call_function", f, tuple(args), kwargs)
-    if rule == skip.GRAPH_OP or is_torch_namespace(f):
+    if rule == skip.GRAPH_OP:
         return torch_call(frame, f, args, kwargs)
+    if f in PURE_LIBRARY_FUNCTIONS:
+        return _fold_call(f, [Const(_class_or_value(a)) for a in args], kwargs)
     if rule == skip.SKIPPED:
         if f in _PRINTERS or getattr(f, "__module__", "") in ("logging", "warnings"):
             raise Unsupported(breaks.PRINT_OR_LOG, f.__qualname__)
@@ -99,6 +101,8 @@ def _call_closure(frame, fn: ClosureValue, args, kwargs):
 
 
 def _call_method(frame, m: MethodValue, args, kwargs):
+    if isinstance(m.obj, ModuleValue) and m.fn in MODULE_METHODS:
+        return MODULE_METHODS[m.fn](frame, m.obj, args, kwargs)
     if isinstance(m.fn, types.FunctionType):
         return call(frame, FunctionValue(m.fn), [m.obj, *args], kwargs)
     table = _METHOD_TABLES.get(type(m.obj))
@@ -493,7 +497,7 @@ def _index_arg(key: Value) -> Value:
     if isinstance(key, (TensorValue, Const)):
         return key
     if isinstance(key, SeqValue):
-        return SeqValue([_index_arg(k) for k in key.items], tuple)
+        return SeqValue([_index_arg(k) for k in key.items], list if key.is_list else tuple)
     return Const(python_value(key))
 
 
@@ -535,6 +539,21 @@ def delitem(frame, obj: Value, key: Value):
     raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"del on {type(obj).__name__}")
 
 
+import dataclasses  # noqa: E402
+
+PURE_LIBRARY_FUNCTIONS = {dataclasses.fields, dataclasses.is_dataclass}
+
+
+def _class_or_value(v: Value):
+    """What a pure library function may inspect: the class of a new object, or the real value."""
+    if isinstance(v, NewObjectValue):
+        return v.cls
+    from .operators import real_object
+    real = real_object(v)
+    return real if real is not None else python_value(v)
+
+
+from .module_methods import MODULE_METHODS  # noqa: E402
 from .builtins_table import BUILTINS, builtin_len   # noqa: E402  (the table calls back into this module)
 from .methods import METHOD_TABLES as _METHOD_TABLES   # noqa: E402
 

@@ -12,6 +12,8 @@ import logging
 import time
 import traceback
 import types
+import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,6 +26,16 @@ from .guards import compile_guards
 from .interpreter import Tracer
 
 log = logging.getLogger("dynamo_lite")
+
+
+# Code objects whose co_extra slot we filled (code objects are not tracked by the GC, so reset()
+# cannot find them any other way).
+TOUCHED_CODES: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+
+
+def set_extra(code: types.CodeType, value) -> None:
+    TOUCHED_CODES.add(code)
+    _evalframe.set_code_extra(code, value)
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,7 @@ def _arg_names(code: types.CodeType) -> list[str]:
 
 def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
     if skip.skip_frame(code):
-        _evalframe.set_code_extra(code, _evalframe.SKIP)
+        set_extra(code, _evalframe.SKIP)
         return None
     entries = _evalframe.get_code_extra(code)
     if not isinstance(entries, list):
@@ -63,7 +75,9 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
                               f"variants now run eagerly. Last reasons: {reasons}")
             return None
     try:
-        return _capture(code, func, args, options, entries, recompile_reason)
+        with warnings.catch_warnings():   # our introspection must not warn in the user's program
+            warnings.simplefilter("ignore")
+            return _capture(code, func, args, options, entries, recompile_reason)
     except (GraphBreakError, KeyboardInterrupt, SystemExit):
         raise
     except Exception as e:   # a bug of ours: never the user's problem
@@ -76,7 +90,7 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
                           f"({code.co_filename}:{code.co_firstlineno}); it runs eagerly. "
                           f"{type(e).__name__}: {e}")
         log.debug("internal capture error:\n%s", traceback.format_exc())
-        _evalframe.set_code_extra(code, _evalframe.SKIP)
+        set_extra(code, _evalframe.SKIP)
         return None
 
 
@@ -115,7 +129,7 @@ def _capture(code, func, args, options, entries, recompile_reason):
     record.guards = guards
     records.add(record)
     entries.insert(0, (guards.check, new_code, guards, record))
-    _evalframe.set_code_extra(code, entries)
+    set_extra(code, entries)
     if "bytecode" in config.log and new_code is not code:
         import dis, io
         buf = io.StringIO()

@@ -75,11 +75,10 @@ def _capture_module(module: torch.nn.Module, options: CaptureOptions) -> torch.n
 
 def reset() -> None:
     """Forget every capture: cache entries, records, warnings."""
-    for obj in gc.get_objects():
-        if isinstance(obj, types.CodeType):
-            extra = _evalframe.get_code_extra(obj)
-            if isinstance(extra, list):
-                _evalframe.set_code_extra(obj, None)
+    from .convert_frame import TOUCHED_CODES
+    for code in list(TOUCHED_CODES):
+        _evalframe.set_code_extra(code, None)
+    TOUCHED_CODES.clear()
     records.clear()
 
 

@@ -45,6 +45,7 @@ class GraphBuilder:
         example = self.fake_mode.from_tensor(tensor)
         node.meta["example_value"] = example
         node.meta["source"] = source
+        node.meta["real_type"] = type(tensor)
         self.inputs.append((node, tensor, source))
         return TensorValue(node, example, source)
 
@@ -72,6 +73,9 @@ class GraphBuilder:
         if not always_node and not _contains_tensor(example):
             return Const(example)
         node = self.graph.create_node(op, target, node_args, node_kwargs)
+        if example is None and always_node:
+            node.meta["example_value"] = None
+            return Const(None)
         return self._wrap_result(node, example)
 
     def _run_fake(self, op, target, args, kwargs):

@@ -46,6 +46,9 @@ def python_value(v: Value) -> Any:
         return v.cls(python_value(i) for i in v.items)
     if isinstance(v, DictValue):
         return v.cls((k, python_value(x)) for k, x in v.items.items())
+    from .values import IteratorValue
+    if isinstance(v, IteratorValue):
+        return iter([python_value(x) for x in v.items[v.pos:]])
     raise Unsupported(breaks.UNSUPPORTED_VALUE, f"needs the Python value of a {type(v).__name__}")
 
 
@@ -92,7 +95,7 @@ def binary(tracer, fn, a: Value, b: Value) -> Value:
         return DictValue({**a.items, **b.items}, a.cls)
     if isinstance(a, SetValue) and isinstance(b, SetValue) and plain in (operator.or_, operator.and_, operator.sub,
                                                                            operator.xor):
-        return SetValue(plain(set(python_value(a)), set(python_value(b))), a.cls)  # type: ignore[arg-type]
+        return SetValue([Const(v) for v in plain(set(python_value(a)), set(python_value(b)))], a.cls)
     if is_python_constant(a) and is_python_constant(b) and not isinstance(a, SeqValue) or \
             (isinstance(a, Const) and is_python_constant(b)):
         return _fold(plain, python_value(a), python_value(b))

@@ -23,7 +23,8 @@ from .values import (CallableValue, Const, DictValue, FunctionValue, ModuleValue
                      TensorValue, Value)
 
 CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented),
-                  torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice, enum.Enum)
+                  torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice, enum.Enum,
+                  types.CodeType)
 
 
 def is_constant(value) -> bool:
@@ -80,8 +81,11 @@ def _build(tracer, value, source) -> Value:
         items = {k: wrap(tracer, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
         return DictValue(items, type(value), source)
     if isinstance(value, torch.nn.Module):
+        # Parameters and buffers are graph inputs reloaded from their sources, so the graph does not
+        # depend on which instance this is: its type, and every attribute actually read (each with
+        # its own guard), are what must match. Instances of one class share the graph.
         if source is not None:
-            _guard(tracer, IdMatch(source, value))
+            _guard(tracer, TypeMatch(source, type(value)))
         return ModuleValue(value, source)
     if isinstance(value, types.FunctionType):
         if source is not None:

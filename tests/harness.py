@@ -157,6 +157,13 @@ def graph_break(torch: int | None) -> Graphs:
                       "TorchDynamo compiles the pieces around the break")
 
 
+def skip_in_reference(reason: str):
+    """Mark a test (or a parametrization) that TorchDynamo cannot serve as a reference for."""
+    import pytest
+
+    return pytest.mark.skipif(REFERENCE, reason=f"TorchDynamo reference differs: {reason}")
+
+
 def _expected_count(graphs: int | Graphs | None) -> int | None:
     if isinstance(graphs, Graphs):
         return graphs.expected()

@@ -8,12 +8,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from harness import CountingBackend, capture, check
+from harness import CountingBackend, assert_same, capture, check
 from models import MLP, ConvNet, TransformerBlock
-
-
-def eval_mode(module):
-    return module.eval()
 
 
 # -- built-in layers ---------------------------------------------------------------------------
@@ -91,7 +87,7 @@ class BufferMutation(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.register_buffer("total", torch.zeros(3))
+        self.register_buffer("total", torch.zeros(4))
         self.register_buffer("calls", torch.zeros((), dtype=torch.long))
 
     def forward(self, x):
@@ -179,8 +175,7 @@ CUSTOM = {
 
 @pytest.mark.parametrize("name", CUSTOM)
 def test_custom_module(name):
-    check(CUSTOM[name](), torch.randn(2, 3, 4)[:, 0, :3] if name == "buffer_mutation" else torch.randn(2, 4),
-          graphs=1)
+    check(CUSTOM[name](), torch.randn(2, 4), graphs=1)
 
 
 def test_module_forward_with_keyword_arguments():
@@ -192,11 +187,18 @@ def test_convnet_eval():
     check(ConvNet().eval(), torch.randn(2, 3, 6, 6), graphs=1, rtol=1e-5, atol=1e-5)
 
 
-def test_module_passed_as_function_argument():
+def test_module_passed_as_function_argument(backend):
+    """Driven by hand: check() deep-copies arguments per call, and an engine may legitimately
+    guard on the identity of a module argument, so the same module object is passed each time."""
     def f(model, x):
         return model(x).relu() + model.weight.sum()
 
-    check(f, nn.Linear(3, 3), torch.randn(2, 3), graphs=1)
+    model = nn.Linear(3, 3)
+    compiled = capture(f, backend=backend)
+    for _ in range(3):
+        x = torch.randn(2, 3)
+        assert_same(f(model, x), compiled(model, x))
+    assert backend.count == 1
 
 
 def test_module_called_from_closure_with_parameter_access():

@@ -101,8 +101,6 @@ def disable(fn):
     if code is None:
         raise TypeError(f"dynamo_lite.disable expects a Python function, got {type(fn).__name__}")
     _disabled_codes.add(code)
-    from .. import _evalframe
-    _evalframe.set_code_extra(code, _evalframe.SKIP)
     return fn
 
 

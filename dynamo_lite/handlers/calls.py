@@ -1,6 +1,8 @@
 """CALL, CALL_FUNCTION_EX and MAKE_FUNCTION."""
 from __future__ import annotations
 
+import types
+
 from .. import breaks
 from ..breaks import Unsupported
 from ..calls import call, iterate
@@ -38,13 +40,21 @@ def call_function_ex(frame, inst):
     frame.push(call(frame, fn, iterate(frame, args), {str(k): v for k, v in kwargs.items.items()}))
 
 
+def _mapping(frame, v) -> dict:
+    if isinstance(v, DictValue):
+        return dict(v.items)
+    return {k: Const(x) for k, x in python_value(v).items()}
+
+
 @handler("MAKE_FUNCTION")
 def make_function(frame, inst):
     code = python_value(frame.pop())
+    if not isinstance(code, types.CodeType):
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, "MAKE_FUNCTION without a code object")
     flags = inst.arg
     closure = tuple(frame.pop().items) if flags & 0x08 else ()
     if flags & 0x04:
         frame.pop()   # annotations: not needed to run the function
-    kwdefaults = frame.pop().items if flags & 0x02 else {}
-    defaults = tuple(frame.pop().items) if flags & 0x01 else ()
+    kwdefaults = _mapping(frame, frame.pop()) if flags & 0x02 else {}
+    defaults = tuple(iterate(frame, frame.pop())) if flags & 0x01 else ()
     frame.push(ClosureValue(code, frame.globals, defaults, kwdefaults, closure, code.co_qualname))

@@ -1,0 +1,169 @@
+"""Frames dynamo_lite cannot capture yet, and exceptions.
+
+A frame with print, .item(), .tolist() or a branch on tensor data currently runs entirely eagerly
+in dynamo_lite (0 graphs); graph breaks with resume come with issue 4.  TorchDynamo breaks the
+graph and compiles the pieces, so those tests declare both counts via `graph_break(torch=N)`.
+Results, printed output and input mutations must match eager either way.
+"""
+import pytest
+import torch
+
+from harness import Graphs, check, graph_break, skip_in_reference
+
+
+# -- graph breaks --------------------------------------------------------------------------------
+
+def test_print_inside():
+    def f(x):
+        y = x * 2
+        print("y has shape", tuple(y.shape))
+        return y + 1
+
+    check(f, torch.randn(2, 3), graphs=graph_break(torch=2))  # graph breaks come with issue 4
+
+
+def test_print_of_python_values_only():
+    def f(x, n):
+        print(f"n={n}", "double:", n * 2, sep="|")
+        return x.relu() * n
+
+    check(f, torch.randn(3), 4, graphs=graph_break(torch=1))  # graph breaks come with issue 4
+
+
+def test_item_used_as_python_number():
+    def f(x):
+        total = x.sum().item()
+        return x / total, type(total).__name__
+
+    check(f, torch.rand(4) + 0.1, graphs=graph_break(torch=2))  # graph breaks come with issue 4
+
+
+def test_tolist():
+    def f(x):
+        values = (x * 10).round().tolist()
+        return [v + 1 for v in values], x.mean()
+
+    check(f, torch.randn(4), graphs=graph_break(torch=2))  # graph breaks come with issue 4
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["positive", "negative"])
+def test_branch_on_tensor_data(sign):
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 100
+
+    # graph breaks come with issue 4: TorchDynamo compiles the condition and the taken branch
+    check(f, torch.rand(3) * sign, graphs=graph_break(torch=2))
+
+
+def test_while_on_tensor_data():
+    def f(x):
+        steps = 0
+        while (x.abs().max() > 1).item():
+            x = x / 2
+            steps += 1
+        return x, steps
+
+    check(f, torch.tensor([10.0, -3.0]), graphs=graph_break(torch=None))  # graph breaks come with issue 4
+
+
+def test_print_and_mutation_of_input_list():
+    def f(x, log):
+        log.append("start")
+        print("in f")
+        y = x + 1
+        log.append(tuple(y.shape))
+        return y
+
+    check(f, torch.randn(2), [], graphs=graph_break(torch=1))  # graph breaks come with issue 4
+
+
+def test_print_inside_inlined_helper():
+    def helper(t):
+        print("helper sees", t.shape[0])
+        return t * 3
+
+    def f(x):
+        return helper(x + 1) - 1
+
+    # graph breaks come with issue 4: TorchDynamo compiles before, inside after the print, and after the return
+    check(f, torch.randn(3), graphs=graph_break(torch=3))
+
+
+# -- exceptions ----------------------------------------------------------------------------------
+
+def test_value_error_raised_inside():
+    def f(x):
+        y = x * 2
+        raise ValueError(f"bad input of size {y.shape[0]}")
+
+    # nothing is returned, so nothing can be captured as a graph
+    check(f, torch.randn(3), graphs=0)
+
+
+@pytest.mark.parametrize("n", [-1, 2])
+def test_value_error_depending_on_python_argument(n):
+    def f(x, n):
+        if n < 0:
+            raise ValueError("n must be non-negative")
+        return x * n
+
+    check(f, torch.randn(3), n, graphs=0 if n < 0 else 1)
+
+
+def test_exception_from_inlined_helper():
+    def validate(t):
+        if t.dim() != 2:
+            raise ValueError(f"expected 2-D, got {t.dim()}-D")
+        return t
+
+    def f(x):
+        return validate(x).sum()
+
+    check(f, torch.randn(3), graphs=0)
+
+
+def test_input_mutation_before_exception_is_kept():
+    def f(x, log):
+        log.append("entered")
+        x.add_(1)
+        raise RuntimeError("stop")
+
+    check(f, torch.zeros(2), [], graphs=0)
+
+
+@pytest.mark.parametrize("kind", [
+    "key", "index", "zero_division", "assert",
+    pytest.param("type", marks=skip_in_reference(
+        "TorchDynamo reports `tensor + str` as TorchRuntimeError from fake-tensor propagation, "
+        "eager raises TypeError")),
+])
+def test_python_errors_raised_inside(kind):
+    def f(x, kind):
+        if kind == "key":
+            return {"a": x}["b"]
+        if kind == "index":
+            return [x][3]
+        if kind == "zero_division":
+            return x * (1 // 0)
+        if kind == "type":
+            return x + "str"
+        assert x.shape[0] == 99, "wrong first dimension"
+        return x
+
+    check(f, torch.randn(2), kind, graphs=0)
+
+
+def test_exception_caught_inside_the_function():
+    def f(x):
+        try:
+            y = {"a": x}["missing"]
+        except KeyError:
+            y = x * 2
+        return y + 1
+
+    check(f, torch.randn(2), graphs=Graphs(
+        dl=None, torch=1,
+        why="try/except support in dynamo_lite is not specified yet (either count is fine as long as "
+            "the result is right); TorchDynamo traces it into one graph"))

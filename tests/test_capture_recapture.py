@@ -1,0 +1,101 @@
+"""Guards: a captured graph is reused for the same shapes/types/values and recaptured when an
+input's shape, dtype, rank, type or a Python argument's value changes; every result stays right."""
+import pytest
+import torch
+
+from harness import CountingBackend, capture, check_recapture
+
+
+def scale_add(x, y):
+    return x * 2 + y
+
+
+def times_n(x, n):
+    return x * n + n
+
+
+def with_flag(x, flag):
+    return x.relu() if flag else x.tanh()
+
+
+def sum_list(xs):
+    return torch.stack(xs).sum(0)
+
+
+RECAPTURE = {
+    "new_shape": (scale_add, (torch.randn(2, 3), torch.randn(2, 3)), (torch.randn(4, 5), torch.randn(4, 5))),
+    "new_rank": (scale_add, (torch.randn(3), torch.randn(3)), (torch.randn(2, 3), torch.randn(2, 3))),
+    "new_dtype": (scale_add, (torch.randn(3), torch.randn(3)),
+                  (torch.randn(3, dtype=torch.float64), torch.randn(3, dtype=torch.float64))),
+    "int_dtype": (scale_add, (torch.randn(3), torch.randn(3)), (torch.arange(3), torch.arange(3))),
+    "python_int_value": (times_n, (torch.randn(3), 2), (torch.randn(3), 5)),
+    "python_bool_value": (with_flag, (torch.randn(3), True), (torch.randn(3), False)),
+    "int_to_tensor_type": (times_n, (torch.randn(3), 2), (torch.randn(3), torch.randn(3))),
+    "list_length": (sum_list, ([torch.randn(2), torch.randn(2)],), ([torch.randn(2)] * 3,)),
+    "requires_grad": (scale_add, (torch.randn(3), torch.randn(3)),
+                      (torch.randn(3, requires_grad=True), torch.randn(3))),
+}
+
+
+@pytest.mark.parametrize("name", RECAPTURE)
+def test_recapture_on_change(name):
+    fn, first, second = RECAPTURE[name]
+    check_recapture(fn, first, second)
+
+
+def test_same_shape_new_values_reuses_graph():
+    backend = CountingBackend()
+    f = capture(scale_add, backend=backend)
+    for _ in range(4):
+        x, y = torch.randn(2, 2), torch.randn(2, 2)
+        torch.testing.assert_close(f(x, y), x * 2 + y)
+    assert backend.count == 1
+
+
+def test_dict_key_change_recaptures():
+    def f(d):
+        return sum(v * i for i, v in enumerate(d.values())), sorted(d)
+
+    backend = check_recapture(f, ({"a": torch.ones(2), "b": torch.ones(2)},),
+                              ({"a": torch.ones(2), "c": torch.ones(2), "d": torch.ones(2)},))
+    assert backend.count == 2
+
+
+def test_string_argument_change_recaptures():
+    def f(x, mode):
+        return x.exp() if mode == "exp" else x.log1p()
+
+    check_recapture(f, (torch.rand(3), "exp"), (torch.rand(3), "log"))
+
+
+def test_module_attribute_change_is_seen():
+    """Changing a Python attribute a captured module reads must not reuse the stale value."""
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.factor = 2
+
+        def forward(self, x):
+            return x * self.factor
+
+    backend = CountingBackend()
+    module = Scaled()
+    compiled = capture(module, backend=backend)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 2)
+    compiled.factor = 5
+    module.factor = 5
+    torch.testing.assert_close(compiled(x), x * 5)
+    assert 1 <= backend.count <= 2
+
+
+def test_eval_train_switch_is_seen():
+    module = torch.nn.Dropout(0.5)
+    backend = CountingBackend()
+    compiled = capture(module, backend=backend)
+    compiled.eval()
+    x = torch.ones(1000)
+    torch.testing.assert_close(compiled(x), x)
+    compiled.train()
+    assert (compiled(x) == 0).any(), "train mode must drop elements again"
+    assert backend.count == 2
