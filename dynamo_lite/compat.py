@@ -30,7 +30,7 @@ UNCONDITIONAL_JUMPS = {name for name in ("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_
 JUMP_OPS = POP_JUMP_IF_TRUE | POP_JUMP_IF_FALSE | POP_JUMP_IF_NONE | POP_JUMP_IF_NOT_NONE | UNCONDITIONAL_JUMPS
 
 # CALL_INTRINSIC_1 operands (3.12), by name.
-INTRINSIC_1 = {i: name for i, name in enumerate(getattr(dis, "_intrinsic1_descs", []))}
+INTRINSIC_1 = {i: name for i, name in enumerate(getattr(dis, "_intrinsic_1_descs", []))}
 
 GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR
 

@@ -45,7 +45,7 @@ def wrap(tracer, value: Any, source: Optional[Source]) -> Value:
     key = id(value)
     known = tracer.wrapped.get(key)
     if known is not None and not is_constant(value):
-        if source is not None and known.source is not None and known.source != source:
+        if source is not None and known.source is not None and known.source != source and _aliasing_matters(value):
             tracer.add_guard(AliasMatch(source, known.source))
         return known
     result = _build(tracer, value, source)
@@ -53,6 +53,12 @@ def wrap(tracer, value: Any, source: Optional[Source]) -> Value:
         tracer.wrapped[key] = result
         tracer.keepalive.append(value)
     return result
+
+
+def _aliasing_matters(value) -> bool:
+    """Two sources reaching one object matter when the object can change (tensors, containers,
+    instances); for modules, functions and classes their own guards already pin them."""
+    return not isinstance(value, (types.ModuleType, types.FunctionType, type, types.BuiltinFunctionType))
 
 
 def _guard(tracer, guard):
@@ -88,7 +94,7 @@ def _build(tracer, value, source) -> Value:
             _guard(tracer, TypeMatch(source, type(value)))
         return ModuleValue(value, source)
     if isinstance(value, types.FunctionType):
-        if source is not None:
+        if source is not None and not is_torch_namespace(value):
             _guard(tracer, IdMatch(source, value))
         return FunctionValue(value, source)
     if callable(value) and (isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, type,

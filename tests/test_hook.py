@@ -1,0 +1,149 @@
+"""The PEP 523 hook itself: tracebacks, what is never intercepted, generator frames, fullgraph
+errors, hook state after calls, threads and memory over many calls."""
+import gc
+import threading
+import traceback
+
+import pytest
+import torch
+
+import dynamo_lite as dl
+from dynamo_lite import _evalframe
+from dynamo_lite.convert_frame import TOUCHED_CODES
+from dynamo_lite.fallback.records import RECORDS
+
+
+def _raising(x):
+    y = x + 1
+    raise ValueError(f"bad value {y.shape[0]}")
+
+
+def test_user_exception_keeps_type_message_and_user_line():
+    captured = dl.capture(_raising)
+    with pytest.raises(ValueError, match="bad value 3") as info:
+        captured(torch.zeros(3))
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert any(f.name == "_raising" and "raise ValueError" in (f.line or "") for f in frames)
+
+
+def _index(x, i):
+    return x[i] * 2
+
+
+def test_error_inside_compiled_graph_reaches_caller_with_user_frame():
+    captured = dl.capture(_index)
+    assert torch.equal(captured(torch.arange(4.0), torch.tensor([1, 2])), torch.tensor([2.0, 4.0]))
+    with pytest.raises(IndexError) as info:
+        captured(torch.arange(4.0), torch.tensor([1, 9]))   # same shapes: the graph is reused and raises
+    assert any(f.name == "_index" for f in traceback.extract_tb(info.value.__traceback__))
+
+
+def test_hook_is_uninstalled_after_calls():
+    captured = dl.capture(lambda x: x.sin())
+    captured(torch.ones(2))
+    assert _evalframe.get_callback() is None
+    assert _evalframe.stats()["active_threads"] == 0
+
+
+def test_nothing_of_dynamo_lite_or_torch_is_captured():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    captured = dl.capture(model)
+    captured(torch.ones(2, 3))
+    captured(torch.ones(5, 3))
+    for code in TOUCHED_CODES:
+        extra = _evalframe.get_code_extra(code)
+        if isinstance(extra, list):   # only frames we actually captured have entries
+            assert "dynamo_lite" not in code.co_filename or "tests" in code.co_filename
+            assert "torch" not in code.co_filename or code.co_name == "forward"
+
+
+def _gen(n):
+    for i in range(n):
+        yield i
+
+
+def _uses_generator(x):
+    total = 0
+    for i in _gen(3):
+        total += i
+    return x * total
+
+
+def test_generator_frames_run_normally():
+    captured = dl.capture(_uses_generator)
+    assert torch.equal(captured(torch.ones(2)), torch.full((2,), 3.0))
+
+
+def _prints(x):
+    print("side effect")
+    return x + 1
+
+
+def test_fullgraph_raises_with_kind_location_and_hint():
+    captured = dl.capture(_prints, fullgraph=True)
+    with pytest.raises(dl.GraphBreakError) as info:
+        captured(torch.ones(2))
+    err = info.value
+    assert err.kind.id == "DL005" and err.kind.name == "print-or-log"
+    assert "test_hook.py" in err.location and 'print("side effect")' in err.source_line
+    assert "hint:" in str(err)
+
+
+def test_fallback_is_recorded_with_reason_and_location():
+    captured = dl.capture(_prints)
+    assert torch.equal(captured(torch.ones(2)), torch.full((2,), 2.0))
+    record = [r for r in RECORDS if r.name == "_prints"][-1]
+    assert record.status == "fallback" and record.kind.id == "DL005"
+    assert record.location.endswith(f"test_hook.py:{_prints.__code__.co_firstlineno + 1}")
+
+
+def _thread_target(x):
+    return x.cos() + 1
+
+
+def test_capture_in_one_thread_does_not_intercept_another():
+    seen = []
+    started, release = threading.Event(), threading.Event()
+
+    def other():
+        started.set()
+        release.wait(5)
+        seen.append(_thread_target(torch.zeros(2)))
+
+    t = threading.Thread(target=other)
+    t.start()
+    started.wait(5)
+
+    def backend(gm, example_inputs):
+        release.set()
+        t.join(5)
+        return gm.forward
+
+    out = dl.capture(lambda x: x.sin() * 2, backend=backend)(torch.ones(2))
+    assert torch.allclose(out, torch.ones(2).sin() * 2)
+    assert torch.equal(seen[0], torch.full((2,), 2.0))
+    assert _thread_target.__code__ not in TOUCHED_CODES
+
+
+def _tiny(x, y):
+    return (x * y + 1).relu()
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4
+
+
+def test_100k_calls_keep_memory_flat():
+    captured = dl.capture(_tiny)
+    x, y = torch.ones(4), torch.ones(4)
+    for _ in range(2000):     # warm up allocator and caches
+        captured(x, y)
+    gc.collect()
+    objects, rss = len(gc.get_objects()), _rss_kb()
+    for _ in range(100_000):
+        captured(x, y)
+    gc.collect()
+    assert len(gc.get_objects()) - objects < 100
+    assert _rss_kb() - rss < 8 * 1024, "resident memory grew by more than 8 MiB over 100,000 calls"
+    assert _evalframe.stats()["hits"] > 100_000
