@@ -164,6 +164,50 @@ def test_method_calls_on_user_objects(name):
     check(METHOD_CALLS[name], torch.randn(3), Scaler(1.5), graphs=1)
 
 
+class ShiftedScaler(Scaler):
+    def __init__(self, factor, shift):
+        super().__init__(factor)
+        self.shift_by = shift
+
+    def apply(self, x):
+        return super().apply(x) + self.shift_by
+
+
+def test_inheritance_and_super_calls():
+    def f(x):
+        s = ShiftedScaler(2.0, 0.5)
+        return s(x), s.apply(x), isinstance(s, Scaler)
+
+    check(f, torch.randn(3), graphs=1)
+
+
+def test_user_decorator_with_functools_wraps_inside():
+    def twice(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return fn(*args, **kwargs) * 2
+
+        return wrapper
+
+    def f(x):
+        @twice
+        def affine(t, *, b=1.0):
+            return t * 3 + b
+
+        return affine(x, b=0.5), affine.__name__
+
+    check(f, torch.randn(3), graphs=1)
+
+
+def test_unbound_tensor_method_and_shape_star_unpacking():
+    def f(x):
+        y = torch.Tensor.add(x, 1)
+        z = x.new_zeros(*x.shape) + y
+        return z.view(*x.shape[:-1], -1, 1), torch.zeros(x.shape[1:], dtype=x.dtype, device=x.device)
+
+    check(f, torch.randn(2, 4), graphs=1)
+
+
 def test_object_constructed_and_used_inside():
     def f(x):
         s = Scaler(3.0)

@@ -249,6 +249,15 @@ def test_is_identity_on_objects(marker):
     check(f, torch.randn(2), marker, graphs=1)
 
 
+def test_walrus_in_condition_and_comprehension():
+    def f(x, n):
+        if (half := n // 2) > 1:
+            x = x * half
+        return [y for i in range(n) if (y := x + i).shape[0] > 0][-1], half
+
+    check(f, torch.randn(2), 5, graphs=1)
+
+
 # -- comprehensions and generator expressions --------------------------------------------------
 
 COMPREHENSIONS = {

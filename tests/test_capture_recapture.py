@@ -22,6 +22,19 @@ def sum_list(xs):
     return torch.stack(xs).sum(0)
 
 
+def shape_branch(x):
+    if x.shape[0] > 2:
+        return x[:2] * 10
+    return x - 1
+
+
+def mutate_first_read_second(a, b):
+    a.add_(1)
+    return b * 2  # differs when a and b are the same tensor
+
+
+_SHARED = torch.zeros(3)  # passed twice: the two arguments alias
+
 RECAPTURE = {
     "new_shape": (scale_add, (torch.randn(2, 3), torch.randn(2, 3)), (torch.randn(4, 5), torch.randn(4, 5))),
     "new_rank": (scale_add, (torch.randn(3), torch.randn(3)), (torch.randn(2, 3), torch.randn(2, 3))),
@@ -32,6 +45,8 @@ RECAPTURE = {
     "python_bool_value": (with_flag, (torch.randn(3), True), (torch.randn(3), False)),
     "int_to_tensor_type": (times_n, (torch.randn(3), 2), (torch.randn(3), torch.randn(3))),
     "list_length": (sum_list, ([torch.randn(2), torch.randn(2)],), ([torch.randn(2)] * 3,)),
+    "branch_on_shape": (shape_branch, (torch.randn(4, 2),), (torch.randn(2, 2),)),
+    "aliased_to_distinct_inputs": (mutate_first_read_second, (_SHARED, _SHARED), (torch.zeros(3), torch.zeros(3))),
     "requires_grad": (scale_add, (torch.randn(3), torch.randn(3)),
                       (torch.randn(3, requires_grad=True), torch.randn(3))),
 }
@@ -66,6 +81,59 @@ def test_string_argument_change_recaptures():
         return x.exp() if mode == "exp" else x.log1p()
 
     check_recapture(f, (torch.rand(3), "exp"), (torch.rand(3), "log"))
+
+
+def test_aliasing_between_inputs_is_guarded():
+    """A graph captured for f(x, x) must not be reused for f(x, y) and vice versa."""
+    backend = CountingBackend()
+    compiled = capture(mutate_first_read_second, backend=backend)
+    x, y = torch.zeros(3), torch.zeros(3)
+    torch.testing.assert_close(compiled(x, y), torch.zeros(3))
+    torch.testing.assert_close(compiled(x, x), torch.full((3,), 4.0))  # x was 1 already, +1, *2
+    torch.testing.assert_close(compiled(y, x), torch.full((3,), 4.0))
+    torch.testing.assert_close(x, torch.full((3,), 2.0))
+
+
+def test_global_tensor_replaced_by_other_shape():
+    backend = CountingBackend()
+    holder = {"bias": torch.ones(3)}
+
+    def f(x):
+        return x + holder["bias"]
+
+    compiled = capture(f, backend=backend)
+    torch.testing.assert_close(compiled(torch.zeros(3)), torch.ones(3))
+    holder["bias"] = torch.full((2, 3), 5.0)
+    torch.testing.assert_close(compiled(torch.zeros(3)), torch.full((2, 3), 5.0))
+
+
+def test_rebound_global_function_is_seen(monkeypatch):
+    backend = CountingBackend()
+    compiled = capture(lambda x: activation(x) * 2, backend=backend)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), torch.relu(x) * 2)
+    monkeypatch.setitem(globals(), "activation", torch.sigmoid)
+    torch.testing.assert_close(compiled(x), torch.sigmoid(x) * 2)
+
+
+def activation(x):
+    return torch.relu(x)
+
+
+def test_attribute_tensor_replaced_between_calls():
+    class State:
+        pass
+
+    state = State()
+    state.scale = torch.tensor(2.0)
+    backend = CountingBackend()
+    compiled = capture(lambda x: x * state.scale, backend=backend)
+    x = torch.ones(2)
+    torch.testing.assert_close(compiled(x), torch.full((2,), 2.0))
+    state.scale = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    out = compiled(x)
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, torch.tensor([3.0, 4.0], dtype=torch.float64))
 
 
 def test_module_attribute_change_is_seen():

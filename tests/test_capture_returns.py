@@ -108,3 +108,17 @@ def test_returned_view_shares_storage_with_input():
     view = capture(lambda t: t.view(8)[2:], backend=backend)(x)
     view[0] = 123.0
     assert x[1, 0].item() == 123.0, "the returned view must alias the input like in eager mode"
+
+
+def test_returned_input_list_is_the_callers_list():
+    backend = CountingBackend()
+
+    def f(x, acc):
+        acc.append(x * 2)
+        return acc
+
+    acc = [torch.zeros(2)]
+    out = capture(f, backend=backend)(torch.ones(2), acc)
+    assert out is acc
+    assert len(acc) == 2
+    torch.testing.assert_close(acc[1], torch.full((2,), 2.0))

@@ -108,6 +108,15 @@ def test_tensor_attribute(name):
         assert type(result.captured.value[1]) is torch.Size
 
 
+def test_size_slicing_and_numel_stay_python_values():
+    def f(x):
+        tail = x.shape[-2:]
+        head = x.size()[:1]
+        return x.reshape(head + (-1,)), tail, head, type(tail).__name__, x.shape.numel()
+
+    check(f, torch.randn(2, 3, 4), graphs=1)
+
+
 def test_shape_arithmetic_used_for_view():
     def f(x):
         b, t, c = x.shape
