@@ -177,7 +177,11 @@ def _new_object_attr(frame, obj: NewObjectValue, name):
 
 def _function_attr(frame, obj, name):
     if isinstance(obj, ClosureValue):
-        values = {"__name__": obj.code.co_name, "__qualname__": obj.qualname, "__code__": obj.code}
+        if name in obj.attrs:
+            return obj.attrs[name]
+        values = {"__name__": obj.code.co_name, "__qualname__": obj.qualname, "__code__": obj.code,
+                  "__doc__": obj.code.co_consts[0] if obj.code.co_consts and isinstance(obj.code.co_consts[0], str)
+                  else None, "__module__": obj.globals.get("__name__")}
         if name in values:
             return Const(values[name])
         raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"function.{name}")

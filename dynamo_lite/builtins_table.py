@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import functools
 import operator
 
 import torch
@@ -322,6 +323,33 @@ def _tuple_new(frame, args, kwargs):
     return SeqValue(_calls().iterate(frame, args[1]) if len(args) > 1 else [], cls)
 
 
+def _wraps(frame, args, kwargs):
+    """functools.wraps(wrapped) -> a decorator that copies wrapped's metadata onto a traced closure."""
+    wrapped = args[0]
+    return CallableValue(functools.partial(_apply_wraps, wrapped))
+
+
+def _apply_wraps(wrapped, wrapper):
+    raise AssertionError("only called symbolically")
+
+
+def _apply_wraps_handler(frame, args, kwargs):
+    raise AssertionError("dispatched through _call_callable's partial handling")
+
+
+def copy_wrapper_metadata(frame, wrapped: Value, wrapper: Value) -> Value:
+    from .attributes import load_attr
+    if not isinstance(wrapper, ClosureValue):
+        raise Unsupported(breaks.UNSUPPORTED_MUTATION, "functools.wraps on a function that exists outside the frame")
+    for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+        try:
+            wrapper.attrs[name] = load_attr(frame, wrapped, name)
+        except Unsupported:
+            pass
+    wrapper.attrs["__wrapped__"] = wrapped
+    return wrapper
+
+
 def _isinstance_like_id(frame, args, kwargs):
     raise Unsupported(breaks.UNKNOWN_CALL, "id() of a traced value")
 
@@ -334,7 +362,7 @@ BUILTINS = {
     sorted: _sorted, map: _map, filter: _filter, callable: _callable, type: _type, print: _print,
     round: _fold(round), divmod: _fold(divmod), pow: _fold(pow), hash: _fold(hash), repr: _fold(repr),
     format: _fold(format), chr: _fold(chr), ord: _fold(ord), id: _isinstance_like_id,
-    object.__setattr__: _object_setattr, object.__new__: _object_new, tuple.__new__: _tuple_new,
+    functools.wraps: _wraps, object.__setattr__: _object_setattr, object.__new__: _object_new, tuple.__new__: _tuple_new,
     operator.getitem: _operator_getitem, operator.setitem: _operator_setitem, operator.not_: _operator_not,
     operator.truth: _operator_truth, operator.neg: _operator_unary(operator.neg),
     operator.pos: _operator_unary(operator.pos), operator.invert: _operator_unary(operator.invert),

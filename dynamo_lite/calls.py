@@ -42,6 +42,9 @@ def call(frame, fn: Value, args: list, kwargs: dict) -> Value:
 
 def _call_function(frame, fn: FunctionValue, args, kwargs):
     f = fn.fn
+    modelled = BUILTINS.get(f)
+    if modelled is not None:
+        return modelled(frame, args, kwargs)
     rule = skip.call_rule(f)
     if rule == skip.UNWRAP:
         return call(frame, wrap(frame.tracer, skip.unwrapped(f), None) if not isinstance(skip.unwrapped(f), types.FunctionType)
@@ -114,15 +117,12 @@ def _call_method(frame, m: MethodValue, args, kwargs):
 def _call_module(frame, mv: ModuleValue, args, kwargs):
     m = mv.module
     tracer = frame.tracer
-    for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-                  "_forward_hooks_with_kwargs", "_state_dict_hooks"):
-        table = getattr(m, hooks, None)
-        if table:
+    for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
+        if getattr(m, hooks, None):
             raise Unsupported(breaks.UNKNOWN_CALL, f"module {type(m).__name__} has {hooks[1:]}")
-        if table is not None and mv.source is not None and hooks in ("_forward_hooks", "_forward_pre_hooks",
-                                                                     "_backward_hooks", "_backward_pre_hooks"):
-            from .guards import LengthMatch
-            tracer.add_guard(LengthMatch(AttrSource(mv.source, hooks), type(table), 0))
+    if mv.source is not None:
+        from .guards import NoHooksMatch
+        tracer.add_guard(NoHooksMatch(mv.source))
     from torch.nn.modules import module as module_mod
     if any(getattr(module_mod, name, None) for name in ("_global_forward_hooks", "_global_forward_pre_hooks",
                                                         "_global_backward_hooks", "_global_backward_pre_hooks")):
@@ -166,6 +166,8 @@ def _call_callable(frame, fn: CallableValue, args, kwargs):
     if is_torch_namespace(f) or isinstance(f, (types.MethodDescriptorType, types.WrapperDescriptorType)) \
             and getattr(f, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase):
         return torch_call(frame, f, args, kwargs)
+    if isinstance(f, functools.partial) and f.func is _apply_wraps:
+        return copy_wrapper_metadata(frame, f.args[0], args[0])
     if isinstance(f, functools.partial):
         inner = wrap(frame.tracer, f.func, AttrSource(fn.source, "func") if fn.source else None)
         pargs = [wrap(frame.tracer, a, None) for a in f.args]
@@ -554,7 +556,7 @@ def _class_or_value(v: Value):
 
 
 from .module_methods import MODULE_METHODS  # noqa: E402
-from .builtins_table import BUILTINS, builtin_len   # noqa: E402  (the table calls back into this module)
+from .builtins_table import BUILTINS, _apply_wraps, builtin_len, copy_wrapper_metadata   # noqa: E402  (the table calls back into this module)
 from .methods import METHOD_TABLES as _METHOD_TABLES   # noqa: E402
 
 _CALLERS: dict[type, Callable] = {

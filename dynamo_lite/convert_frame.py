@@ -130,6 +130,7 @@ def _capture(code, func, args, options, entries, recompile_reason):
     records.add(record)
     entries.insert(0, (guards.check, new_code, guards, record))
     set_extra(code, entries)
+    _drop_entry_when_objects_die(code, guards)
     if "bytecode" in config.log and new_code is not code:
         import dis, io
         buf = io.StringIO()
@@ -140,6 +141,25 @@ def _capture(code, func, args, options, entries, recompile_reason):
     if "graph" in config.log and record.graphs:
         log.info("graph for %s:\n%s", code.co_name, record.graphs[0].code)
     return new_code
+
+
+def _drop_entry_when_objects_die(code, guards):
+    """Identity guards compare ids and hold their objects weakly: when such an object dies, its
+    id could be reused, so the entry is removed right then."""
+    from .guards import IdMatch
+    code_ref, check_ref = weakref.ref(code), weakref.ref(guards.check)
+    for guard in guards.guards:
+        if isinstance(guard, IdMatch) and guard.weak and guard.obj is not None:
+            weakref.finalize(guard.obj, _drop_entry, code_ref, check_ref)
+
+
+def _drop_entry(code_ref, check_ref):
+    code, check = code_ref(), check_ref()
+    if code is None or check is None:
+        return
+    entries = _evalframe.get_code_extra(code)
+    if isinstance(entries, list):
+        entries[:] = [e for e in entries if e[0] is not check]
 
 
 def _graph_break_error(e: Unsupported) -> GraphBreakError:

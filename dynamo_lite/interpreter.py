@@ -16,7 +16,7 @@ import torch
 from . import breaks, config
 from .breaks import Unsupported
 from .graph_builder import GraphBuilder
-from .guards import GradModeMatch, Guard
+from .guards import GlobalStateMatch, Guard
 from .sources import GlobalSource, ItemSource, Source
 from .values import CellValue, Const, Value
 
@@ -119,7 +119,7 @@ class Tracer:
         self.mutated: list[Value] = []           # sourced lists/dicts whose contents changed
         self.instruction_count = 0
         self.refs: dict[int, Source] = {}
-        self.add_guard(GradModeMatch(torch.is_grad_enabled()))
+        self.add_guard(GlobalStateMatch.now())
 
     # ---- guards -----------------------------------------------------------------------------
     def add_guard(self, guard: Guard):

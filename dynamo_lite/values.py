@@ -121,7 +121,7 @@ class CellValue(Value):
 
 class ClosureValue(Value):
     """A function made by MAKE_FUNCTION while tracing."""
-    __slots__ = ("code", "globals", "defaults", "kwdefaults", "closure", "qualname")
+    __slots__ = ("code", "globals", "defaults", "kwdefaults", "closure", "qualname", "attrs")
 
     def __init__(self, code, globals, defaults=(), kwdefaults=None, closure=(), qualname="", source=None):
         super().__init__(source)
@@ -131,6 +131,7 @@ class ClosureValue(Value):
         self.kwdefaults = dict(kwdefaults or {})
         self.closure = tuple(closure)
         self.qualname = qualname or code.co_name
+        self.attrs: dict = {}     # function attributes set while tracing (functools.wraps metadata)
 
     def python_type(self):
         return types.FunctionType

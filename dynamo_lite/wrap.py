@@ -73,7 +73,7 @@ def _build(tracer, value, source) -> Value:
         if source is not None:
             _guard(tracer, ConstantMatch(source, value) if type(value) in (int, float, bool, str, type(None),
                                                                            bytes, complex) else
-                   IdMatch(source, value) if isinstance(value, (torch.dtype, enum.Enum)) or value is Ellipsis
+                   IdMatch.of(source, value) if isinstance(value, (torch.dtype, enum.Enum)) or value is Ellipsis
                    else _equal_guard(source, value))
         return Const(value, source)
     if type(value) in (tuple, list) or _is_namedtuple(value):
@@ -95,18 +95,18 @@ def _build(tracer, value, source) -> Value:
         return ModuleValue(value, source)
     if isinstance(value, types.FunctionType):
         if source is not None and not is_torch_namespace(value):
-            _guard(tracer, IdMatch(source, value))
+            _guard(tracer, IdMatch.of(source, value))
         return FunctionValue(value, source)
     if callable(value) and (isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, type,
                                                types.MethodWrapperType, types.WrapperDescriptorType,
                                                types.MethodDescriptorType, types.ClassMethodDescriptorType))
                             or is_torch_namespace(value) or type(value).__module__ == "functools"):
         if source is not None and not is_torch_namespace(value) and not _is_builtin(value):
-            _guard(tracer, IdMatch(source, value))
+            _guard(tracer, IdMatch.of(source, value))
         return CallableValue(value, source)
     if isinstance(value, types.ModuleType):
         if source is not None and not is_torch_namespace(value):
-            _guard(tracer, IdMatch(source, value))
+            _guard(tracer, IdMatch.of(source, value))
         return ObjectValue(value, source)
     if isinstance(value, types.MethodType):
         from .values import MethodValue

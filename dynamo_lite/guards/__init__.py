@@ -4,9 +4,9 @@ guards.py holds the guard kinds (frozen dataclasses over Sources that render as 
 compile.py turns a guard set into one check function (and a verbose checker that names the
 first failing guard).
 """
-from .guards import (AliasMatch, ConstantMatch, DictKeysMatch, GradModeMatch, Guard, IdMatch, LengthMatch,
-                     TensorMatch, TypeMatch)
+from .guards import (AliasMatch, ConstantMatch, DictKeysMatch, GlobalStateMatch, Guard, IdMatch, LengthMatch,
+                     NoHooksMatch, TensorMatch, TypeMatch, weakref_able)
 from .compile import CompiledGuards, compile_guards
 
 __all__ = ["Guard", "TensorMatch", "TypeMatch", "IdMatch", "ConstantMatch", "LengthMatch", "DictKeysMatch",
-           "GradModeMatch", "AliasMatch", "CompiledGuards", "compile_guards"]
+           "GlobalStateMatch", "NoHooksMatch", "AliasMatch", "weakref_able", "CompiledGuards", "compile_guards"]

@@ -2,6 +2,7 @@
 why a value fails it (`why_not`), which becomes the recompile reason users read."""
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -22,6 +23,14 @@ class Guard:
 
     def why_not(self, value) -> str:
         return f"{self.describe()} no longer holds"
+
+
+def weakref_able(obj) -> bool:
+    try:
+        weakref.ref(obj)
+        return True
+    except TypeError:
+        return False
 
 
 def _display_const(value) -> str:
@@ -90,14 +99,33 @@ class TypeMatch(Guard):
 
 @dataclass(frozen=True, eq=False)
 class IdMatch(Guard):
+    """`x is obj`. The check compares ids and holds only a weak reference where it can: the cache
+    entry is dropped when the object dies (compile.py), so ids are never confused and the cache
+    keeps nothing alive."""
     source: Source
-    obj: Any
+    target: Any        # weakref.ref to the object, or a closure holding it if it cannot be weakly referenced
+    obj_id: int
+    weak: bool
+
+    @staticmethod
+    def of(source: Source, obj) -> "IdMatch":
+        if weakref_able(obj):
+            return IdMatch(source, weakref.ref(obj), id(obj), True)
+        return IdMatch(source, lambda: obj, id(obj), False)
+
+    @property
+    def obj(self):
+        return self.target()
 
     def code(self, scope, const):
+        if self.weak:
+            return f"id({self.source.expr(scope)}) == {self.obj_id}"
         return f"{self.source.expr(scope)} is {const(self.obj)}"
 
     def describe(self):
-        return f"{self.source.name()} is the same object ({type(self.obj).__qualname__} at {id(self.obj):#x})"
+        obj = self.obj
+        what = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+        return f"{self.source.name()} is the same object ({what} at {self.obj_id:#x})"
 
     def why_not(self, value):
         return f"{self.source.name()} is a different object than when captured"
@@ -157,19 +185,62 @@ class DictKeysMatch(Guard):
         return f"keys of {self.source.name()} changed: {list(self.keys)!r} -> {list(value)!r}"
 
 
+def global_state() -> tuple:
+    """The torch global state a graph may depend on, in GlobalStateMatch's order."""
+    return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),
+            torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda"))
+
+
+_STATE_CHECKS = ((torch.is_grad_enabled, (), "torch.is_grad_enabled()"),
+                 (torch.get_default_dtype, (), "torch.get_default_dtype()"),
+                 (torch.are_deterministic_algorithms_enabled, (), "torch.are_deterministic_algorithms_enabled()"),
+                 (torch.is_autocast_enabled, ("cpu",), "torch.is_autocast_enabled('cpu')"),
+                 (torch.is_autocast_enabled, ("cuda",), "torch.is_autocast_enabled('cuda')"))
+
+
 @dataclass(frozen=True, eq=False)
-class GradModeMatch(Guard):
-    enabled: bool
+class GlobalStateMatch(Guard):
+    """Grad mode, default dtype, deterministic algorithms and autocast, as when captured."""
+    state: tuple
     source: Source = field(default=None)
 
+    @staticmethod
+    def now() -> "GlobalStateMatch":
+        return GlobalStateMatch(global_state())
+
     def code(self, scope, const):
-        return f"{const(torch.is_grad_enabled)}() is {self.enabled}"
+        parts = []
+        for (fn, args, _), expected in zip(_STATE_CHECKS, self.state):
+            call = f"{const(fn)}({', '.join(repr(a) for a in args)})"
+            parts.append(f"{call} is {const(expected)}" if not isinstance(expected, bool) else f"{call} is {expected}")
+        return " and ".join(parts)
 
     def describe(self):
-        return f"torch.is_grad_enabled() is {self.enabled}"
+        return " and ".join(f"{text} == {expected}" for (_, _, text), expected in zip(_STATE_CHECKS, self.state))
 
     def why_not(self, value):
-        return f"grad mode changed: {self.enabled} -> {not self.enabled}"
+        now = global_state()
+        for (_, _, text), expected, actual in zip(_STATE_CHECKS, self.state, now):
+            if expected != actual:
+                return f"{text} changed: {expected} -> {actual}"
+        return super().why_not(value)
+
+
+@dataclass(frozen=True, eq=False)
+class NoHooksMatch(Guard):
+    """The module (still) has no forward/backward hooks, so inlining its forward is exact."""
+    source: Source
+
+    def code(self, scope, const):
+        m = self.source.expr(scope)
+        return (f"not ({m}._forward_hooks or {m}._forward_pre_hooks or {m}._backward_hooks "
+                f"or {m}._backward_pre_hooks)")
+
+    def describe(self):
+        return f"{self.source.name()} has no hooks"
+
+    def why_not(self, value):
+        return f"{self.source.name()} now has hooks"
 
 
 @dataclass(frozen=True, eq=False)
