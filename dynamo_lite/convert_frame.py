@@ -15,7 +15,7 @@ import types
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 from . import _evalframe, breaks, config
 from .breaks import GraphBreakError, Unsupported
@@ -45,6 +45,24 @@ class CaptureOptions:
     fullgraph: bool = False
 
 
+def _accept_all(*args) -> bool:
+    return True
+
+
+class _AcceptAll:
+    guards: list = []
+    source_code = "def ___guard(*args):\n    return True   # cache_size_limit reached: run eagerly\n"
+
+    def first_failure(self, fn, args):
+        return None
+
+    def failure(self, fn, args):
+        return 0, None
+
+
+_ACCEPT_ALL_GUARDS = _AcceptAll()
+
+
 def make_callback(options: CaptureOptions):
     def callback(code: types.CodeType, func, args: tuple):
         return convert_frame(code, func, args, options)
@@ -66,13 +84,17 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
         entries = []
     recompile_reason = None
     if entries:
-        recompile_reason = entries[0][2].first_failure(func, args)
+        recompile_reason = recapture_reason(entries, func, args)
         if len(entries) >= config.cache_size_limit:
             reasons = "; ".join(filter(None, (e[2].first_failure(func, args) for e in entries[:3])))
             records.warn_once(("cache_limit", code),
                               f"dynamo_lite: {code.co_name} ({code.co_filename}:{code.co_firstlineno}) was captured "
-                              f"{len(entries)} times (config.cache_size_limit={config.cache_size_limit}); new "
-                              f"variants now run eagerly. Last reasons: {reasons}")
+                              f"{len(entries)} times (config.cache_size_limit={config.cache_size_limit}); from now "
+                              f"on, inputs matching no captured variant run eagerly. Last reasons: {reasons}. "
+                              f"Raise dynamo_lite.config.cache_size_limit or make the varying input a tensor.")
+            # A last entry that accepts everything and runs the original code: later misses cost
+            # the guard checks and no capture attempt.
+            entries.append((_accept_all, code, _ACCEPT_ALL_GUARDS, None))
             return None
     try:
         with warnings.catch_warnings():   # our introspection must not warn in the user's program
@@ -141,6 +163,12 @@ def _capture(code, func, args, options, entries, recompile_reason):
     if "graph" in config.log and record.graphs:
         log.info("graph for %s:\n%s", code.co_name, record.graphs[0].code)
     return new_code
+
+
+def recapture_reason(entries, func, args) -> Optional[str]:
+    """Why no entry matched, told for the entry that came closest (passed the most guards)."""
+    best = max((e[2].failure(func, args) for e in entries if e[3] is not None), key=lambda f: f[0], default=None)
+    return best[1] if best else None
 
 
 def _drop_entry_when_objects_die(code, guards):

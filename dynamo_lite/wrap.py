@@ -136,6 +136,8 @@ def _is_namedtuple(value) -> bool:
 
 def _wrap_tensor(tracer, value: torch.Tensor, source) -> TensorValue:
     if type(value) not in (torch.Tensor, torch.nn.Parameter) and not isinstance(value, torch.nn.parameter.Buffer):
+        if source is not None:   # the eager fallback entry must not catch plain tensors later
+            tracer.add_guard(TypeMatch(source, type(value)))
         raise Unsupported(breaks.TENSOR_SUBCLASS, type(value).__name__)
     if source is None:
         raise Unsupported(breaks.UNSUPPORTED_VALUE, "a tensor the tracer cannot reload (no source)")

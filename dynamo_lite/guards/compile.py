@@ -24,18 +24,22 @@ class CompiledGuards:
 
     def first_failure(self, fn, args: tuple) -> Optional[str]:
         """The reason the first failing guard gives, or None if all pass."""
-        for guard, expr in zip(self.guards, self._exprs):
+        return self.failure(fn, args)[1]
+
+    def failure(self, fn, args: tuple) -> tuple[int, Optional[str]]:
+        """(how many guards passed, reason of the first that failed) — (len, None) if all pass."""
+        for i, (guard, expr) in enumerate(zip(self.guards, self._exprs)):
             try:
                 ok = expr(fn, *args)
             except Exception as e:  # a guard that raises fails
-                return f"{guard.describe()} could not be checked ({type(e).__name__}: {e})"
+                return i, f"{guard.describe()} could not be checked ({type(e).__name__}: {e})"
             if not ok:
                 try:
                     value = _resolve(guard, fn, args, self)
                 except Exception:
                     value = None
-                return guard.why_not(value)
-        return None
+                return i, guard.why_not(value)
+        return len(self.guards), None
 
 
 def _resolve(guard, fn, args, compiled):

@@ -1,0 +1,246 @@
+"""Guard soundness: after each kind of change a captured function recaptures (or, where the graph
+cannot be stale, simply reuses it) and always matches eager. Plus recapture reasons, the cache
+size limit, global torch state and memory under shape churn."""
+import gc
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import dynamo_lite as dl
+from dynamo_lite import _evalframe
+from dynamo_lite.fallback.records import RECORDS
+from harness import CountingBackend
+
+SCALE = 2
+
+
+def uses_global(x):
+    return x * SCALE
+
+
+def run(captured, fn, *args):
+    got, want = captured(*args), fn(*args)
+    torch.testing.assert_close(got, want)
+    return got
+
+
+def reasons(name):
+    return [r.recompile_reason for r in RECORDS if r.name == name and r.recompile_reason]
+
+
+def test_global_change_recaptures_with_reason():
+    global SCALE
+    backend = CountingBackend()
+    captured = dl.capture(uses_global, backend=backend)
+    x = torch.randn(3)
+    run(captured, uses_global, x)
+    SCALE = 3
+    try:
+        run(captured, uses_global, x)
+    finally:
+        SCALE = 2
+    assert backend.count == 2
+    assert reasons("uses_global")[-1] == "G['SCALE'] changed: 2 -> 3"
+    run(captured, uses_global, x)          # back to 2: the first entry is reused
+    assert backend.count == 2
+
+
+def test_closure_cell_change_recaptures():
+    factor = 2.0
+
+    def f(x):
+        return x * factor
+
+    backend = CountingBackend()
+    captured = dl.capture(f, backend=backend)
+    x = torch.randn(3)
+    run(captured, f, x)
+    factor = 5.0   # noqa: F841  (read by f through its cell)
+    run(captured, f, x)
+    assert backend.count == 2
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.scale = 1.0
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.fc(x)) * self.scale
+
+
+def test_module_attribute_submodule_and_training_changes():
+    torch.manual_seed(0)
+    model = Scaled().eval()
+    backend = CountingBackend()
+    captured = dl.capture(model, backend=backend)
+    x = torch.randn(2, 4)
+    run(captured, model, x)
+    model.scale = 3.0
+    run(captured, model, x)
+    assert backend.count == 2 and "L['self'].scale changed: 1.0 -> 3.0" in reasons("forward")[-1]
+    model.fc = nn.Linear(4, 4)           # same type, new parameters: graph inputs, no stale values
+    run(captured, model, x)
+    model.fc = nn.Sequential(nn.Linear(4, 4), nn.ReLU())   # different type: recapture
+    run(captured, model, x)
+    assert backend.count == 3
+    model.train()
+    torch.manual_seed(1)
+    out = captured(x)
+    torch.manual_seed(1)
+    torch.testing.assert_close(out, model(x))
+    assert backend.count == 4 and "training changed: False -> True" in reasons("forward")[-1]
+
+
+def test_replaced_parameter_is_used_and_metadata_change_recaptures():
+    model = nn.Linear(3, 3)
+    backend = CountingBackend()
+    captured = dl.capture(model, backend=backend)
+    x = torch.randn(2, 3)
+    run(captured, model, x)
+    model.weight = nn.Parameter(torch.randn(3, 3))          # parameters are graph inputs: used as is
+    run(captured, model, x)
+    assert backend.count == 1
+    model.weight.requires_grad_(False)                      # metadata changed: recapture
+    run(captured, model, x)
+    model.double()                                          # dtype changed in place (param.data = ...)
+    run(captured, model, x.double())
+    assert backend.count == 3
+
+
+def test_requires_grad_dtype_and_constant_argument_changes():
+    def f(x, n):
+        return x * n + 1
+
+    backend = CountingBackend()
+    captured = dl.capture(f, backend=backend)
+    run(captured, f, torch.randn(3), 2)
+    run(captured, f, torch.randn(3, requires_grad=True), 2)
+    run(captured, f, torch.randn(3, dtype=torch.float64), 2)
+    run(captured, f, torch.randn(3), 7)
+    assert backend.count == 4
+    assert reasons("f")[-1] == "L['n'] changed: 2 -> 7"
+
+
+class MyTensor(torch.Tensor):
+    pass
+
+
+def test_tensor_subclass_runs_eagerly_and_plain_tensor_still_captures():
+    def f(x):
+        return x.sin() * 2
+
+    backend = CountingBackend()
+    captured = dl.capture(f, backend=backend)
+    sub = torch.randn(3).as_subclass(MyTensor)
+    out = captured(sub)
+    assert type(out) is MyTensor and torch.equal(out.as_subclass(torch.Tensor), f(sub).as_subclass(torch.Tensor))
+    run(captured, f, torch.randn(3))
+    assert backend.count == 1
+
+
+def test_list_length_change_recaptures():
+    def f(xs):
+        return sum(xs)
+
+    backend = CountingBackend()
+    captured = dl.capture(f, backend=backend)
+    run(captured, f, [torch.randn(2), torch.randn(2)])
+    run(captured, f, [torch.randn(2)] * 3)
+    assert backend.count == 2
+    assert reasons("f")[-1] == "len(L['xs']) changed: 2 -> 3"
+
+
+def test_grad_mode_and_default_dtype_changes_recapture():
+    def f(x):
+        return x * 2 + torch.ones(3)
+
+    backend = CountingBackend()
+    captured = dl.capture(f, backend=backend)
+    x = torch.randn(3, requires_grad=True)
+    assert captured(x).requires_grad
+    with torch.no_grad():
+        out = captured(x)
+    assert not out.requires_grad and backend.count == 2
+    assert "torch.is_grad_enabled() changed: True -> False" in reasons("f")[-1]
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        out = captured(x.detach().double())
+        assert out.dtype == torch.float64 and backend.count == 3
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def test_cache_size_limit_warns_once_and_runs_eagerly(monkeypatch):
+    monkeypatch.setattr(dl.config, "cache_size_limit", 8)
+
+    def f(x, n):
+        return x + n
+
+    backend = CountingBackend()
+    captured = dl.capture(f, backend=backend)
+    x = torch.zeros(2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(12):
+            torch.testing.assert_close(captured(x, n), x + n)
+    assert backend.count == 8
+    limit_warnings = [w for w in caught if "cache_size_limit" in str(w.message)]
+    assert len(limit_warnings) == 1 and "L['n'] changed" in str(limit_warnings[0].message)
+    for n in range(12):   # captured variants still used, others eager, all right
+        torch.testing.assert_close(captured(x, n), x + n)
+    assert backend.count == 8
+
+
+def _churn(x):
+    return x.cos() + 1
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4
+
+
+def test_shape_churn_beyond_limit_keeps_memory_flat():
+    captured = dl.capture(_churn)
+    tensors = [torch.randn(n) for n in range(1, 40)]
+    for t in tensors * 3:
+        captured(t)
+    gc.collect()
+    objects, rss = len(gc.get_objects()), _rss_kb()
+    for i in range(100_000):
+        captured(tensors[i % len(tensors)])
+    gc.collect()
+    assert len(gc.get_objects()) - objects < 200
+    assert _rss_kb() - rss < 8 * 1024
+
+
+def test_cache_does_not_keep_dead_objects_alive():
+    import weakref
+
+    def make():
+        def helper(t):
+            return t * 3
+        return helper
+
+    helper = make()
+    holder = type("Holder", (), {})()
+    holder.fn = helper
+
+    def f(x, h):
+        return h.fn(x) + 1
+
+    captured = dl.capture(f)
+    run(captured, f, torch.randn(2), holder)
+    ref = weakref.ref(helper)
+    entries = _evalframe.get_code_extra(f.__code__)
+    assert len(entries) == 1
+    del helper, holder.fn
+    gc.collect()
+    assert ref() is None, "a guard kept the function alive"
+    assert _evalframe.get_code_extra(f.__code__) == [], "the entry guarded on the dead object was not dropped"
