@@ -38,9 +38,10 @@ def load_attr(frame, obj: Value, name: str) -> Value:
 
 
 def _tensor_attr(frame, obj: TensorValue, name):
+    if name == "shape":
+        return frame.tracer.graph.sizes(obj)
     if name in TENSOR_CONST_ATTRS:
-        value = getattr(obj.example, name)
-        return Const(torch.Size(value) if name == "shape" else value)
+        return Const(getattr(obj.example, name))
     if name == "is_leaf":
         if obj.node.op == "placeholder" and obj.example.requires_grad:
             raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, "is_leaf of an input that requires grad")

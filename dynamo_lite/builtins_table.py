@@ -60,7 +60,11 @@ def builtin_len(tracer, v: Value) -> int:
 
 
 def _len(frame, args, kwargs):
-    return Const(builtin_len(frame.tracer, args[0]))
+    v = args[0]
+    if isinstance(v, TensorValue) and v.example.dim() > 0:
+        sizes = frame.tracer.graph.sizes(v)
+        return Const(sizes.value[0]) if isinstance(sizes, Const) else sizes.items[0]
+    return Const(builtin_len(frame.tracer, v))
 
 
 def _isinstance(frame, args, kwargs):

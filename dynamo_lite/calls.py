@@ -25,7 +25,7 @@ from .operators import (BINARY_OPS, binary, compare, contains, identical, is_pyt
 from .sources import AttrSource, ItemSource
 from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue,
                      IteratorValue, MethodValue, ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue,
-                     TensorValue, Value)
+                     SliceValue, SymValue, TensorValue, Value)
 from .wrap import is_torch_namespace, wrap
 
 
@@ -446,11 +446,13 @@ def getitem(frame, obj: Value, key: Value) -> Value:
     if isinstance(obj, TensorValue):
         return tracer.graph.call("call_function", operator.getitem, (obj, _index_arg(key)), {})
     if isinstance(obj, SeqValue):
+        if isinstance(key, SliceValue):
+            key = Const(slice(python_value(key.start), python_value(key.stop), python_value(key.step)))
         k = python_value(key) if not isinstance(key, TensorValue) else None
         if isinstance(k, bool) or not isinstance(k, (int, slice)):
             raise Unsupported(breaks.UNSUPPORTED_VALUE, f"sequence index of type {type(k).__name__}")
         if isinstance(k, slice):
-            return SeqValue(obj.items[k], list if obj.is_list else tuple)
+            return SeqValue(obj.items[k], obj.cls if obj.cls in (list, tuple, torch.Size) else tuple)
         if not -len(obj.items) <= k < len(obj.items):
             raise Unsupported(breaks.USER_EXCEPTION, "IndexError: index out of range")
         return obj.items[k]
@@ -496,7 +498,7 @@ def _unsupported_getitem(obj):
 
 
 def _index_arg(key: Value) -> Value:
-    if isinstance(key, (TensorValue, Const)):
+    if isinstance(key, (TensorValue, Const, SymValue, SliceValue)):
         return key
     if isinstance(key, SeqValue):
         return SeqValue([_index_arg(k) for k in key.items], list if key.is_list else tuple)

@@ -19,7 +19,7 @@ from .compat import instr_load_attr, instrs_call
 from .sources import (AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, ModuleDictSource,
                       ObjectRefSource, Source, TypeSource)
 from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, ModuleValue,
-                     NewObjectValue, ObjectValue, SeqValue, SetValue, TensorValue, Value)
+                     NewObjectValue, ObjectValue, SeqValue, SetValue, SymValue, TensorValue, Value)
 
 GRAPH_OUT = "___graph_out"
 
@@ -121,7 +121,7 @@ class Emitter:
             self.emit("STORE_FAST", name)
 
     def _value(self, v: Value):
-        if isinstance(v, TensorValue):
+        if isinstance(v, (TensorValue, SymValue)):
             if v.node.op == "placeholder":
                 self.load_source(v.source)
             else:
@@ -218,7 +218,7 @@ def tensors_needed(tracer, result: Value) -> list[TensorValue]:
     found: dict = {}
 
     def visit(v):
-        if isinstance(v, TensorValue):
+        if isinstance(v, (TensorValue, SymValue)):
             if v.node.op != "placeholder":
                 found.setdefault(v.node, v)
         elif isinstance(v, (SeqValue, SetValue)):

@@ -8,8 +8,11 @@ capture failure raises GraphBreakError instead.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+
+import torch
 import traceback
 import types
 import warnings
@@ -43,6 +46,29 @@ class CaptureOptions:
     backend: Callable
     backend_name: str
     fullgraph: bool = False
+    dynamic: Optional[bool] = None     # None: static first, symbolic for dims seen changing
+
+
+# Automatic dynamic shapes: per code object, the input dims seen changing between captures.
+AUTO_DYNAMIC: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
+
+
+def note_changed_sizes(code, entries, func, args) -> None:
+    from .guards import TensorMatch
+    state = AUTO_DYNAMIC.setdefault(code, {})
+    for entry in entries:
+        guards = entry[2]
+        for guard in getattr(guards, "guards", ()):
+            if not isinstance(guard, TensorMatch):
+                continue
+            try:
+                value = guards._value_of(guard.source, func, args)
+            except Exception:
+                continue
+            if isinstance(value, torch.Tensor) and value.dim() == len(guard.shape) and value.dtype == guard.dtype:
+                changed = {i for i, (a, b) in enumerate(zip(guard.shape, value.shape)) if a is not None and a != b}
+                if changed:
+                    state.setdefault(guard.source, set()).update(changed)
 
 
 def _accept_all(*args) -> bool:
@@ -61,6 +87,24 @@ class _AcceptAll:
 
 
 _ACCEPT_ALL_GUARDS = _AcceptAll()
+
+
+_TORCH_LOGGERS = ("torch._subclasses.fake_tensor", "torch.fx.experimental.symbolic_shapes")
+
+
+@contextlib.contextmanager
+def _quiet_torch_logs():
+    """FakeTensor logs an error when an op fails on example values; for us that is an expected
+    outcome (the frame runs eagerly and the user's own error surfaces there)."""
+    loggers = [logging.getLogger(name) for name in _TORCH_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def make_callback(options: CaptureOptions):
@@ -85,6 +129,8 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
     recompile_reason = None
     if entries:
         recompile_reason = recapture_reason(entries, func, args)
+        if options.dynamic is None:
+            note_changed_sizes(code, entries, func, args)
         if len(entries) >= config.cache_size_limit:
             reasons = "; ".join(filter(None, (e[2].first_failure(func, args) for e in entries[:3])))
             records.warn_once(("cache_limit", code),
@@ -97,7 +143,7 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
             entries.append((_accept_all, code, _ACCEPT_ALL_GUARDS, None))
             return None
     try:
-        with warnings.catch_warnings():   # our introspection must not warn in the user's program
+        with warnings.catch_warnings(), _quiet_torch_logs():   # tracing must not print into the user's program
             warnings.simplefilter("ignore")
             return _capture(code, func, args, options, entries, recompile_reason)
     except (GraphBreakError, KeyboardInterrupt, SystemExit):
@@ -118,7 +164,7 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
 
 def _capture(code, func, args, options, entries, recompile_reason):
     start = time.perf_counter()
-    tracer = Tracer(code, func, args)
+    tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code))
     record = FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "captured",
                          recompile_reason=recompile_reason)
     try:
@@ -146,6 +192,10 @@ def _capture(code, func, args, options, entries, recompile_reason):
             raise _graph_break_error(e) from None
         record.status, record.kind, record.detail, record.user_stack = "fallback", e.kind, e.detail, e.user_stack
         new_code = code
+    shape_guards = tracer.graph.shape_guards()
+    if shape_guards and new_code is not code:
+        from .guards import ShapeEnvMatch
+        tracer.add_guard(ShapeEnvMatch(tuple(shape_guards)))
     record.capture_seconds = time.perf_counter() - start
     guards = compile_guards(tracer.guards, _arg_names(code), func.__globals__, code.co_name)
     record.guards = guards

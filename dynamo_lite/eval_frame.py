@@ -27,7 +27,9 @@ def capture(fn_or_module=None, *, backend="eager", fullgraph: bool = False, dyna
         return functools.partial(capture, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
     compiler = lookup_backend(backend)
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
-    options = CaptureOptions(compiler, name, fullgraph)
+    if dynamic not in (None, True, False):
+        raise TypeError(f"dynamic must be None, True or False, got {dynamic!r}")
+    options = CaptureOptions(compiler, name, fullgraph, dynamic)
     if isinstance(fn_or_module, torch.nn.Module):
         return _capture_module(fn_or_module, options)
     if not callable(fn_or_module):
@@ -75,10 +77,11 @@ def _capture_module(module: torch.nn.Module, options: CaptureOptions) -> torch.n
 
 def reset() -> None:
     """Forget every capture: cache entries, records, warnings."""
-    from .convert_frame import TOUCHED_CODES
+    from .convert_frame import AUTO_DYNAMIC, TOUCHED_CODES
     for code in list(TOUCHED_CODES):
         _evalframe.set_code_extra(code, None)
     TOUCHED_CODES.clear()
+    AUTO_DYNAMIC.clear()
     records.clear()
 
 

@@ -15,9 +15,39 @@ import torch.fx
 from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
                                            FakeTensorMode)
 
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
 from . import breaks
 from .breaks import Unsupported
-from .values import Const, DictValue, SeqValue, TensorValue, Value
+from .values import Const, DictValue, SeqValue, SliceValue, SymValue, TensorValue, Value
+
+SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def is_symbolic(x) -> bool:
+    """A SymInt/SymFloat/SymBool that really depends on a symbol (not a constant in disguise)."""
+    return isinstance(x, SYM_TYPES) and bool(getattr(x.node.expr, "free_symbols", None))
+
+
+class ShapeSource(torch._guards.Source):
+    """What ShapeEnv calls a tensor: its `name` is the Python expression our guard function uses
+    to reach it, so ShapeEnv's guards drop straight into the generated check."""
+
+    def __init__(self, expr: str):
+        self._expr = expr
+
+    @property
+    def name(self) -> str:   # ShapeEnv reads .name
+        return self._expr
+
+    def guard_source(self):
+        return torch._guards.GuardSource.LOCAL
+
+    def __hash__(self):
+        return hash(self._expr)
+
+    def __eq__(self, other):
+        return isinstance(other, ShapeSource) and other._expr == self._expr
 
 
 def _contains_tensor(obj) -> bool:
@@ -33,16 +63,31 @@ def _contains_tensor(obj) -> bool:
 class GraphBuilder:
     def __init__(self):
         self.graph = torch.fx.Graph()
-        self.fake_mode = FakeTensorMode()
+        self.shape_env = ShapeEnv()
+        self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
+        self.named_inputs: list[tuple] = []      # (fake tensor, ShapeSource) of inputs ShapeEnv knows by name
+        self.has_symbolic_inputs = False
         self.inputs: list[tuple[torch.fx.Node, torch.Tensor, Any]] = []   # (placeholder, real tensor, source)
         self.grad_enabled = torch.is_grad_enabled()
         self._placeholder_names: set[str] = set()
 
     # ---- inputs -----------------------------------------------------------------------------
-    def add_input(self, tensor: torch.Tensor, source) -> TensorValue:
+    def add_input(self, tensor: torch.Tensor, source, dynamic_dims=(), guard_expr: str = "") -> TensorValue:
+        """A graph input. Dimensions in `dynamic_dims` become symbolic (sizes 0 and 1 stay
+        specialized); `guard_expr` is how the guard function reaches the tensor."""
         name = self._placeholder_name(source.name() if source is not None else "input")
         node = self.graph.placeholder(name)
-        example = self.fake_mode.from_tensor(tensor)
+        if guard_expr:
+            # Named for ShapeEnv even when static: its guards may relate a symbolic size to this
+            # tensor's sizes (`4 * x.size()[1] <= w.size()[0]`).
+            context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC if d in dynamic_dims
+                                                              else DimDynamic.STATIC for d in range(tensor.dim())])
+            shape_source = ShapeSource(guard_expr)
+            example = self.fake_mode.from_tensor(tensor, symbolic_context=context, source=shape_source)
+            self.named_inputs.append((example, shape_source, tuple(dynamic_dims)))
+            self.has_symbolic_inputs |= bool(dynamic_dims)
+        else:
+            example = self.fake_mode.from_tensor(tensor)
         node.meta["example_value"] = example
         node.meta["source"] = source
         node.meta["real_type"] = type(tensor)
@@ -70,7 +115,7 @@ class GraphBuilder:
         node_args, fake_args = _split(args)
         node_kwargs, fake_kwargs = _split(kwargs)
         example = self._run_fake(op, target, fake_args, fake_kwargs)
-        if not always_node and not _contains_tensor(example):
+        if not always_node and not _contains_tensor(example) and not _contains_symbolic(example):
             return Const(example)
         node = self.graph.create_node(op, target, node_args, node_kwargs)
         if example is None and always_node:
@@ -96,20 +141,52 @@ class GraphBuilder:
         node.meta["example_value"] = example
         if isinstance(example, torch.Tensor):
             return TensorValue(node, example)
+        if isinstance(example, SYM_TYPES):
+            return SymValue(node, example)
         if isinstance(example, (tuple, list)):
             items = []
             for i, item in enumerate(example):
-                if _contains_tensor(item):
+                if _contains_tensor(item) or _contains_symbolic(item):
                     sub = self.graph.create_node("call_function", operator.getitem, (node, i), {})
                     items.append(self._wrap_result(sub, item))
                 else:
                     items.append(Const(item))
-            cls = type(example) if type(example) in (tuple, list) or hasattr(type(example), "n_fields") \
+            cls = type(example) if type(example) in (tuple, list, torch.Size) or hasattr(type(example), "n_fields") \
                 or hasattr(type(example), "_fields") else tuple
             return SeqValue(items, cls)
         raise Unsupported(breaks.UNSUPPORTED_VALUE, f"op returned {type(example).__name__}")
 
     # ---- output -----------------------------------------------------------------------------
+    def sizes(self, tensor: TensorValue) -> Value:
+        """`tensor.shape` as a value: constants for static dims, size nodes for symbolic ones."""
+        items = []
+        for i, size in enumerate(tensor.example.shape):
+            if is_symbolic(size):
+                node = self.graph.create_node("call_function", torch.ops.aten.sym_size.int, (tensor.node, i), {})
+                node.meta["example_value"] = size
+                items.append(SymValue(node, size))
+            else:
+                items.append(Const(int(size)))
+        if all(isinstance(i, Const) for i in items):
+            return Const(torch.Size([i.value for i in items]))
+        return SeqValue(items, torch.Size)
+
+    def shape_guards(self) -> list[str]:
+        """ShapeEnv's guards on the symbolic inputs, as Python over guard-function names."""
+        if not self.has_symbolic_inputs:
+            return []
+        fakes, sources, _ = zip(*self.named_inputs)
+        guards = list(self.shape_env.produce_guards(list(fakes), list(sources)))
+        # A dynamic dim that tracing specialized (`if x.size(0) > 2` seen with 2 gives s0 == 2) ends
+        # up static, and produce_guards leaves static sizes to the tensor guard, which does not
+        # check dynamic dims: pin such dims here.
+        for fake, source, dims in self.named_inputs:
+            for d in dims:
+                size = fake.size(d)
+                if not is_symbolic(size):
+                    guards.append(f"{source.name}.size()[{d}] == {int(size)}")
+        return guards
+
     def finish(self, outputs: list[TensorValue]) -> torch.fx.GraphModule:
         self.graph.output(tuple(v.node for v in outputs))
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
@@ -119,10 +196,21 @@ class GraphBuilder:
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
 
 
+def _contains_symbolic(obj) -> bool:
+    if isinstance(obj, SYM_TYPES):
+        return is_symbolic(obj)
+    if isinstance(obj, (tuple, list)):
+        return any(_contains_symbolic(o) for o in obj)
+    return False
+
+
 def _split(obj):
     """Value structure -> (fx node structure, fake example structure)."""
-    if isinstance(obj, TensorValue):
+    if isinstance(obj, (TensorValue, SymValue)):
         return obj.node, obj.example
+    if isinstance(obj, SliceValue):
+        a, b, c = (_split(x) for x in (obj.start, obj.stop, obj.step))
+        return slice(a[0], b[0], c[0]), slice(a[1], b[1], c[1])
     if isinstance(obj, Const):
         return obj.value, obj.value
     if isinstance(obj, SeqValue):

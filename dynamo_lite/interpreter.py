@@ -103,8 +103,11 @@ class Frame:
 class Tracer:
     """State of one capture: graph, guards, side effects, wrapped objects."""
 
-    def __init__(self, code: types.CodeType, func: types.FunctionType, args: tuple):
+    def __init__(self, code: types.CodeType, func: types.FunctionType, args: tuple, dynamic=None,
+                 auto_dynamic: Optional[dict] = None):
         self.code = code
+        self.dynamic = dynamic                    # capture(dynamic=...): True, False or None (automatic)
+        self.auto_dynamic = auto_dynamic or {}    # Source -> dims seen changing (automatic mode)
         self.func = func
         self.args = args
         self.root_globals = func.__globals__
@@ -135,6 +138,28 @@ class Tracer:
             src = self.refs[id(obj)] = ObjectRefSource(obj)
             self.keepalive.append(obj)
         return src
+
+    # ---- dynamic shapes ---------------------------------------------------------------------
+    def dynamic_dims(self, source, tensor) -> tuple[set, str]:
+        """Which dims of an input tensor are symbolic, and how guards reach it ("" when the capture
+        is static). Parameters and buffers stay static; sizes 0 and 1 stay specialized."""
+        from .guards.compile import guard_local_names
+        from .sources import ModuleDictSource, ObjectRefSource, Scope
+        if self.dynamic is False or source is None or (self.dynamic is None and not self.auto_dynamic):
+            return set(), ""
+        is_parameter, chain = False, source
+        while chain is not None:
+            if isinstance(chain, ObjectRefSource):
+                return set(), ""
+            if isinstance(chain, ModuleDictSource) and chain.table in ("_parameters", "_buffers"):
+                is_parameter = True
+            chain = getattr(chain, "owner", None)
+        dims = set(range(tensor.dim())) if self.dynamic else set(self.auto_dynamic.get(source, ()))
+        dims = set() if is_parameter else {d for d in dims if d < tensor.dim() and tensor.shape[d] >= 2}
+        nargs = self.code.co_argcount + self.code.co_kwonlyargcount + bool(self.code.co_flags & 0x04) \
+            + bool(self.code.co_flags & 0x08)
+        scope = Scope(guard_local_names(list(self.code.co_varnames[:nargs])), "___G", "___fn")
+        return dims, source.expr(scope)
 
     # ---- state changes --------------------------------------------------------------------
     def mutate(self, container: Value):

@@ -66,6 +66,13 @@ def _seq(frame, obj: SeqValue, name, args, kwargs):
         return _calls().getitem(frame, obj, args[0])
     if name == "__len__":
         return Const(len(obj.items))
+    if name == "numel" and obj.cls is torch.Size:     # a Size with symbolic entries
+        from .operators import binary
+        import operator
+        total = Const(1)
+        for item in obj.items:
+            total = binary(frame.tracer, operator.mul, total, item)
+        return total
     if name == "_asdict":
         return DictValue(dict(zip(obj.cls._fields, obj.items)), dict)
     if name == "_replace":

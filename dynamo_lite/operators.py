@@ -11,7 +11,10 @@ import torch
 from . import breaks
 from .breaks import Unsupported
 from .values import (CallableValue, Const, DictValue, FunctionValue, ModuleValue, NewObjectValue, ObjectValue,
-                     SeqValue, SetValue, TensorValue, Value, ClosureValue, MethodValue)
+                     SeqValue, SetValue, SymValue, TensorValue, Value, ClosureValue, MethodValue)
+
+GRAPH_VALUES = (TensorValue, SymValue)
+_SPECIALIZE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
 BINARY_OPS = {
     "+": operator.add, "&": operator.and_, "//": operator.floordiv, "<<": operator.lshift, "@": operator.matmul,
@@ -35,6 +38,8 @@ def python_value(v: Value) -> Any:
     """The real Python value of a value made only of constants; raises Unsupported otherwise."""
     if isinstance(v, Const):
         return v.value
+    if isinstance(v, SymValue):   # a Python use of a symbolic size: specialize it (ShapeEnv adds a guard)
+        return _SPECIALIZE[type(v.example)](v.example)
     if isinstance(v, SeqValue):
         items = [python_value(i) for i in v.items]
         if v.cls in (tuple, list):
@@ -68,9 +73,11 @@ def _fold(fn, *args):
 
 
 def binary(tracer, fn, a: Value, b: Value) -> Value:
-    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
-        if not all(isinstance(x, (TensorValue, Const)) or is_python_constant(x) for x in (a, b)):
+    if isinstance(a, GRAPH_VALUES) or isinstance(b, GRAPH_VALUES):
+        if not all(isinstance(x, (TensorValue, SymValue, Const)) or is_python_constant(x) for x in (a, b)):
             raise Unsupported(breaks.UNSUPPORTED_VALUE, f"{fn.__name__} of a tensor and {_kind(a if isinstance(b, TensorValue) else b)}")
+        if not isinstance(a, TensorValue) and not isinstance(b, TensorValue):
+            fn = INPLACE_TO_PLAIN.get(fn, fn)     # sizes are immutable ints
         return tracer.graph.call("call_function", fn, (_as_arg(a), _as_arg(b)), {})
     plain = INPLACE_TO_PLAIN.get(fn, fn)
     if isinstance(a, SeqValue) and isinstance(b, SeqValue) and plain is operator.add:
@@ -105,7 +112,7 @@ def binary(tracer, fn, a: Value, b: Value) -> Value:
 
 
 def _as_arg(v: Value) -> Value:
-    return v if isinstance(v, (TensorValue, Const)) else Const(python_value(v))
+    return v if isinstance(v, (TensorValue, SymValue, Const)) else Const(python_value(v))
 
 
 def _kind(v: Value) -> str:
@@ -115,7 +122,7 @@ def _kind(v: Value) -> str:
 
 
 def unary(tracer, fn, v: Value) -> Value:
-    if isinstance(v, TensorValue):
+    if isinstance(v, GRAPH_VALUES):
         return tracer.graph.call("call_function", fn, (v,), {})
     if isinstance(v, Const):
         return _fold(fn, v.value)
@@ -123,9 +130,9 @@ def unary(tracer, fn, v: Value) -> Value:
 
 
 def compare(tracer, fn, a: Value, b: Value) -> Value:
-    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
-        other = b if isinstance(a, TensorValue) else a
-        if isinstance(other, (TensorValue, Const)) or is_python_constant(other):
+    if isinstance(a, GRAPH_VALUES) or isinstance(b, GRAPH_VALUES):
+        other = b if isinstance(a, GRAPH_VALUES) else a
+        if isinstance(other, (TensorValue, SymValue, Const)) or is_python_constant(other):
             return tracer.graph.call("call_function", fn, (_as_arg(a), _as_arg(b)), {})
         if fn in (operator.eq, operator.ne):   # tensor == module/None-like object: identity-based in eager too
             return Const((fn is operator.ne))
@@ -195,6 +202,8 @@ def truthy(tracer, v: Value) -> bool:
             raise Unsupported(breaks.USER_EXCEPTION, f"bool() raised {e}")
     if isinstance(v, TensorValue):
         raise Unsupported(breaks.DATA_DEPENDENT_BRANCH, "branching on a tensor's value")
+    if isinstance(v, SymValue):
+        return bool(python_value(v))      # branching on a size: guarded by ShapeEnv
     if isinstance(v, (SeqValue, DictValue, SetValue)):
         return len(v.items) > 0
     if isinstance(v, ModuleValue):

@@ -52,6 +52,34 @@ class TensorValue(Value):
         return type(self.example)
 
 
+class SymValue(Value):
+    """A symbolic size (SymInt / SymBool / SymFloat) under dynamic shapes: an fx node computing it at
+    run time and the symbolic example. Python uses that need a concrete value specialize it, which
+    adds a shape guard."""
+    __slots__ = ("node", "example")
+
+    def __init__(self, node, example, source=None):
+        super().__init__(source)
+        self.node = node
+        self.example = example
+
+    def python_type(self):
+        import torch
+        return {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}.get(type(self.example), int)
+
+
+class SliceValue(Value):
+    """A slice whose bounds are not all constants (e.g. `x[:, :T]` with a symbolic T)."""
+    __slots__ = ("start", "stop", "step")
+
+    def __init__(self, start: Value, stop: Value, step: Value, source=None):
+        super().__init__(source)
+        self.start, self.stop, self.step = start, stop, step
+
+    def python_type(self):
+        return slice
+
+
 class SeqValue(Value):
     """tuple, list, namedtuple or torch.Size-like sequence of values. `cls` is the Python type."""
     __slots__ = ("items", "cls")

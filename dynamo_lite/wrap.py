@@ -143,5 +143,6 @@ def _wrap_tensor(tracer, value: torch.Tensor, source) -> TensorValue:
         raise Unsupported(breaks.UNSUPPORTED_VALUE, "a tensor the tracer cannot reload (no source)")
     if value.is_sparse or value.layout != torch.strided:
         raise Unsupported(breaks.UNSUPPORTED_VALUE, f"tensor with layout {value.layout}")
-    tracer.add_guard(TensorMatch.of(source, value))
-    return tracer.graph.add_input(value, source)
+    dims, expr = tracer.dynamic_dims(source, value)
+    tracer.add_guard(TensorMatch.of(source, value, dims))
+    return tracer.graph.add_input(value, source, dims, expr)

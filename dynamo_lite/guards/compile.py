@@ -49,7 +49,7 @@ def _resolve(guard, fn, args, compiled):
     return compiled._value_of(source, fn, args)
 
 
-def _local_names(arg_names: list[str]) -> dict[str, str]:
+def guard_local_names(arg_names: list[str]) -> dict[str, str]:
     names = {}
     for i, name in enumerate(arg_names):
         ok = name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("___")
@@ -58,7 +58,7 @@ def _local_names(arg_names: list[str]) -> dict[str, str]:
 
 
 def compile_guards(guards: list[Guard], arg_names: list[str], globals_dict: dict, name: str = "") -> CompiledGuards:
-    local_names = _local_names(arg_names)
+    local_names = guard_local_names(arg_names)
     consts: dict[str, Any] = {}
     by_id: dict[int, str] = {}
 

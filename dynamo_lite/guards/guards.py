@@ -48,18 +48,32 @@ class TensorMatch(Guard):
     requires_grad: bool
 
     @staticmethod
-    def of(source: Source, t: torch.Tensor) -> "TensorMatch":
-        return TensorMatch(source, type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+    def of(source: Source, t: torch.Tensor, dynamic_dims=()) -> "TensorMatch":
+        """Dimensions in `dynamic_dims` are not checked here (None): ShapeEnvMatch guards them, and
+        every stride that depends on them."""
+        shape = tuple(None if i in dynamic_dims else s for i, s in enumerate(t.shape))
+        stride = tuple(t.stride())
+        if dynamic_dims:
+            stride = tuple(None if any(d in dynamic_dims for d in range(i + 1, t.dim())) else s
+                           for i, s in enumerate(stride))
+        return TensorMatch(source, type(t), t.dtype, t.device, shape, stride, t.requires_grad)
 
     def code(self, scope, const):
         x = self.source.expr(scope)
-        return (f"type({x}) is {const(self.cls)} and {x}.dtype is {const(self.dtype)} "
-                f"and {x}.device == {const(self.device)} and {x}.shape == {self.shape!r} "
-                f"and {x}.stride() == {self.stride!r} and {x}.requires_grad is {self.requires_grad}")
+        head = f"type({x}) is {const(self.cls)} and {x}.dtype is {const(self.dtype)} and {x}.device == {const(self.device)}"
+        tail = f"{x}.requires_grad is {self.requires_grad}"
+        if None not in self.shape and None not in self.stride:
+            return f"{head} and {x}.shape == {self.shape!r} and {x}.stride() == {self.stride!r} and {tail}"
+        parts = [head, f"{x}.dim() == {len(self.shape)}"]
+        parts += [f"{x}.size({i}) == {s}" for i, s in enumerate(self.shape) if s is not None]
+        parts += [f"{x}.stride({i}) == {s}" for i, s in enumerate(self.stride) if s is not None]
+        return " and ".join(parts + [tail])
 
     def describe(self):
+        size = ", ".join("*" if s is None else str(s) for s in self.shape)
+        stride = ", ".join("*" if s is None else str(s) for s in self.stride)
         return (f"{self.source.name()} is a {self.cls.__name__}(dtype={self.dtype}, device={self.device}, "
-                f"size={list(self.shape)}, stride={list(self.stride)}, requires_grad={self.requires_grad})")
+                f"size=[{size}], stride=[{stride}], requires_grad={self.requires_grad})")
 
     def why_not(self, t):
         name = self.source.name()
@@ -72,14 +86,31 @@ class TensorMatch(Guard):
         if t.dim() != len(self.shape):
             return f"tensor {name} rank: expected {len(self.shape)}, got {t.dim()}"
         for i, (a, b) in enumerate(zip(self.shape, t.shape)):
-            if a != b:
+            if a is not None and a != b:
                 return f"tensor {name} size[{i}]: expected {a}, got {b}"
         for i, (a, b) in enumerate(zip(self.stride, t.stride())):
-            if a != b:
+            if a is not None and a != b:
                 return f"tensor {name} stride[{i}]: expected {a}, got {b}"
         if t.requires_grad != self.requires_grad:
             return f"tensor {name} requires_grad: expected {self.requires_grad}, got {t.requires_grad}"
         return super().why_not(t)
+
+
+@dataclass(frozen=True, eq=False)
+class ShapeEnvMatch(Guard):
+    """Relations between symbolic sizes the graph relies on (from ShapeEnv), e.g.
+    `x.size()[1] == y.size()[0]` or `2 <= x.size()[0]`, already in guard-function names."""
+    exprs: tuple
+    source: Source = field(default=None)
+
+    def code(self, scope, const):
+        return " and ".join(f"({e})" for e in self.exprs) or "True"
+
+    def describe(self):
+        return "dynamic sizes: " + " and ".join(self.exprs)
+
+    def why_not(self, value):
+        return f"a dynamic-shape relation no longer holds ({' and '.join(self.exprs)})"
 
 
 @dataclass(frozen=True, eq=False)

@@ -5,7 +5,7 @@ from .. import breaks
 from ..breaks import Unsupported
 from ..calls import delitem, getitem, iterate, setitem
 from ..operators import python_value
-from ..values import Const, DictValue, SeqValue, SetValue, TensorValue
+from ..values import Const, DictValue, SeqValue, SetValue, SliceValue, SymValue, TensorValue
 from . import handler
 
 
@@ -57,7 +57,11 @@ def format_value(frame, inst):
 @handler("BUILD_SLICE")
 def build_slice(frame, inst):
     parts = frame.popn(inst.arg)
-    frame.push(Const(slice(*[python_value(p) for p in parts])))
+    if any(isinstance(p, SymValue) for p in parts):
+        start, stop, step = (parts + [Const(None)])[:3]
+        frame.push(SliceValue(start, stop, step))
+    else:
+        frame.push(Const(slice(*[python_value(p) for p in parts])))
 
 
 @handler("LIST_APPEND")
@@ -157,13 +161,19 @@ def delete_subscr(frame, inst):
     delitem(frame, obj, key)
 
 
+def _slice(start, end):
+    if isinstance(start, SymValue) or isinstance(end, SymValue):
+        return SliceValue(start, end, Const(None))
+    return Const(slice(python_value(start), python_value(end)))
+
+
 @handler("BINARY_SLICE", min_version=(3, 12))
 def binary_slice(frame, inst):
     end, start, obj = frame.pop(), frame.pop(), frame.pop()
-    frame.push(getitem(frame, obj, Const(slice(python_value(start), python_value(end)))))
+    frame.push(getitem(frame, obj, _slice(start, end)))
 
 
 @handler("STORE_SLICE", min_version=(3, 12))
 def store_slice(frame, inst):
     end, start, obj, value = frame.pop(), frame.pop(), frame.pop(), frame.pop()
-    setitem(frame, obj, Const(slice(python_value(start), python_value(end))), value)
+    setitem(frame, obj, _slice(start, end), value)

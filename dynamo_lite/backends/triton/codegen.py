@@ -1,0 +1,516 @@
+"""Triton source for one fused group: the op -> template table and the kernel skeletons.
+
+Three skeletons (Inductor's names): `poi` pointwise (1-D tile over the flattened domain), `per`
+persistent reduction (a [XBLOCK, RBLOCK] tile holding whole rows: every reduction of the group
+runs on registers) and `red` looped reduction (one loop over the row per reduction, recomputing
+the inlined prologue, then a last loop for the stores). Math runs in fp32 (fp16/bf16 are upcast
+on load and rounded on store or at an explicit cast); only `tl.*` functions are used, never
+libdevice or custom-combine reductions, so the same source runs under TRITON_INTERPRET=1.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Optional
+
+import torch
+
+from .ir import Affine, Expr, Op, UNARY, expr, rewrite, substitute_index, walk
+from .scheduler import Group
+
+#: reductions whose rows are at most this long (contiguous rows) keep the row in registers
+PERSISTENT_MAX_INNER = 8192
+PERSISTENT_MAX_OUTER = 64
+
+TL_TYPE = {
+    torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16", torch.float32: "tl.float32",
+    torch.float64: "tl.float64", torch.int8: "tl.int8", torch.int16: "tl.int16",
+    torch.int32: "tl.int32", torch.int64: "tl.int64", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+}
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Registers hold fp16/bf16 values as fp32."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _nan_max(a, b):
+    return f"tl.maximum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)"
+
+
+def _nan_min(a, b):
+    return f"tl.minimum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)"
+
+
+#: op -> template; arguments are already emitted names or literals
+TEMPLATES = {
+    Op.NEG: lambda a: f"-{a}",
+    Op.ABS: lambda a: f"tl.abs({a})",
+    Op.EXP: lambda a: f"tl.exp({a})",
+    Op.EXP2: lambda a: f"tl.exp2({a})",
+    Op.LOG: lambda a: f"tl.log({a})",
+    Op.LOG2: lambda a: f"tl.log2({a})",
+    Op.SQRT: lambda a: f"tl.sqrt({a})",
+    Op.RSQRT: lambda a: f"tl.rsqrt({a})",
+    Op.RECIP: lambda a: f"1.0 / {a}",
+    Op.SIN: lambda a: f"tl.sin({a})",
+    Op.COS: lambda a: f"tl.cos({a})",
+    Op.TANH: lambda a: f"2.0 * tl.sigmoid(2.0 * {a}) - 1.0",
+    Op.SIGMOID: lambda a: f"tl.sigmoid({a})",
+    Op.ERF: lambda a: f"tl.erf({a})",
+    Op.FLOOR: lambda a: f"tl.floor({a})",
+    Op.CEIL: lambda a: f"tl.ceil({a})",
+    Op.TRUNC: lambda a: f"tl.where({a} < 0, tl.ceil({a}), tl.floor({a}))",
+    Op.NOT: lambda a: f"{a} == 0",
+    Op.ISNAN: lambda a: f"{a} != {a}",
+    Op.RELU: lambda a: f"tl.where({a} < 0, 0, {a})",
+    Op.ADD: lambda a, b: f"{a} + {b}",
+    Op.SUB: lambda a, b: f"{a} - {b}",
+    Op.MUL: lambda a, b: f"{a} * {b}",
+    Op.DIV: lambda a, b: f"{a} / {b}",
+    Op.MAX: _nan_max,
+    Op.MIN: _nan_min,
+    Op.POW: lambda a, b: f"tl.exp2({b} * tl.log2({a}))",
+    Op.EQ: lambda a, b: f"{a} == {b}",
+    Op.NE: lambda a, b: f"{a} != {b}",
+    Op.LT: lambda a, b: f"{a} < {b}",
+    Op.LE: lambda a, b: f"{a} <= {b}",
+    Op.GT: lambda a, b: f"{a} > {b}",
+    Op.GE: lambda a, b: f"{a} >= {b}",
+    Op.AND: lambda a, b: f"{a} & {b}",
+    Op.OR: lambda a, b: f"{a} | {b}",
+    Op.XOR: lambda a, b: f"{a} ^ {b}",
+    Op.WHERE: lambda c, a, b: f"tl.where({c}, {a}, {b})",
+}
+
+#: integer variants where the float template does not apply
+INT_TEMPLATES = {
+    Op.MAX: lambda a, b: f"tl.maximum({a}, {b})",
+    Op.MIN: lambda a, b: f"tl.minimum({a}, {b})",
+}
+
+REDUCE = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
+COMBINE = {"sum": lambda acc, v: f"{acc} + {v}", "max": _nan_max, "min": _nan_min}
+
+
+def identity(kind: str, dtype: torch.dtype) -> str:
+    if kind == "sum":
+        return "0"
+    if dtype.is_floating_point:
+        return 'float("-inf")' if kind == "max" else 'float("inf")'
+    info = torch.iinfo(dtype)
+    return str(info.min if kind == "max" else info.max)
+
+
+def literal(value, dtype: torch.dtype) -> str:
+    if isinstance(value, float):
+        if value != value:
+            return 'float("nan")'
+        if value in (float("inf"), float("-inf")):
+            return f'float("{value}")'
+        return repr(value)
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return str(value)
+
+
+@dataclasses.dataclass
+class KernelSource:
+    name: str
+    source: str
+    args: list[str]            # buffer names, in parameter order
+    kind: str                  # "poi" | "per" | "red"
+    xnumel: int
+    rnumel: int
+    inner: bool                # reduction over contiguous memory
+    ops: list[str]             # the op names (for the kernel name and debugging)
+
+    @property
+    def numel(self) -> int:
+        return self.xnumel * self.rnumel
+
+
+class KernelBuilder:
+    """Builds the source of one kernel from a scheduled `Group`."""
+
+    def __init__(self, group: Group):
+        self.group = group
+        self.params: dict[str, str] = {}        # buffer name -> parameter name
+        self.param_order: list[str] = []
+        self.lines_outer: list[str] = []
+        self.sections: list[tuple[str, list[str]]] = []
+        self.loop_lines: Optional[list[str]] = None
+        self.outer_cse: dict[int, str] = {}
+        self.loop_cse: dict[int, str] = {}
+        self.counter = 0
+        self.ops_used: set[str] = set()
+
+    # -- preparation: substitute in-group reads, merge dims ------------------------------------
+
+    def prepare(self):
+        subst: dict[str, Expr] = {}
+        self.reductions: list[tuple[object, Expr]] = []
+        final: dict[str, Expr] = {}
+
+        def replace(e, args):
+            if e.op is Op.LOAD and not args and e.arg[0] in subst:
+                return subst[e.arg[0]]
+            return None
+        for m in self.group.members:
+            body = rewrite([m.body], replace)[0]
+            if m.role == "reduction":
+                self.reductions.append((m, body))
+                subst[m.node.name] = expr(Op.REDUCED, (), m.node.name, m.node.buffer.dtype)
+            else:
+                subst[m.node.name] = body
+            final[m.node.name] = subst[m.node.name]
+        self.stores = [(m.node.buffer, final[m.node.name], m.store, m.role) for m in self.group.stores]
+        self._drop_dead_reductions()
+        self._merge_dims()
+
+    def _drop_dead_reductions(self):
+        bodies = {m.node.name: b for m, b in self.reductions}
+        live: set[str] = set()
+        frontier = [v for _, v, _, _ in self.stores]
+        while frontier:
+            found = {e.arg for e in walk(frontier) if e.op is Op.REDUCED} - live
+            live |= found
+            frontier = [bodies[n] for n in found]
+        self.reductions = [(m, b) for m, b in self.reductions if m.node.name in live]
+
+    def _all_affines(self) -> list[Affine]:
+        roots = [b for _, b in self.reductions] + [v for _, v, _, _ in self.stores]
+        out = [e.arg[1] if e.op is Op.LOAD else e.arg for e in walk(roots) if e.op in (Op.LOAD, Op.INDEX)]
+        return out + [s for _, _, s, _ in self.stores]
+
+    def _merge_dims(self):
+        """Collapse neighbouring dims that every access walks as one (contiguous in all of them)."""
+        dims = [(f"c{k}", s, r) for k, (s, r) in enumerate(zip(self.group.sizes, self.group.reduced))]
+        affs = self._all_affines()
+        drop: dict[str, Affine] = {}
+        merged = True
+        while merged:
+            merged = False
+            for k in range(len(dims) - 1):
+                (a, sa, ra), (b, sb, rb) = dims[k], dims[k + 1]
+                if ra == rb and all(f.coeff(a) == f.coeff(b) * sb for f in affs):
+                    drop[a] = Affine(0)
+                    affs = [f.substitute({a: Affine(0)}) for f in affs]
+                    dims[k:k + 2] = [(b, sa * sb, rb)]
+                    merged = True
+                    break
+        xdims = [(n, s) for n, s, r in dims if not r]
+        rdims = [(n, s) for n, s, r in dims if r]
+        rename = dict(drop)
+        rename.update({n: Affine.var(f"x{i}") for i, (n, _) in enumerate(xdims)})
+        rename.update({n: Affine.var(f"r{i}") for i, (n, _) in enumerate(rdims)})
+        self.xsizes = [s for _, s in xdims]
+        self.rsizes = [s for _, s in rdims]
+        self.reductions = [(m, substitute_index([b], rename)[0]) for m, b in self.reductions]
+        self.stores = [(buf, substitute_index([v], rename)[0], s.substitute(rename), role)
+                       for buf, v, s, role in self.stores]
+        self.xnumel = _prod(self.xsizes)
+        self.rnumel = _prod(self.rsizes)
+
+    # -- shapes ---------------------------------------------------------------------------------
+
+    def _shape_of(self, e: Expr) -> tuple[bool, bool]:
+        """(depends on x vars, depends on r vars)."""
+        memo = self._shape_memo
+        if id(e) in memo:
+            return memo[id(e)]
+        if e.op in (Op.LOAD, Op.INDEX):
+            aff = e.arg[1] if e.op is Op.LOAD else e.arg
+            hx = any(v.startswith("x") for v in aff.vars())
+            hr = any(v.startswith("r") for v in aff.vars())
+        elif e.op is Op.REDUCED:
+            hx, hr = True, False
+        else:
+            hx = hr = False
+        for a in e.args:
+            ax, ar = self._shape_of(a)
+            hx, hr = hx or ax, hr or ar
+        memo[id(e)] = (hx, hr)
+        return hx, hr
+
+    def _mask_for(self, hx: bool, hr: bool) -> Optional[str]:
+        if not self.is_reduction:
+            return "xmask" if hx else None
+        return {(True, True): "xmask & rmask", (True, False): "xmask",
+                (False, True): "rmask", (False, False): None}[(hx, hr)]
+
+    def _full_shape(self) -> str:
+        return "[XBLOCK, RBLOCK]" if self.is_reduction else "[XBLOCK]"
+
+    # -- expression emission ---------------------------------------------------------------
+
+    def _tmp(self) -> str:
+        self.counter += 1
+        return f"tmp{self.counter - 1}"
+
+    def _param(self, buffer_name: str) -> str:
+        if buffer_name not in self.params:
+            self.params[buffer_name] = f"ptr{len(self.param_order)}"
+            self.param_order.append(buffer_name)
+        return self.params[buffer_name]
+
+    def _index(self, aff: Affine) -> str:
+        parts = [(v if c == 1 else f"{c}*{v}") for v, c in aff.terms]
+        if aff.const or not parts:
+            parts.append(str(aff.const))
+        return " + ".join(parts)
+
+    def emit(self, e: Expr) -> str:
+        if e.op is Op.CONST:
+            return literal(e.arg, e.dtype)
+        key = id(e)
+        if key in self.outer_cse:
+            return self.outer_cse[key]
+        if key in self.loop_cse:
+            return self.loop_cse[key]
+        hx, hr = self._shape_of(e)
+        code = self._emit_code(e)
+        if code is None:                      # a no-op cast
+            name = self.emit(e.args[0])
+        else:
+            name = self._tmp()
+            in_loop = self.loop_lines is not None and hr
+            (self.loop_lines if in_loop else self.lines_outer).append(f"{name} = {code}")
+        (self.loop_cse if (self.loop_lines is not None and hr) else self.outer_cse)[key] = name
+        return name
+
+    def _emit_code(self, e: Expr) -> Optional[str]:
+        op = e.op
+        if op is Op.LOAD:
+            return self._emit_load(e)
+        if op is Op.INDEX:
+            return f"({self._index(e.arg)}).to(tl.int64)"
+        if op is Op.REDUCED:
+            raise AssertionError(f"reduction {e.arg} used before it is computed")
+        if op is Op.CAST:
+            return self._emit_cast(e)
+        self.ops_used.add(op.value)
+        args = [self.emit(a) for a in e.args]
+        if op in UNARY or op is Op.WHERE:
+            args = [self._as_tensor(a, x) if (op in UNARY or i == 0) else a
+                    for i, (a, x) in enumerate(zip(args, e.args))]
+        table = INT_TEMPLATES if (op in INT_TEMPLATES and not compute_dtype(e.args[0].dtype).is_floating_point) else TEMPLATES
+        return table[op](*args)
+
+    def _as_tensor(self, name: str, e: Expr) -> str:
+        if e.op is Op.CONST:
+            return f"tl.full([1], {name}, {TL_TYPE[compute_dtype(e.dtype)]})"
+        return name
+
+    def _emit_load(self, e: Expr) -> str:
+        name, aff = e.arg
+        ptr = self._param(name)
+        hx, hr = self._shape_of(e)
+        vx = any(v.startswith("x") for v in aff.vars())
+        vr = any(v.startswith("r") for v in aff.vars())
+        mask = self._mask_for(vx, vr)
+        if e.args:
+            extra = self.emit(e.args[0])
+            mask = f"({extra})" if mask is None else f"{mask} & ({extra})"
+        text = f"tl.load({ptr} + ({self._index(aff)})"
+        if mask is not None:
+            text += f", {mask}" + (", other=0" if e.dtype is not torch.bool else "")
+        text += ")"
+        if compute_dtype(e.dtype) != e.dtype:
+            text += f".to({TL_TYPE[compute_dtype(e.dtype)]})"
+        return text
+
+    def _emit_cast(self, e: Expr) -> Optional[str]:
+        src_e = e.args[0]
+        src = self.emit(src_e)
+        if e.dtype is torch.bool:
+            return f"{src} != 0"
+        if e.dtype in (torch.float16, torch.bfloat16) and src_e.dtype != e.dtype:
+            return f"{src}.to({TL_TYPE[e.dtype]}).to(tl.float32)"
+        if compute_dtype(src_e.dtype) == compute_dtype(e.dtype):
+            return None
+        return f"{src}.to({TL_TYPE[compute_dtype(e.dtype)]})"
+
+    def _broadcast(self, name: str, e: Expr, hx: bool, hr: bool) -> str:
+        """`name` as a tensor covering the tile ([XBLOCK] or [XBLOCK, RBLOCK] / [XBLOCK, 1])."""
+        ex, er = self._shape_of(e) if e.op is not Op.CONST else (False, False)
+        if ex == hx and er == hr and e.op is not Op.CONST:
+            return name
+        if self.is_reduction:
+            shape = "[XBLOCK, RBLOCK]" if hr else "[XBLOCK, 1]"
+        else:
+            shape = "[XBLOCK]"
+        if e.op is Op.CONST:
+            return f"tl.full({shape}, {name}, {TL_TYPE[compute_dtype(e.dtype)]})"
+        if not ex and not er:
+            return f"{name} + tl.zeros({shape}, {TL_TYPE[compute_dtype(e.dtype)]})"
+        return f"tl.broadcast_to({name}, {shape})"
+
+    # -- kernel assembly ---------------------------------------------------------------------
+
+    def build(self) -> Optional[KernelSource]:
+        self._shape_memo: dict[int, tuple[bool, bool]] = {}
+        self._reduced_exprs: list[Expr] = []
+        self.prepare()
+        if not self.stores or self.xnumel * self.rnumel == 0:
+            return None
+        self.is_reduction = bool(self.reductions) and self.rnumel > 0 and bool(self.rsizes)
+        if not self.is_reduction and self.rsizes:
+            # a group with full members only but reduced dims (cannot happen) - treat as pointwise
+            raise AssertionError("reduced dims without a reduction")
+        self.inner = self._is_inner()
+        limit = PERSISTENT_MAX_INNER if self.inner else PERSISTENT_MAX_OUTER
+        self.kind = "poi" if not self.is_reduction else ("per" if self.rnumel <= limit else "red")
+        self.int64 = self._needs_int64()
+        body = self._body()
+        header = self._header()
+        params = ", ".join(self.params[b] for b in self.param_order)
+        consts = "XBLOCK: tl.constexpr" + (", RBLOCK: tl.constexpr" if self.is_reduction else "")
+        text = "@triton.jit\ndef KERNEL_NAME(" + params + ", " + consts + "):\n"
+        text += "".join(f"    {line}\n" for line in header + body)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        ops = sorted(self.ops_used) or ["copy"]
+        name = f"triton_{self.kind}_{'_'.join(ops[:6])}_{digest}"
+        source = "import triton\nimport triton.language as tl\n\n\n" + text.replace("KERNEL_NAME", name)
+        return KernelSource(name, source, list(self.param_order), self.kind, self.xnumel,
+                            self.rnumel if self.is_reduction else 1, self.inner, ops)
+
+    def _is_inner(self) -> bool:
+        if not self.reductions or not self.rsizes:
+            return True
+        last = f"r{len(self.rsizes) - 1}"
+        for _, body in self.reductions:
+            for e in walk([body]):
+                if e.op is Op.LOAD and e.arg[1].coeff(last) != 0:
+                    return e.arg[1].coeff(last) == 1
+        return True
+
+    def _needs_int64(self) -> bool:
+        sizes = {f"x{i}": s for i, s in enumerate(self.xsizes)}
+        sizes.update({f"r{i}": s for i, s in enumerate(self.rsizes)})
+        limit = 2 ** 31 - 1
+        if self.xnumel * max(self.rnumel, 1) >= limit:
+            return True
+        for aff in self._final_affines():
+            hi = aff.const + sum(max(0, c * (sizes[v] - 1)) for v, c in aff.terms)
+            if hi >= limit:
+                return True
+        return False
+
+    def _final_affines(self) -> list[Affine]:
+        roots = [b for _, b in self.reductions] + [v for _, v, _, _ in self.stores]
+        out = [e.arg[1] if e.op is Op.LOAD else e.arg for e in walk(roots) if e.op in (Op.LOAD, Op.INDEX)]
+        return out + [s for _, _, s, _ in self.stores]
+
+    def _decompose(self, prefix: str, sizes: list[int], flat: str) -> list[str]:
+        lines = []
+        for i in range(len(sizes)):
+            inner = _prod(sizes[i + 1:])
+            text = flat if inner == 1 else f"({flat} // {inner})"
+            if i > 0:
+                text = f"{text} % {sizes[i]}"
+            lines.append(f"{prefix}{i} = {text}")
+        return lines
+
+    def _header(self) -> list[str]:
+        pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
+        lines = [f"xnumel = {self.xnumel}"]
+        if self.is_reduction:
+            lines += [f"rnumel = {self.rnumel}",
+                      f"xoffset = {pid} * XBLOCK",
+                      "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
+                      "xmask = xindex < xnumel",
+                      "rbase = tl.arange(0, RBLOCK)[None, :]"]
+        else:
+            lines += [f"xoffset = {pid} * XBLOCK",
+                      "xindex = xoffset + tl.arange(0, XBLOCK)",
+                      "xmask = xindex < xnumel"]
+        return lines + self._decompose("x", self.xsizes, "xindex")
+
+    def _r_setup(self, offset: Optional[str]) -> list[str]:
+        lines = [f"rindex = {offset} + rbase" if offset else "rindex = rbase", "rmask = rindex < rnumel"]
+        return lines + self._decompose("r", self.rsizes, "rindex")
+
+    def _body(self) -> list[str]:
+        if not self.is_reduction:
+            self._emit_stores("full")
+            self._emit_stores("out")
+            return self.lines_outer
+        if self.kind == "per":
+            self.lines_outer += self._r_setup(None)
+            for m, body in self.reductions:
+                v = self._broadcast(self.emit(body), body, True, True)
+                ident = identity(m.node.kind, body.dtype)
+                red = f"{REDUCE[m.node.kind]}(tl.where(xmask & rmask, {v}, {ident}), 1)[:, None]"
+                self._define_reduced(m, body, red)
+            self._emit_stores("full")
+            self._emit_stores("out")
+            return self.lines_outer
+        # looped: one loop per reduction, then one for the full-domain stores
+        out: list[str] = []
+        for m, body in self.reductions:
+            acc = f"acc{len(out)}_{m.node.name}"
+            acc_type = TL_TYPE[compute_dtype(body.dtype)]
+            ident = identity(m.node.kind, body.dtype)
+            self.lines_outer.append(f"{acc} = tl.full([XBLOCK, RBLOCK], {ident}, {acc_type})")
+            loop = self._open_loop()
+            v = self._broadcast(self.emit(body), body, True, True)
+            loop.append(f"{acc} = tl.where(xmask & rmask, {COMBINE[m.node.kind](acc, v)}, {acc})")
+            self._close_loop(out)
+            self._define_reduced(m, body, f"{REDUCE[m.node.kind]}({acc}, 1)[:, None]")
+        if any(role == "full" for _, _, _, role in self.stores):
+            self._open_loop()
+            self._emit_stores("full")
+            self._close_loop(out)
+        self._emit_stores("out")
+        out.extend(self.lines_outer)
+        return out
+
+    def _open_loop(self) -> list[str]:
+        self.loop_lines = self._r_setup("roffset")
+        self.loop_cse = {}
+        return self.loop_lines
+
+    def _close_loop(self, out: list[str]):
+        out.extend(self.lines_outer)
+        out.append("for roffset in range(0, rnumel, RBLOCK):")
+        out.extend("    " + line for line in self.loop_lines)
+        self.lines_outer = []
+        self.loop_lines = None
+        self.loop_cse = {}
+
+    def _define_reduced(self, member, body: Expr, code: str):
+        name = self._tmp()
+        out_type = compute_dtype(member.node.buffer.dtype)
+        if compute_dtype(body.dtype) != out_type:
+            code = f"({code}).to({TL_TYPE[out_type]})"
+        self.lines_outer.append(f"{name} = {code}")
+        red = expr(Op.REDUCED, (), member.node.name, member.node.buffer.dtype)
+        self.outer_cse[id(red)] = name
+        self._reduced_exprs.append(red)      # keeps the interned expression alive
+
+    def _emit_stores(self, role: str):
+        for buf, value, index, r in self.stores:
+            if (r == "out") != (role == "out"):
+                continue
+            ptr = self._param(buf.name)
+            hx = any(v.startswith("x") for v in index.vars())
+            hr = any(v.startswith("r") for v in index.vars())
+            v = self._broadcast(self.emit(value), value, hx or not self.is_reduction, hr)
+            if compute_dtype(buf.dtype) != buf.dtype or (value.dtype != buf.dtype and buf.dtype is not torch.bool):
+                v = f"{v}.to({TL_TYPE[buf.dtype]})"
+            mask = self._mask_for(hx or not self.is_reduction, hr)
+            target = self.loop_lines if (self.loop_lines is not None) else self.lines_outer
+            target.append(f"tl.store({ptr} + ({self._index(index)}), {v}{', ' + mask if mask else ''})")
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def generate(group: Group) -> Optional[KernelSource]:
+    """The kernel for `group`, or None when it has nothing to store (dead) or no elements."""
+    return KernelBuilder(group).build()

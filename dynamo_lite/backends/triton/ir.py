@@ -1,0 +1,352 @@
+"""The loop-level IR: affine indices, value expressions, and the nodes a graph lowers to.
+
+A kernel computes, at every point of an iteration domain (a tuple of sizes), one expression.
+Three layers:
+
+* `Affine`  - an integer index `const + sum(coeff * var)`. Views, permutes, expands, slices and
+  broadcasts only ever rewrite these; they never become kernels.
+* `Expr`    - a value expression DAG: `LOAD(buffer, affine)`, constants, `INDEX` (the loop
+  position itself, for iota/masks), casts and the pointwise ops of `Op`. Exprs are interned, so
+  structurally equal expressions are the same object (cheap CSE, identity comparisons).
+* nodes     - `PointwiseNode` (one expression over a domain, stored to a buffer),
+  `ReductionNode` (an expression over a domain, reduced over some of its dims) and `ExternNode`
+  (an aten call run by the wrapper, e.g. mm, conv, or anything we cannot lower).
+
+Variable names inside a node are `v0, v1, ...`, one per dim of its domain.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import weakref
+from typing import Any, Callable, Iterable, Optional
+
+import torch
+
+
+# ---------------------------------------------------------------------------------------------
+# affine index expressions
+# ---------------------------------------------------------------------------------------------
+
+class Affine:
+    """`const + sum(coeff * var)` over named integer loop variables; immutable and hashable."""
+
+    __slots__ = ("const", "terms", "_hash")
+
+    def __init__(self, const: int = 0, terms: Iterable[tuple[str, int]] = ()):
+        merged: dict[str, int] = {}
+        for var, coeff in terms:
+            merged[var] = merged.get(var, 0) + coeff
+        self.const = int(const)
+        self.terms = tuple(sorted((v, c) for v, c in merged.items() if c != 0))
+        self._hash = hash((self.const, self.terms))
+
+    @staticmethod
+    def var(name: str, coeff: int = 1) -> "Affine":
+        return Affine(0, ((name, coeff),))
+
+    def coeff(self, var: str) -> int:
+        for v, c in self.terms:
+            if v == var:
+                return c
+        return 0
+
+    def vars(self) -> tuple[str, ...]:
+        return tuple(v for v, _ in self.terms)
+
+    def __add__(self, other) -> "Affine":
+        if isinstance(other, int):
+            return Affine(self.const + other, self.terms)
+        return Affine(self.const + other.const, self.terms + other.terms)
+
+    __radd__ = __add__
+
+    def __mul__(self, k: int) -> "Affine":
+        return Affine(self.const * k, ((v, c * k) for v, c in self.terms))
+
+    __rmul__ = __mul__
+
+    def substitute(self, mapping: dict[str, "Affine"]) -> "Affine":
+        """Replace variables by affine expressions (variables missing from `mapping` stay)."""
+        out = Affine(self.const)
+        for v, c in self.terms:
+            out = out + (mapping[v] * c if v in mapping else Affine.var(v, c))
+        return out
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Affine) and self.const == other.const and self.terms == other.terms
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        parts = [(f"{c}*{v}" if c != 1 else v) for v, c in self.terms]
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return " + ".join(parts)
+
+
+def domain_vars(ndim: int, prefix: str = "v") -> tuple[Affine, ...]:
+    return tuple(Affine.var(f"{prefix}{i}") for i in range(ndim))
+
+
+def strided_index(index: tuple[Affine, ...], strides: tuple[int, ...], offset: int = 0) -> Affine:
+    out = Affine(offset)
+    for i, s in zip(index, strides):
+        out = out + i * s
+    return out
+
+
+def contiguous_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(sizes):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+# ---------------------------------------------------------------------------------------------
+# value expressions
+# ---------------------------------------------------------------------------------------------
+
+class Op(enum.Enum):
+    # leaves and structure
+    LOAD = "load"          # arg = (buffer name, Affine); args = (mask,) or ()
+    CONST = "const"        # arg = python scalar
+    INDEX = "index"        # arg = Affine: the integer position itself
+    CAST = "cast"          # to self.dtype
+    REDUCED = "reduced"    # arg = name of a reduction node of the same kernel (its row result)
+    # unary
+    NEG = "neg"; ABS = "abs"; EXP = "exp"; EXP2 = "exp2"; LOG = "log"; LOG2 = "log2"
+    SQRT = "sqrt"; RSQRT = "rsqrt"; RECIP = "reciprocal"; SIN = "sin"; COS = "cos"
+    TANH = "tanh"; SIGMOID = "sigmoid"; ERF = "erf"; FLOOR = "floor"; CEIL = "ceil"
+    TRUNC = "trunc"; NOT = "not"; ISNAN = "isnan"; RELU = "relu"
+    # binary
+    ADD = "add"; SUB = "sub"; MUL = "mul"; DIV = "div"; MAX = "maximum"; MIN = "minimum"
+    POW = "pow"; EQ = "eq"; NE = "ne"; LT = "lt"; LE = "le"; GT = "gt"; GE = "ge"
+    AND = "and"; OR = "or"; XOR = "xor"
+    # ternary
+    WHERE = "where"
+
+
+UNARY = frozenset({Op.NEG, Op.ABS, Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
+                   Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.ERF, Op.FLOOR, Op.CEIL, Op.TRUNC,
+                   Op.NOT, Op.ISNAN, Op.RELU})
+COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
+
+_INTERNED: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
+
+
+class Expr:
+    """One node of a value DAG. Build with `expr(...)` so equal expressions are shared."""
+
+    __slots__ = ("op", "args", "arg", "dtype", "_hash", "__weakref__")
+
+    def __init__(self, op: Op, args: tuple["Expr", ...], arg: Any, dtype: torch.dtype):
+        self.op, self.args, self.arg, self.dtype = op, args, arg, dtype
+        self._hash = hash((op, tuple(id(a) for a in args), _arg_key(arg), dtype))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        if self.op is Op.LOAD:
+            return f"load({self.arg[0]}[{self.arg[1]}])"
+        if self.op in (Op.CONST, Op.INDEX, Op.REDUCED):
+            return f"{self.op.value}({self.arg})"
+        if self.op is Op.CAST:
+            return f"cast({self.args[0]!r}, {self.dtype})"
+        return f"{self.op.value}({', '.join(map(repr, self.args))})"
+
+
+def _arg_key(arg: Any) -> Any:
+    # floats: distinguish 0.0/-0.0 and nan; bools from ints
+    if isinstance(arg, float):
+        return ("f", repr(arg))
+    if isinstance(arg, bool):
+        return ("b", arg)
+    return arg
+
+
+def expr(op: Op, args: tuple[Expr, ...], arg: Any, dtype: torch.dtype) -> Expr:
+    key = (op, tuple(id(a) for a in args), _arg_key(arg), dtype)
+    found = _INTERNED.get(key)
+    if found is not None:
+        return found
+    e = Expr(op, tuple(args), arg, dtype)
+    _INTERNED[key] = e
+    return e
+
+
+def const(value, dtype: torch.dtype) -> Expr:
+    if dtype.is_floating_point:
+        value = float(value)
+    elif dtype is torch.bool:
+        value = bool(value)
+    else:
+        value = int(value)
+    return expr(Op.CONST, (), value, dtype)
+
+
+def load(buffer: str, index: Affine, dtype: torch.dtype, mask: Optional[Expr] = None) -> Expr:
+    return expr(Op.LOAD, (mask,) if mask is not None else (), (buffer, index), dtype)
+
+
+def cast(e: Expr, dtype: torch.dtype) -> Expr:
+    if e.dtype == dtype:
+        return e
+    if e.op is Op.CONST:
+        return const(e.arg, dtype)
+    return expr(Op.CAST, (e,), None, dtype)
+
+
+def walk(roots: Iterable[Expr]) -> list[Expr]:
+    """Every expression reachable from `roots`, children before parents, each once."""
+    seen: set[int] = set()
+    order: list[Expr] = []
+    stack = [(r, False) for r in reversed(list(roots))]
+    while stack:
+        e, done = stack.pop()
+        if done:
+            order.append(e)
+            continue
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        stack.append((e, True))
+        stack.extend((a, False) for a in reversed(e.args))
+    # a node may be appended only after all its children: the post-order above guarantees it
+    return order
+
+
+def rewrite(roots: list[Expr], fn: Callable[[Expr, tuple[Expr, ...]], Optional[Expr]]) -> list[Expr]:
+    """Rebuild DAGs bottom-up. `fn(e, new_args)` returns a replacement or None (keep, with new args)."""
+    memo: dict[int, Expr] = {}
+    for e in walk(roots):
+        new_args = tuple(memo[id(a)] for a in e.args)
+        replaced = fn(e, new_args)
+        if replaced is None:
+            replaced = e if new_args == e.args else expr(e.op, new_args, e.arg, e.dtype)
+        memo[id(e)] = replaced
+    return [memo[id(r)] for r in roots]
+
+
+def substitute_index(roots: list[Expr], mapping: dict[str, Affine]) -> list[Expr]:
+    """Rename/replace loop variables inside every LOAD and INDEX."""
+    def fn(e: Expr, args: tuple[Expr, ...]) -> Optional[Expr]:
+        if e.op is Op.LOAD:
+            return expr(Op.LOAD, args, (e.arg[0], e.arg[1].substitute(mapping)), e.dtype)
+        if e.op is Op.INDEX:
+            return expr(Op.INDEX, args, e.arg.substitute(mapping), e.dtype)
+        return None
+    return rewrite(roots, fn)
+
+
+def loads(roots: Iterable[Expr]) -> list[Expr]:
+    return [e for e in walk(roots) if e.op is Op.LOAD]
+
+
+def affines(roots: Iterable[Expr]) -> list[Affine]:
+    return [e.arg[1] if e.op is Op.LOAD else e.arg for e in walk(roots) if e.op in (Op.LOAD, Op.INDEX)]
+
+
+# ---------------------------------------------------------------------------------------------
+# buffers and nodes
+# ---------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Buffer:
+    """A materialized tensor: graph input, constant, kernel output or extern result.
+
+    Strides are relative to the tensor's data pointer (what a kernel receives)."""
+    name: str
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+    kind: str = "temp"          # "input" | "constant" | "temp" | "extern"
+
+    def store_index(self, index: tuple[Affine, ...]) -> Affine:
+        return strided_index(index, self.strides)
+
+    def storage_numel(self) -> int:
+        if any(s == 0 for s in self.sizes):
+            return 0
+        return 1 + sum((n - 1) * s for n, s in zip(self.sizes, self.strides))
+
+
+@dataclasses.dataclass(eq=False)
+class PointwiseNode:
+    """`buffer[v] = body(v)` for every v in `sizes` (the buffer has the same sizes)."""
+    buffer: Buffer
+    body: Expr
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return self.buffer.sizes
+
+    def reads(self) -> set[str]:
+        return {e.arg[0] for e in loads([self.body])}
+
+
+@dataclasses.dataclass(eq=False)
+class ReductionNode:
+    """`buffer[keepdim position of v] = reduce_{reduced dims} body(v)` over the domain `sizes`.
+
+    The buffer has `sizes` with the reduced dims set to 1. The body is computed in `acc_dtype`."""
+    buffer: Buffer
+    sizes: tuple[int, ...]
+    reduced: tuple[int, ...]
+    kind: str                   # "sum" | "max" | "min"
+    body: Expr
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    def reads(self) -> set[str]:
+        return {e.arg[0] for e in loads([self.body])}
+
+
+@dataclasses.dataclass(eq=False)
+class ExternNode:
+    """An aten call the wrapper makes itself. `args`/`kwargs` hold `BufferArg`s where tensors go."""
+    name: str
+    target: Any
+    args: tuple
+    kwargs: dict
+    outputs: list[Optional[Buffer]]     # one per tensor result (flattened), None where not a tensor
+    result_structure: str               # "single" | "tuple"
+    mutates: Optional[str] = None       # name of an input buffer written in place (copy_)
+
+    def reads(self) -> set[str]:
+        names: set[str] = set()
+
+        def visit(a):
+            if isinstance(a, BufferArg):
+                names.add(a.buffer.name)
+            elif isinstance(a, (list, tuple)):
+                for x in a:
+                    visit(x)
+        visit(self.args)
+        visit(tuple(self.kwargs.values()))
+        return names
+
+
+@dataclasses.dataclass(frozen=True)
+class BufferArg:
+    """A strided view of a buffer passed to an extern call or returned from the graph."""
+    buffer: Buffer
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+    def is_whole(self) -> bool:
+        return self.offset == 0 and self.sizes == self.buffer.sizes and self.strides == self.buffer.strides
+
+
+KernelNode = (PointwiseNode, ReductionNode)

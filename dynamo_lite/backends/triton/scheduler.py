@@ -1,0 +1,297 @@
+"""Fusion: group IR nodes into kernels, then order kernels and extern calls.
+
+A group iterates one canonical domain: sizes `c0, c1, ...` (size-1 dims dropped) of which some
+are reduced (`reduced[k]`). Members play one of three roles:
+
+* `full`      - a pointwise node over the whole domain (a prologue or epilogue of the reductions)
+* `reduction` - a reduction over the group's reduced dims
+* `out`       - a pointwise node over the non-reduced dims only (e.g. `rstd = rsqrt(var + eps)`)
+
+A node joins a group when its domain matches one of these roles, when every value it reads from
+the group is read at the very position the group computes it (so the value can stay in registers),
+and when joining creates no cycle through nodes outside the group (Inductor's rules, simplified).
+Softmax, layer_norm and rms_norm therefore become one group each, with their pointwise
+neighbours. A node writing into a graph input (input mutation) must run after every reader of it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from typing import Optional, Union
+
+from .ir import (Affine, Buffer, ExternNode, Op, PointwiseNode, ReductionNode, loads,
+                 substitute_index)
+
+MAX_GROUP_MEMBERS = 64
+Node = Union[PointwiseNode, ReductionNode, ExternNode]
+
+
+@dataclasses.dataclass(eq=False)
+class Member:
+    node: Union[PointwiseNode, ReductionNode]
+    role: str                        # "full" | "reduction" | "out"
+    body: object                     # the node's Expr, in canonical variables
+    store: Affine                    # where its value lands in its buffer, in canonical variables
+
+
+@dataclasses.dataclass(eq=False)
+class Group:
+    sizes: tuple[int, ...]
+    reduced: tuple[bool, ...]
+    members: list[Member]
+    stores: list[Member] = dataclasses.field(default_factory=list)   # filled by `schedule`
+
+    @property
+    def is_reduction(self) -> bool:
+        return any(self.reduced)
+
+    @property
+    def out_sizes(self) -> tuple[int, ...]:
+        return tuple(s for s, r in zip(self.sizes, self.reduced) if not r)
+
+    def names(self) -> set[str]:
+        return {m.node.name for m in self.members}
+
+
+# ---------------------------------------------------------------------------------------------
+# domains and variable maps
+# ---------------------------------------------------------------------------------------------
+
+def _nonone(sizes) -> list[int]:
+    return [k for k, s in enumerate(sizes) if s != 1]
+
+
+def _full_map(sizes) -> dict[str, Affine]:
+    mapping = {f"v{k}": Affine(0) for k in range(len(sizes))}
+    for pos, k in enumerate(_nonone(sizes)):
+        mapping[f"v{k}"] = Affine.var(f"c{pos}")
+    return mapping
+
+
+def _out_map(sizes, group_reduced) -> dict[str, Affine]:
+    out_positions = [p for p, r in enumerate(group_reduced) if not r]
+    mapping = {f"v{k}": Affine(0) for k in range(len(sizes))}
+    for j, k in enumerate(_nonone(sizes)):
+        mapping[f"v{k}"] = Affine.var(f"c{out_positions[j]}")
+    return mapping
+
+
+def _key(sizes) -> tuple[int, ...]:
+    return tuple(sizes[k] for k in _nonone(sizes))
+
+
+def _reduction_shape(node: ReductionNode) -> tuple[tuple[int, ...], tuple[bool, ...]]:
+    keep = _nonone(node.sizes)
+    return tuple(node.sizes[k] for k in keep), tuple(k in node.reduced for k in keep)
+
+
+def _make_member(node, role: str, mapping: dict[str, Affine]) -> Member:
+    from .ir import domain_vars
+    body = substitute_index([node.body], mapping)[0]
+    if isinstance(node, ReductionNode):
+        buf_index = tuple(Affine(0) if k in node.reduced else v
+                          for k, v in enumerate(domain_vars(len(node.sizes))))
+    else:
+        buf_index = domain_vars(len(node.sizes))
+    store = node.buffer.store_index(buf_index).substitute(mapping)
+    return Member(node, role, body, store)
+
+
+def fit(group: Group, node) -> Optional[Member]:
+    """The member `node` would be in `group`, or None when the domains do not match."""
+    if isinstance(node, ReductionNode):
+        sizes, reduced = _reduction_shape(node)
+        if sizes == group.sizes and (reduced == group.reduced or not group.is_reduction):
+            return _make_member(node, "reduction", _full_map(node.sizes))
+        return None
+    key = _key(node.sizes)
+    if key == group.sizes:
+        return _make_member(node, "full", _full_map(node.sizes))
+    if group.is_reduction and key == group.out_sizes:
+        return _make_member(node, "out", _out_map(node.sizes, group.reduced))
+    return None
+
+
+def new_group(node) -> Group:
+    if isinstance(node, ReductionNode):
+        sizes, reduced = _reduction_shape(node)
+        return Group(sizes, reduced, [_make_member(node, "reduction", _full_map(node.sizes))])
+    key = _key(node.sizes)
+    return Group(key, (False,) * len(key), [_make_member(node, "full", _full_map(node.sizes))])
+
+
+# ---------------------------------------------------------------------------------------------
+# legality
+# ---------------------------------------------------------------------------------------------
+
+def _reads_match(group: Group, member: Member) -> bool:
+    """Every read of a group-produced buffer happens where the group computes that value."""
+    produced = {m.node.name: m for m in group.members}
+    for ld in loads([member.body]):
+        name, index = ld.arg
+        producer = produced.get(name)
+        if producer is None:
+            continue
+        if ld.args or index != producer.store:          # masked or elsewhere
+            return False
+        if producer.role == "full" and member.role == "out":
+            return False
+    return True
+
+
+def _mutation_ok(group: Group, member: Member) -> bool:
+    """A member writing a graph input may join only if the group reads that input solely at
+    the position being written (each element is read, then written, by the same lane)."""
+    writers = [m for m in group.members + [member] if m.node.buffer.kind == "input"]
+    for w in writers:
+        for m in group.members + [member]:
+            for ld in loads([m.body]):
+                if ld.arg[0] == w.node.name and (ld.args or ld.arg[1] != w.store):
+                    return False
+    return True
+
+
+class Scheduler:
+    def __init__(self, nodes: list[Node], keep: set[str]):
+        self.nodes = nodes
+        self.keep = keep                                   # buffers needed after the graph
+        self.producer: dict[str, Node] = {}
+        self.deps: dict[int, set[int]] = {}                # node index -> direct dependencies
+        self.ancestors: dict[int, set[int]] = {}
+        self.index = {id(n): i for i, n in enumerate(nodes)}
+        self._build_deps()
+
+    def _build_deps(self):
+        readers: dict[str, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            deps = set()
+            for name in node.reads():
+                if name in self.producer:
+                    deps.add(self.index[id(self.producer[name])])
+                readers.setdefault(name, []).append(i)
+            if isinstance(node, PointwiseNode) and node.buffer.kind == "input":
+                deps.update(j for j in readers.get(node.name, []) if j != i)   # write after read
+            else:
+                for out in _outputs(node):
+                    self.producer[out.name] = node
+            deps.discard(i)
+            self.deps[i] = deps
+            anc = set(deps)
+            for d in deps:
+                anc |= self.ancestors[d]
+            self.ancestors[i] = anc
+
+    def run(self) -> list[Union[Group, ExternNode]]:
+        groups: list[Group] = []
+        self.item_of: dict[int, object] = {}               # node index -> its Group or ExternNode
+        self.dependents: dict[int, set] = {}               # id(item) -> items that depend on it
+        self.items: dict[int, object] = {}
+        for i, node in enumerate(self.nodes):
+            target = None
+            member = None
+            if not isinstance(node, ExternNode):
+                for g in self._candidates(i, groups):
+                    member = fit(g, node)
+                    if member is None or len(g.members) >= MAX_GROUP_MEMBERS:
+                        continue
+                    if not _reads_match(g, member) or not _mutation_ok(g, member):
+                        continue
+                    if self._creates_cycle(i, g):
+                        continue
+                    target = g
+                    break
+                if target is None:
+                    target = new_group(node)
+                    groups.append(target)
+                else:
+                    if member.role == "reduction" and not target.is_reduction:
+                        target.reduced = _reduction_shape(node)[1]
+                    target.members.append(member)
+            else:
+                target = node
+            self._place(i, target)
+        self._mark_stores(groups)
+        return self._order()
+
+    def _place(self, i: int, item):
+        self.item_of[i] = item
+        self.items.setdefault(id(item), item)
+        self.dependents.setdefault(id(item), set())
+        for d in self.deps[i]:
+            src = self.item_of[d]
+            if src is not item:
+                self.dependents[id(src)].add(id(item))
+
+    def _candidates(self, i: int, groups) -> list[Group]:
+        """Groups producing what node i reads (latest first), then groups reading the same inputs."""
+        seen, out = set(), []
+        for d in sorted(self.deps[i], reverse=True):
+            g = self.item_of.get(d)
+            if isinstance(g, Group) and id(g) not in seen:
+                seen.add(id(g))
+                out.append(g)
+        reads = self.nodes[i].reads()
+        for g in reversed(groups):
+            if id(g) not in seen and any(name in reads for m in g.members for name in m.node.reads()):
+                seen.add(id(g))
+                out.append(g)
+        return out
+
+    def _creates_cycle(self, i: int, g: Group) -> bool:
+        """Would putting node i into g make g (transitively) depend on itself?"""
+        sources = {id(self.item_of[d]) for d in self.deps[i]} - {id(g)}
+        if not sources:
+            return False
+        stack, seen = [id(g)], {id(g)}
+        while stack:
+            for nxt in self.dependents.get(stack.pop(), ()):
+                if nxt in sources:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return False
+
+    def _mark_stores(self, groups: list[Group]):
+        needed_outside: set[str] = set(self.keep)
+        for i, node in enumerate(self.nodes):
+            for name in node.reads():
+                p = self.producer.get(name)
+                if p is None or self.item_of[self.index[id(p)]] is not self.item_of[i]:
+                    needed_outside.add(name)
+        for g in groups:
+            g.stores = [m for m in g.members
+                        if m.node.name in needed_outside or m.node.buffer.kind == "input"]
+
+    def _order(self) -> list[Union[Group, ExternNode]]:
+        """Topological order of groups and externs; among ready items, the earliest first."""
+        first: dict[int, int] = {}
+        for i in range(len(self.nodes)):
+            first.setdefault(id(self.item_of[i]), i)
+        indegree = {k: 0 for k in self.items}
+        for k, outs in self.dependents.items():
+            for o in outs:
+                indegree[o] += 1
+        ready = sorted((first[k], k) for k, n in indegree.items() if n == 0)
+        ordered = []
+        heapq.heapify(ready)
+        while ready:
+            _, k = heapq.heappop(ready)
+            ordered.append(self.items[k])
+            for o in self.dependents[k]:
+                indegree[o] -= 1
+                if indegree[o] == 0:
+                    heapq.heappush(ready, (first[o], o))
+        if len(ordered) != len(self.items):
+            raise RuntimeError("cycle between fused kernels")
+        return ordered
+
+
+def _outputs(node) -> list[Buffer]:
+    if isinstance(node, ExternNode):
+        return [b for b in node.outputs if b is not None]
+    return [node.buffer]
+
+
+def schedule(nodes: list[Node], keep: set[str]) -> list[Union[Group, ExternNode]]:
+    return Scheduler(nodes, keep).run()
