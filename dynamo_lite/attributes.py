@@ -13,6 +13,7 @@ from .breaks import Unsupported
 from .guards import DictKeysMatch
 from .sources import AttrSource, ModuleDictSource
 from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue, MethodValue,
+                     SuperValue,
                      ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue, TensorValue, Value)
 from .wrap import wrap
 
@@ -208,6 +209,27 @@ def _method_attr(frame, obj: MethodValue, name):
     raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"method.{name}")
 
 
+def _super_attr(frame, obj: SuperValue, name):
+    from .builtins_table import python_class
+    mro = python_class(obj.obj).__mro__
+    for klass in mro[mro.index(obj.cls) + 1:]:
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            if isinstance(attr, types.FunctionType):
+                return MethodValue(obj.obj, attr)
+            if isinstance(attr, property) and attr.fget is not None:
+                from .calls import call
+                return call(frame, FunctionValue(attr.fget), [obj.obj], {})
+            if isinstance(attr, classmethod):
+                return MethodValue(CallableValue(python_class(obj.obj)), attr.__func__)
+            if isinstance(attr, staticmethod):
+                return wrap(frame.tracer, attr.__func__, None)
+            if attr is object.__init__:
+                return CallableValue(object.__init__)   # modelled as a no-op (builtins_table)
+            raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"super().{name} ({type(attr).__name__})")
+    raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: 'super' object has no attribute {name!r}")
+
+
 def _grad_mode_attr(frame, obj, name):
     if name in ("__enter__", "__exit__"):
         return MethodValue(obj, name)
@@ -219,6 +241,7 @@ _LOADERS = {
     SetValue: _container_attr, ModuleValue: _module_attr, ObjectValue: _object_attr,
     NewObjectValue: _new_object_attr, FunctionValue: _function_attr, ClosureValue: _function_attr,
     CallableValue: _function_attr, MethodValue: _method_attr, GradModeValue: _grad_mode_attr,
+    SuperValue: _super_attr,
 }
 
 

@@ -11,6 +11,7 @@ from . import breaks
 from .breaks import Unsupported
 from .operators import BINARY_OPS, COMPARE_OPS, binary, compare, python_value, truthy, unary
 from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue, MethodValue,
+                     SuperValue,
                      ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue, TensorValue, Value)
 
 
@@ -354,6 +355,21 @@ def copy_wrapper_metadata(frame, wrapped: Value, wrapper: Value) -> Value:
     return wrapper
 
 
+def _super(frame, args, kwargs):
+    if args:
+        return SuperValue(real_class_arg(args[0]), args[1])
+    code = frame.code                       # zero-argument form: __class__ cell and first argument
+    if "__class__" not in frame.cells or not code.co_argcount:
+        raise Unsupported(breaks.USER_EXCEPTION, "RuntimeError: super(): no arguments")
+    from .handlers.names import cell_contents, read_local
+    cls = real_class_arg(cell_contents(frame, frame.cells["__class__"], "__class__"))
+    return SuperValue(cls, read_local(frame, code.co_varnames[0]))
+
+
+def _object_init(frame, args, kwargs):
+    return Const(None)
+
+
 def _isinstance_like_id(frame, args, kwargs):
     raise Unsupported(breaks.UNKNOWN_CALL, "id() of a traced value")
 
@@ -366,7 +382,7 @@ BUILTINS = {
     sorted: _sorted, map: _map, filter: _filter, callable: _callable, type: _type, print: _print,
     round: _fold(round), divmod: _fold(divmod), pow: _fold(pow), hash: _fold(hash), repr: _fold(repr),
     format: _fold(format), chr: _fold(chr), ord: _fold(ord), id: _isinstance_like_id,
-    functools.wraps: _wraps, object.__setattr__: _object_setattr, object.__new__: _object_new, tuple.__new__: _tuple_new,
+    super: _super, object.__init__: _object_init, functools.wraps: _wraps, object.__setattr__: _object_setattr, object.__new__: _object_new, tuple.__new__: _tuple_new,
     operator.getitem: _operator_getitem, operator.setitem: _operator_setitem, operator.not_: _operator_not,
     operator.truth: _operator_truth, operator.neg: _operator_unary(operator.neg),
     operator.pos: _operator_unary(operator.pos), operator.invert: _operator_unary(operator.invert),

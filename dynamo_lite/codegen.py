@@ -11,15 +11,16 @@ from __future__ import annotations
 import types
 from collections import OrderedDict
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from . import breaks
 from .breaks import Unsupported
-from .compat import instr_load_attr, instrs_call
+from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
 from .sources import (AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, ModuleDictSource,
                       ObjectRefSource, Source, TypeSource)
-from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, ModuleValue,
-                     NewObjectValue, ObjectValue, SeqValue, SetValue, SymValue, TensorValue, Value)
+from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue,
+                     MethodValue, ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue, SliceValue, SymValue,
+                     TensorValue, Value)
 
 GRAPH_OUT = "___graph_out"
 
@@ -162,6 +163,15 @@ class Emitter:
         elif isinstance(v, NewObjectValue):
             attrs = DictValue(v.attrs)
             self.call_const(_rebuild_object, [lambda: self.const(v.cls), lambda: self.value(attrs)])
+        elif isinstance(v, MethodValue) and isinstance(v.fn, str):
+            self.value(v.obj)
+            self.out.append(instr_load_attr(v.fn, self.lineno))
+        elif isinstance(v, MethodValue) and isinstance(v.fn, types.FunctionType):
+            self.call_const(types.MethodType, [lambda: self.const(v.fn), lambda: self.value(v.obj)])
+        elif isinstance(v, IteratorValue):
+            self.call_const(iter, [lambda: self.value(SeqValue(v.items[v.pos:], tuple))])
+        elif isinstance(v, SliceValue):
+            self.call_const(slice, [lambda: self.value(v.start), lambda: self.value(v.stop), lambda: self.value(v.step)])
         elif isinstance(v, (CallableValue, FunctionValue)):
             self.const(v.fn)
         elif isinstance(v, ObjectValue):
@@ -213,8 +223,8 @@ class Emitter:
 _ARG_OPS = {"LOAD_CONST"}
 
 
-def tensors_needed(tracer, result: Value) -> list[TensorValue]:
-    """Non-input tensors the rebuilt return value and the side effects need, in a stable order."""
+def tensors_needed(tracer, *roots) -> list[TensorValue]:
+    """Non-input tensors (and sizes) that rebuilding `roots` and the side effects needs, in a stable order."""
     found: dict = {}
 
     def visit(v):
@@ -232,6 +242,14 @@ def tensors_needed(tracer, result: Value) -> list[TensorValue]:
                 visit(i)
         elif isinstance(v, CellValue) and isinstance(v.contents, Value):
             visit(v.contents)
+        elif isinstance(v, MethodValue):
+            visit(v.obj)
+        elif isinstance(v, IteratorValue):
+            for i in v.items[v.pos:]:
+                visit(i)
+        elif isinstance(v, SliceValue):
+            for i in (v.start, v.stop, v.step):
+                visit(i)
 
     for container in tracer.mutated:
         visit(container)
@@ -239,7 +257,8 @@ def tensors_needed(tracer, result: Value) -> list[TensorValue]:
         visit(effect[-1] if effect[0] != "cell" else effect[1])
         if effect[0] == "attr":
             visit(effect[3])
-    visit(result)
+    for root in roots:
+        visit(root)
     return list(found.values())
 
 
@@ -259,6 +278,116 @@ def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: lis
     emitter.replay(tracer)
     emitter.value(result)
     emitter.emit("RETURN_VALUE")
+    original.clear()
+    original.extend(prologue + emitter.out)
+    new_code = original.to_code()
+    _check_layout(code, new_code)
+    return new_code
+
+
+# Instructions that cannot be the break point: they touch locals or cells, steer control flow, or
+# push a NULL we cannot predict.
+_NOT_BREAKABLE = {"NOP", "RESUME", "EXTENDED_ARG", "CACHE", "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR",
+                  "STORE_FAST", "DELETE_FAST", "LOAD_DEREF", "STORE_DEREF", "LOAD_CLOSURE", "MAKE_CELL",
+                  "COPY_FREE_VARS", "LOAD_CLASSDEREF", "FOR_ITER", "END_FOR", "RETURN_VALUE", "RETURN_CONST",
+                  "RETURN_GENERATOR", "YIELD_VALUE", "SEND", "BEFORE_WITH", "PUSH_EXC_INFO", "POP_EXCEPT",
+                  "CHECK_EXC_MATCH", "WITH_EXCEPT_START", "LOAD_METHOD", "JUMP_IF_TRUE_OR_POP",
+                  "JUMP_IF_FALSE_OR_POP", "KW_NAMES", "PRECALL", "GET_AWAITABLE", "SETUP_ANNOTATIONS",
+                  "CALL_INTRINSIC_2"} | UNCONDITIONAL_JUMPS
+_NO_RESUME_AFTER = {"RAISE_VARARGS", "RERAISE"}
+
+
+def break_start(code: types.CodeType, index: int) -> tuple[int, str]:
+    """Where a break at dis instruction `index` starts (a CALL takes its KW_NAMES/PRECALL along),
+    or -1 and the reason it cannot be a break point."""
+    from .resume import facts
+    insts = facts(code).insts
+    inst = insts[index]
+    if inst.opname in _NOT_BREAKABLE or (inst.opname in ("LOAD_ATTR", "LOAD_GLOBAL") and inst.arg & 1):
+        return -1, f"cannot resume after {inst.opname}"
+    start = index
+    while inst.opname == "CALL" and start > 0 and insts[start - 1].opname in ("PRECALL", "KW_NAMES"):
+        start -= 1
+    return start, ""
+
+
+def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[Source],
+                    outputs: list, start: int, end: int) -> types.CodeType:
+    """Code that runs the graph captured so far, rebuilds the stack and live locals, runs the
+    instructions [start, end] as CPython would, and continues in a resume function."""
+    from .resume import abstract_instructions, facts, resume_code
+    from .values import NullValue
+    code_facts = facts(code)
+    last = code_facts.insts[end]
+    lineno = last.positions.lineno if last.positions and last.positions.lineno else code.co_firstlineno
+    original = Bytecode.from_code(code)
+    prologue = []
+    for instr in original:
+        prologue.append(instr)
+        if isinstance(instr, Instr) and instr.name == "RESUME":
+            break
+    emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)})
+    seen: set = set()
+    for v in frame.stack:
+        emitter.count_shared(v, seen)
+    for v in frame.locals.values():
+        if isinstance(v, Value):
+            emitter.count_shared(v, seen)
+    if compiled is not None:
+        emitter.call_const(compiled, [lambda s=s: emitter.load_source(s) for s in inputs])
+        emitter.emit("STORE_FAST", GRAPH_OUT)
+    emitter.replay(tracer)
+    for v in frame.stack:
+        if isinstance(v, NullValue):
+            emitter.emit("PUSH_NULL")
+        else:
+            emitter.value(v)
+
+    original_instrs = abstract_instructions(code)
+    run = [original_instrs[i].copy() for i in range(start, end + 1)]   # keep their own source locations
+    effect = sum(instr.stack_effect(jump=False) for instr in run)
+    pushed = max(run[-1].pre_and_post_stack_effect(jump=False)[1], 0)
+    remaining = len(frame.stack) + effect
+    below = frame.stack[:remaining - pushed]
+    nulls = tuple(isinstance(v, NullValue) for v in below) + (False,) * pushed
+
+    def call_resume(offset):
+        for i in reversed(range(len(nulls))):
+            emitter.emit("STORE_FAST", f"___break_stack{i}")
+        live = tuple(sorted(name for name in code_facts.live_at(offset) if name in frame.locals))
+        resume = resume_code(code, offset, nulls, live)
+        emitter.emit("PUSH_NULL")
+        if code.co_freevars:
+            for name in code.co_freevars:
+                emitter.emit("LOAD_CLOSURE", FreeVar(name))
+            emitter.emit("BUILD_TUPLE", len(code.co_freevars))
+            emitter.const(resume)
+            emitter.emit("MAKE_FUNCTION", 0x08)
+        else:
+            emitter.const(types.FunctionType(resume, tracer.root_globals, code.co_name))
+        for i, is_null in enumerate(nulls):
+            if not is_null:
+                emitter.emit("LOAD_FAST", f"___break_stack{i}")
+        for name in live:
+            value = frame.locals[name]
+            if isinstance(value, Value):
+                emitter.value(value)
+            else:                                   # an argument the trace never read
+                emitter.load_source(value.source)
+        emitter.out.extend(instrs_call(len(live) + nulls.count(False), lineno))
+        emitter.emit("RETURN_VALUE")
+
+    if last.opname in JUMP_OPS:                      # a branch on a tensor: resume on both sides
+        test = last.opname.rsplit("_IF_", 1)[1]
+        taken = Label()
+        emitter.out.append(Instr(jump_if_opname(test), taken, lineno=lineno))
+        call_resume(code_facts.insts[end + 1].offset)
+        emitter.out.append(taken)
+        call_resume(last.argval)
+    else:
+        emitter.out.extend(run)
+        if last.opname not in _NO_RESUME_AFTER:
+            call_resume(code_facts.insts[end + 1].offset)
     original.clear()
     original.extend(prologue + emitter.out)
     new_code = original.to_code()

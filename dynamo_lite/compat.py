@@ -52,3 +52,8 @@ def instrs_call(nargs: int, lineno: int) -> list:
     if CALL_NEEDS_PRECALL:
         return [Instr("PRECALL", nargs, lineno=lineno), Instr("CALL", nargs, lineno=lineno)]
     return [Instr("CALL", nargs, lineno=lineno)]
+
+
+def jump_if_opname(test: str) -> str:
+    """Opcode for a forward conditional jump popping its operand: test is TRUE/FALSE/NONE/NOT_NONE."""
+    return f"POP_JUMP_FORWARD_IF_{test}" if PY311 else f"POP_JUMP_IF_{test}"

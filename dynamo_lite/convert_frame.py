@@ -26,7 +26,7 @@ from .codegen import make_code, tensors_needed
 from .fallback import records, skip
 from .fallback.records import FrameRecord
 from .guards import compile_guards
-from .interpreter import Tracer
+from .interpreter import LazyValue, Tracer
 
 log = logging.getLogger("dynamo_lite")
 
@@ -176,11 +176,7 @@ def _capture(code, func, args, options, entries, recompile_reason):
         gm = graph.finish(outputs)
         compiled = None
         if graph.op_count() > 0:
-            example_inputs = [real for (_, real, _) in graph.inputs]
-            fn = options.backend(gm, example_inputs)
-            if not callable(fn):
-                raise TypeError(f"backend {options.backend_name!r} returned {type(fn).__name__}, not a callable")
-            compiled = _evalframe.DisabledCall(fn)
+            compiled = _compile(gm, graph, options)
             record.graphs.append(gm)
             record.op_count = graph.op_count()
             inputs = [src for (_, _, src) in graph.inputs]
@@ -190,8 +186,8 @@ def _capture(code, func, args, options, entries, recompile_reason):
     except Unsupported as e:
         if options.fullgraph:
             raise _graph_break_error(e) from None
-        record.status, record.kind, record.detail, record.user_stack = "fallback", e.kind, e.detail, e.user_stack
-        new_code = code
+        record.kind, record.detail, record.user_stack = e.kind, e.detail, e.user_stack
+        new_code, tracer = _graph_break(code, func, args, options, tracer, record)
     shape_guards = tracer.graph.shape_guards()
     if shape_guards and new_code is not code:
         from .guards import ShapeEnvMatch
@@ -238,6 +234,60 @@ def _drop_entry(code_ref, check_ref):
     entries = _evalframe.get_code_extra(code)
     if isinstance(entries, list):
         entries[:] = [e for e in entries if e[0] is not check]
+
+
+def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord):
+    """Compile what came before the unsupported instruction, run that instruction as CPython
+    would and continue in a resume function. Returns (code, tracer whose guards to use); the
+    original code (run eagerly) when the break cannot resume."""
+    from .codegen import break_start, make_break_code
+    from .resume import facts
+    record.status = "fallback"
+    if failed.failed_at is None or record.kind in (breaks.INSTRUCTION_LIMIT,):
+        return code, failed
+    code_facts = facts(code)
+    end = code_facts.index_of[failed.failed_at]
+    start, why = break_start(code, end)
+    why = why or code_facts.why_not_breakable(failed.failed_at)
+    if why:
+        record.fallback_reason = why
+        return code, failed
+    # Trace again from the top and stop right before the break: tracing is deterministic for
+    # the same inputs, so the state there is exactly what the first attempt saw.
+    tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code))
+    tracer.stop_at = code_facts.insts[start].offset
+    try:
+        frame = tracer.root_frame()
+        tracer.run(frame)
+    except Unsupported as e:
+        record.fallback_reason = f"tracing up to the break failed: {e}"
+        return code, failed
+    if not frame.stopped:
+        record.fallback_reason = "the second trace did not reach the break"
+        return code, failed
+    roots = [v for v in frame.stack] + [v for v in frame.locals.values() if not isinstance(v, LazyValue)]
+    outputs = tensors_needed(tracer, *roots)
+    graph = tracer.graph
+    gm = graph.finish(outputs)
+    compiled, inputs = None, []
+    if graph.op_count() > 0:
+        compiled = _compile(gm, graph, options)
+        record.graphs.append(gm)
+        record.op_count = graph.op_count()
+        inputs = [src for (_, _, src) in graph.inputs]
+    else:
+        outputs = []
+    record.status = "break"
+    record.break_offset = code_facts.insts[end].offset
+    return make_break_code(code, tracer, frame, compiled, inputs, outputs, start, end), tracer
+
+
+def _compile(gm, graph, options):
+    example_inputs = [real for (_, real, _) in graph.inputs]
+    fn = options.backend(gm, example_inputs)
+    if not callable(fn):
+        raise TypeError(f"backend {options.backend_name!r} returned {type(fn).__name__}, not a callable")
+    return _evalframe.DisabledCall(fn)
 
 
 def _graph_break_error(e: Unsupported) -> GraphBreakError:

@@ -65,6 +65,7 @@ class Frame:
         self.kwnames: Optional[tuple] = None
         self.return_value: Optional[Value] = None
         self.done = False
+        self.stopped = False
         self.current: Optional[dis.Instruction] = None
         self.fn_source = fn_source
         self.yields: Optional[list] = [] if code.co_flags & 0x20 else None   # generator being inlined
@@ -122,6 +123,8 @@ class Tracer:
         self.mutated: list[Value] = []           # sourced lists/dicts whose contents changed
         self.instruction_count = 0
         self.refs: dict[int, Source] = {}
+        self.stop_at: Optional[int] = None       # offset in the root frame to stop before (graph break)
+        self.failed_at: Optional[int] = None     # offset of the root instruction an Unsupported came from
         self.add_guard(GlobalStateMatch.now())
 
     # ---- guards -----------------------------------------------------------------------------
@@ -186,10 +189,14 @@ class Tracer:
     def run(self, frame: Frame) -> Value:
         from .handlers import HANDLERS
         insts = frame.instructions
+        root = frame.parent is None
         while not frame.done:
             if frame.ip >= len(insts):
                 raise Unsupported(breaks.UNSUPPORTED_OPCODE, "ran off the end of the code")
             inst = insts[frame.ip]
+            if root and inst.offset == self.stop_at:
+                frame.stopped = True
+                return None
             frame.current = inst
             frame.ip += 1
             self.instruction_count += 1
@@ -203,6 +210,8 @@ class Tracer:
             except Unsupported as e:
                 if not e.user_stack or e.user_stack[0][:2] != frame.location()[:2]:
                     e.user_stack.insert(0, frame.location())
+                if root:
+                    self.failed_at = inst.offset
                 raise
         return frame.return_value
 

@@ -228,6 +228,19 @@ class MethodValue(Value):
         return types.MethodType
 
 
+class SuperValue(Value):
+    """`super()` / `super(cls, obj)`: attribute lookups start after `cls` in `type(obj)`'s MRO."""
+    __slots__ = ("cls", "obj")
+
+    def __init__(self, cls: type, obj: Value, source=None):
+        super().__init__(source)
+        self.cls = cls
+        self.obj = obj
+
+    def python_type(self):
+        return super
+
+
 class IteratorValue(Value):
     """An iterator over values known while tracing (loops are unrolled)."""
     __slots__ = ("items", "pos")

@@ -29,6 +29,8 @@ class FrameRecord:
     recompile_reason: Optional[str] = None
     capture_seconds: float = 0.0
     op_count: int = 0
+    break_offset: Optional[int] = None              # status "break": the instruction run eagerly
+    fallback_reason: str = ""                        # status "fallback": why the break could not resume
 
     @property
     def location(self) -> str:

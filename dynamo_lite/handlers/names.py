@@ -163,6 +163,16 @@ def store_attr_op(frame, inst):
     store_attr(frame, obj, inst.argval, value)
 
 
+@handler("LOAD_SUPER_ATTR", min_version=(3, 12))
+def load_super_attr(frame, inst):
+    from ..builtins_table import real_class_arg
+    from ..values import SuperValue
+    obj, cls, _super_fn = frame.pop(), frame.pop(), frame.pop()
+    if inst.arg & 1:
+        frame.push(NULL)
+    frame.push(load_attr(frame, SuperValue(real_class_arg(cls), obj), inst.argval))
+
+
 @handler("KW_NAMES")
 def kw_names(frame, inst):
     names = inst.argval

@@ -255,10 +255,26 @@ class KernelBuilder:
         return self.params[buffer_name]
 
     def _index(self, aff: Affine) -> str:
-        parts = [(v if c == 1 else f"{c}*{v}") for v, c in aff.terms]
+        aff, flat = self._flatten(aff, "x", self.xsizes)
+        aff, rflat = self._flatten(aff, "r", self.rsizes)
+        parts = [(v if c == 1 else f"{c}*{v}") for v, c in aff.terms] + flat + rflat
         if aff.const or not parts:
             parts.append(str(aff.const))
         return " + ".join(parts)
+
+    @staticmethod
+    def _flatten(aff: Affine, prefix: str, sizes: list[int]) -> tuple[Affine, list[str]]:
+        """Use `xindex` (`rindex`) where the index walks all x (r) dims row-major: no div/mod."""
+        if len(sizes) < 2:
+            return aff, []
+        scale = aff.coeff(f"{prefix}{len(sizes) - 1}")
+        stride = 1
+        for i in range(len(sizes) - 1, -1, -1):
+            if scale == 0 or aff.coeff(f"{prefix}{i}") != scale * stride:
+                return aff, []
+            stride *= sizes[i]
+        rest = aff.substitute({f"{prefix}{i}": Affine(0) for i in range(len(sizes))})
+        return rest, [f"{prefix}index" if scale == 1 else f"{scale}*{prefix}index"]
 
     def emit(self, e: Expr) -> str:
         if e.op is Op.CONST:
@@ -446,18 +462,22 @@ class KernelBuilder:
             self._emit_stores("full")
             self._emit_stores("out")
             return self.lines_outer
-        # looped: one loop per reduction, then one for the full-domain stores
+        # looped: one loop per stage of independent reductions, then one for the full-domain stores
         out: list[str] = []
-        for m, body in self.reductions:
-            acc = f"acc{len(out)}_{m.node.name}"
-            acc_type = TL_TYPE[compute_dtype(body.dtype)]
-            ident = identity(m.node.kind, body.dtype)
-            self.lines_outer.append(f"{acc} = tl.full([XBLOCK, RBLOCK], {ident}, {acc_type})")
+        for stage in self._stages():
+            accs = []
+            for m, body in stage:
+                acc = f"acc_{m.node.name}"
+                ident = identity(m.node.kind, body.dtype)
+                self.lines_outer.append(f"{acc} = tl.full([XBLOCK, RBLOCK], {ident}, {TL_TYPE[compute_dtype(body.dtype)]})")
+                accs.append(acc)
             loop = self._open_loop()
-            v = self._broadcast(self.emit(body), body, True, True)
-            loop.append(f"{acc} = tl.where(xmask & rmask, {COMBINE[m.node.kind](acc, v)}, {acc})")
+            for (m, body), acc in zip(stage, accs):
+                v = self._broadcast(self.emit(body), body, True, True)
+                loop.append(f"{acc} = tl.where(xmask & rmask, {COMBINE[m.node.kind](acc, v)}, {acc})")
             self._close_loop(out)
-            self._define_reduced(m, body, f"{REDUCE[m.node.kind]}({acc}, 1)[:, None]")
+            for (m, body), acc in zip(stage, accs):
+                self._define_reduced(m, body, f"{REDUCE[m.node.kind]}({acc}, 1)[:, None]")
         if any(role == "full" for _, _, _, role in self.stores):
             self._open_loop()
             self._emit_stores("full")
@@ -465,6 +485,19 @@ class KernelBuilder:
         self._emit_stores("out")
         out.extend(self.lines_outer)
         return out
+
+    def _stages(self) -> list[list]:
+        """Reductions grouped by dependency depth: a stage only reads results of earlier stages."""
+        depth: dict[str, int] = {}
+        stages: list[list] = []
+        for m, body in self.reductions:
+            used = [e.arg for e in walk([body]) if e.op is Op.REDUCED]
+            d = 1 + max((depth[n] for n in used), default=-1)
+            depth[m.node.name] = d
+            while len(stages) <= d:
+                stages.append([])
+            stages[d].append((m, body))
+        return stages
 
     def _open_loop(self) -> list[str]:
         self.loop_lines = self._r_setup("roffset")
@@ -491,17 +524,22 @@ class KernelBuilder:
 
     def _emit_stores(self, role: str):
         for buf, value, index, r in self.stores:
-            if (r == "out") != (role == "out"):
+            if (r in ("out", "reduction")) != (role == "out"):
                 continue
             ptr = self._param(buf.name)
-            hx = any(v.startswith("x") for v in index.vars())
-            hr = any(v.startswith("r") for v in index.vars())
-            v = self._broadcast(self.emit(value), value, hx or not self.is_reduction, hr)
+            full = self.is_reduction and r == "full"
+            v = self._broadcast(self.emit(value), value, True, full)
             if compute_dtype(buf.dtype) != buf.dtype or (value.dtype != buf.dtype and buf.dtype is not torch.bool):
                 v = f"{v}.to({TL_TYPE[buf.dtype]})"
-            mask = self._mask_for(hx or not self.is_reduction, hr)
+            # the pointer covers the whole tile, even where the index ignores some dims
+            offset = self._index(index)
+            if not any(v_.startswith("x") for v_ in index.vars()) and "xindex" not in offset:
+                offset += " + 0 * xindex"
+            if full and not any(v_.startswith("r") for v_ in index.vars()) and "rindex" not in offset:
+                offset += " + 0 * rindex"
+            mask = "xmask & rmask" if full else "xmask"
             target = self.loop_lines if (self.loop_lines is not None) else self.lines_outer
-            target.append(f"tl.store({ptr} + ({self._index(index)}), {v}{', ' + mask if mask else ''})")
+            target.append(f"tl.store({ptr} + ({offset}), {v}, {mask})")
 
 
 def _prod(xs) -> int:

@@ -1,0 +1,178 @@
+"""`triton_backend(gm, example_inputs) -> callable`: the pipeline, end to end.
+
+    captured fx graph --decompose.to_aten--> functional aten graph --GraphLowering--> IR nodes
+      --schedule--> fused groups + extern calls --codegen--> Triton kernels
+      --WrapperCodegen--> `call(arg0, ...)`, returned with `.compiled_graph` for inspection
+
+Static shapes are specialized: sizes and strides are constants in the kernels. A graph captured
+with symbolic sizes (dynamic capture, `torch.compile(dynamic=True)`) is compiled once per distinct
+concrete input shape at run time. What cannot be compiled runs eagerly, never fails: single
+unknown ops become extern aten calls inside the wrapper; graphs that need autograd (inputs that
+require grad, with grad mode on), live on devices Triton cannot reach, or make tracing fail run as
+the captured graph itself (with the reason on `.compiled_graph.fallback_reason`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import warnings
+from typing import Any, Callable, Optional
+
+import torch
+import torch.fx
+
+from . import availability, settings
+from .codegen import KernelSource, generate
+from .decompose import grad_mode_after, to_aten
+from .graph_lowering import GraphLowering
+from .ir import ExternNode
+from .scheduler import schedule
+from .wrapper import KernelCall, WrapperCodegen
+
+log = logging.getLogger("dynamo_lite.triton")
+
+
+@dataclasses.dataclass
+class CompiledGraph:
+    """What was made of one graph (attached to the returned callable as `.compiled_graph`)."""
+    wrapper_source: str = ""
+    kernels: list[KernelSource] = dataclasses.field(default_factory=list)
+    extern_ops: dict = dataclasses.field(default_factory=dict)
+    fallback_reason: Optional[str] = None
+    compile_seconds: float = 0.0
+    launchers: list = dataclasses.field(default_factory=list)
+    specializations: dict = dataclasses.field(default_factory=dict)   # dynamic graphs: per shape
+
+    @property
+    def kernel_count(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def source(self) -> str:
+        """The wrapper followed by every kernel: the whole compiled artifact as one file."""
+        parts = [self.wrapper_source] + [k.source for k in self.kernels]
+        return "\n\n".join(parts)
+
+
+def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) -> Callable:
+    """torch.compile-style backend: compile `gm` into Triton kernels plus a Python wrapper."""
+    availability.require()
+    if _needs_autograd(example_inputs):
+        return _eager(gm, "inputs require grad with grad mode on (the backend compiles inference only)")
+    devices = {t.device for t in example_inputs if isinstance(t, torch.Tensor)}
+    if not all(availability.can_run_on(d) for d in devices):
+        return _eager(gm, f"tensors on {sorted(map(str, devices))}: Triton runs on CUDA (or on the CPU "
+                          "with TRITON_INTERPRET=1)")
+    dynamic = _dynamic_positions(gm, example_inputs)
+    if dynamic:
+        return _specializing(gm, example_inputs, dynamic)
+    return compile_graph(gm, example_inputs)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """Compile for exactly these input shapes; on an internal error, run `gm` eagerly instead."""
+    start = time.perf_counter()
+    try:
+        call, info = _compile(gm, example_inputs)
+    except Exception as e:
+        if settings.strict:
+            raise
+        reason = f"{type(e).__name__}: {e}"
+        warnings.warn(f"dynamo_lite triton backend: graph runs eagerly ({reason})", stacklevel=2)
+        log.debug("compile failure", exc_info=True)
+        return _eager(gm, reason)
+    info.compile_seconds = time.perf_counter() - start
+    call.compiled_graph = info
+    return call
+
+
+def _compile(gm, example_inputs):
+    aten_gm = to_aten(gm, example_inputs)
+    lowering = GraphLowering(aten_gm, example_inputs).run()
+    keep = {o.layout[0].name for o in lowering.outputs if getattr(o, "layout", None) is not None}
+    items = []
+    kernels = []
+    for item in schedule(lowering.nodes, keep):
+        if isinstance(item, ExternNode):
+            items.append(item)
+            continue
+        ks = generate(item)
+        if ks is not None:
+            kernels.append(ks)
+            items.append(KernelCall(ks, item))
+        elif item.stores:                         # zero elements: outputs still need a buffer
+            items.append(KernelCall(None, item))
+    wrapper = WrapperCodegen(lowering, items, grad_mode_after(gm))
+    source = wrapper.generate()
+    namespace = dict(wrapper.globals)
+    exec(compile(source, f"<dynamo_lite triton wrapper {id(gm):x}>", "exec"), namespace)
+    info = CompiledGraph(source, kernels, dict(lowering.extern_ops), launchers=wrapper.launchers)
+    if settings.debug:
+        print(info.source)
+    return namespace["call"], info
+
+
+def _eager(gm: torch.fx.GraphModule, reason: str) -> Callable:
+    def run(*args):
+        return gm(*args)
+    run.compiled_graph = CompiledGraph(fallback_reason=reason)
+    log.info("triton backend runs a graph eagerly: %s", reason)
+    return run
+
+
+def _needs_autograd(example_inputs) -> bool:
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                           for t in example_inputs)
+
+
+# ---------------------------------------------------------------------------------------------
+# symbolic sizes: one specialization per concrete shape
+# ---------------------------------------------------------------------------------------------
+
+def _is_symbolic(val) -> bool:
+    if isinstance(val, torch.SymInt):
+        return True
+    if isinstance(val, torch.Tensor):
+        sizes = list(val.shape) + list(val.stride()) + [val.storage_offset()]
+        return any(isinstance(s, torch.SymInt) for s in sizes)
+    return False
+
+
+def _dynamic_positions(gm, example_inputs) -> tuple[int, ...]:
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    out = []
+    for i, (node, example) in enumerate(zip(placeholders, example_inputs)):
+        val = node.meta.get("example_value", node.meta.get("val"))
+        if _is_symbolic(val) or isinstance(example, torch.SymInt):
+            out.append(i)
+    return tuple(out)
+
+
+def _shape_key(args, positions) -> tuple:
+    key = []
+    for i in positions:
+        a = args[i]
+        if isinstance(a, torch.Tensor):
+            key.append((tuple(a.shape), a.stride(), a.dtype, a.device))
+        else:
+            key.append(a)
+    return tuple(key)
+
+
+def _specializing(gm, example_inputs, positions) -> Callable:
+    info = CompiledGraph()
+    compiled: dict[tuple, Callable] = info.specializations
+
+    def run(*args):
+        key = _shape_key(args, positions)
+        fn = compiled.get(key)
+        if fn is None:
+            fn = compile_graph(gm, list(args))
+            compiled[key] = fn
+            latest = fn.compiled_graph
+            info.kernels, info.wrapper_source = latest.kernels, latest.wrapper_source
+            info.extern_ops, info.fallback_reason = latest.extern_ops, latest.fallback_reason
+        return fn(*args)
+    run.compiled_graph = info
+    return run

@@ -1,0 +1,114 @@
+"""Captured fx graph -> functional aten graph over a small op set.
+
+`make_fx` retraces the graph at the aten level under a FakeTensorMode with `functionalize`, so
+in-place ops (`add_`, `+=`, `x[0] = 3`) become pure ops plus a final `copy_` into each mutated
+graph input, and `torch._C._set_grad_enabled` calls run during tracing instead of staying in the
+graph. Composite ops go through the decomposition table below (torch._decomp entries plus our
+own `native_layer_norm`, which emits `var_mean` instead of prims) so the lowering table stays
+small. The few in-place ops decompositions leave behind are rewritten to their functional form.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import torch
+import torch.fx
+from torch._decomp import get_decompositions
+from torch.fx.experimental.proxy_tensor import make_fx
+
+aten = torch.ops.aten
+
+#: composite ops decomposed before lowering (into ops lowerings.py knows)
+DECOMPOSED = [
+    "_softmax", "_log_softmax", "_safe_softmax", "gelu", "silu", "silu_", "gelu_", "hardswish",
+    "hardsigmoid", "mish", "elu", "leaky_relu", "hardtanh", "softplus", "logsumexp", "addcmul",
+    "addcdiv", "lerp", "rsub", "native_dropout", "_native_batch_norm_legit_no_training",
+    "_fused_rms_norm", "threshold", "tril", "triu", "zeros_like", "ones_like", "new_zeros",
+    "new_ones", "new_full", "empty_like", "std", "glu", "logit", "erfc", "frac", "stack",
+    "nan_to_num", "clamp_min", "clamp_max", "square", "full_like",
+]
+
+
+def _native_layer_norm(x, normalized_shape, weight, bias, eps):
+    dims = list(range(x.dim() - len(normalized_shape), x.dim()))
+    acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    xa = x.to(acc)
+    var, mean = torch.var_mean(xa, dims, correction=0, keepdim=True)
+    rstd = torch.rsqrt(var + eps)
+    out = (xa - mean) * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    out = out.to(x.dtype)
+    if x.device.type == "cpu":
+        mean, rstd = mean.to(x.dtype), rstd.to(x.dtype)
+    return out, mean, rstd
+
+
+@functools.lru_cache(maxsize=1)
+def decomposition_table() -> dict:
+    packets = [getattr(aten, name) for name in DECOMPOSED if hasattr(aten, name)]
+    table = dict(get_decompositions(packets))
+    table[aten.native_layer_norm.default] = _native_layer_norm
+    return table
+
+
+def grad_mode_after(gm: torch.fx.GraphModule) -> Optional[bool]:
+    """The grad mode a graph leaves behind (its last `_set_grad_enabled`), or None."""
+    last = None
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
+            last = bool(node.args[0])
+    return last
+
+
+def to_aten(gm: torch.fx.GraphModule, example_inputs: list) -> torch.fx.GraphModule:
+    """Functional aten graph of `gm` for inputs like `example_inputs` (real tensors or ints)."""
+    def run(*args):
+        return gm(*args)
+
+    inputs = [int(x) if isinstance(x, torch.SymInt) else x for x in example_inputs]
+    with torch.no_grad():                           # restores the caller's grad mode on exit
+        traced = make_fx(torch.func.functionalize(run), decomposition_table=decomposition_table(),
+                         tracing_mode="fake")(*inputs)
+    functionalize_leftovers(traced)
+    traced.graph.eliminate_dead_code()
+    traced.recompile()
+    return traced
+
+
+def _is_view(target) -> bool:
+    return any(r.alias_info is not None for r in target._schema.returns)
+
+
+def _functional_variant(target):
+    name = target._schema.name.split("::")[-1]
+    if not name.endswith("_"):
+        return None
+    packet = getattr(aten, name[:-1], None)
+    return getattr(packet, target._overloadname, None) if packet is not None else None
+
+
+def functionalize_leftovers(gm: torch.fx.GraphModule) -> None:
+    """Rewrite in-place ops left by decompositions (`mean.add_(eps)`) to functional ones; only
+    where that is safe: the mutated value is an intermediate, not a view, with no later reader."""
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    for node in list(gm.graph.nodes):
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        if not target._schema.is_mutable or target is aten.copy_.default:
+            continue
+        mutated = node.args[0] if node.args else None
+        functional = _functional_variant(target)
+        safe = (functional is not None and isinstance(mutated, torch.fx.Node)
+                and mutated.op == "call_function" and isinstance(mutated.target, torch._ops.OpOverload)
+                and not _is_view(mutated.target))
+        if not safe:
+            raise NotImplementedError(f"in-place {target} on a graph input or view after functionalization")
+        later = [u for u in mutated.users if u is not node and order[u] > order[node]]
+        node.target = functional
+        for user in later:
+            user.replace_input_with(mutated, node)

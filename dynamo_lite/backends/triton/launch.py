@@ -1,0 +1,173 @@
+"""Launching a generated kernel: pick its launch config once, then launch cheaply.
+
+Launch configs (XBLOCK, RBLOCK, num_warps) come from a short list per kernel kind. On a GPU, a
+big kernel's candidates are timed once (CUDA events, a few runs each) and the winner is cached in
+memory and on disk per kernel (its name carries the source hash, and static shapes are part of
+the source) and device. Small kernels and the CPU interpreter take the first candidate.
+
+After the first launch, calls skip `JITFunction.run` (argument binding, specialization keys,
+cache lookup: ~15 us) and call the compiled kernel's launcher directly with a precomputed grid,
+as Inductor does, unless the pointer-alignment specialization of the inputs changed.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any, Optional
+
+import torch
+
+from . import cache
+from .codegen import KernelSource
+
+#: kernels with fewer elements than this are not benchmarked (launch-bound anyway)
+TUNE_MIN_NUMEL = 1 << 18
+TUNE_ENV = "DYNAMO_LITE_TRITON_TUNE"       # "0" disables benchmarking
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
+    """Launch configs worth trying, best guess first."""
+    if ks.kind == "poi":
+        if interpret:
+            return [dict(XBLOCK=min(_next_pow2(ks.xnumel), 4096), num_warps=4)]
+        if ks.xnumel < 4096:
+            block = max(32, _next_pow2(ks.xnumel))
+            return [dict(XBLOCK=block, num_warps=max(1, min(4, block // 128)))]
+        return [dict(XBLOCK=1024, num_warps=4), dict(XBLOCK=2048, num_warps=8), dict(XBLOCK=512, num_warps=4)]
+    rblock_full = _next_pow2(ks.rnumel)
+    if ks.kind == "per":
+        if interpret:
+            return [dict(XBLOCK=min(_next_pow2(ks.xnumel), max(1, 16384 // rblock_full)), RBLOCK=rblock_full, num_warps=4)]
+        out = []
+        for tile in (2048, 4096, 8192, 1024):
+            xblock = min(_next_pow2(ks.xnumel), max(1, tile // rblock_full))
+            warps = max(1, min(16, (xblock * rblock_full) // 256))
+            cfg = dict(XBLOCK=xblock, RBLOCK=rblock_full, num_warps=warps)
+            if cfg not in out:
+                out.append(cfg)
+        if rblock_full >= 2048:
+            out.append(dict(XBLOCK=1, RBLOCK=rblock_full, num_warps=max(4, rblock_full // 512)))
+        return out[:4]
+    # looped reduction
+    if ks.inner:
+        if interpret:
+            return [dict(XBLOCK=min(_next_pow2(ks.xnumel), 4), RBLOCK=min(rblock_full, 4096), num_warps=4)]
+        return [dict(XBLOCK=1, RBLOCK=2048, num_warps=8), dict(XBLOCK=1, RBLOCK=1024, num_warps=4),
+                dict(XBLOCK=4, RBLOCK=1024, num_warps=8)]
+    if interpret:
+        return [dict(XBLOCK=min(_next_pow2(ks.xnumel), 256), RBLOCK=min(rblock_full, 64), num_warps=4)]
+    return [dict(XBLOCK=64, RBLOCK=16, num_warps=4), dict(XBLOCK=128, RBLOCK=8, num_warps=4),
+            dict(XBLOCK=32, RBLOCK=32, num_warps=4)]
+
+
+def grid_for(ks: KernelSource, cfg: dict) -> tuple[int, int, int]:
+    return (math.ceil(ks.xnumel / cfg["XBLOCK"]), 1, 1)
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+class Launcher:
+    """`launcher(*tensors)` runs the kernel on those buffers (in parameter order)."""
+
+    def __init__(self, ks: KernelSource, check_alignment: tuple[int, ...] = ()):
+        self.ks = ks
+        self.fn = cache.load_kernel(ks.name, ks.source)
+        self.check_alignment = check_alignment      # argument positions that may be misaligned
+        self.config: Optional[dict] = None
+        self.grid: Optional[tuple[int, int, int]] = None
+        self._fast = None
+        self._alignment = None
+        self.tune_seconds = 0.0
+        self.compile_seconds = 0.0
+
+    def __call__(self, *args):
+        fast = self._fast
+        if fast is not None and (not self.check_alignment or self._aligned(args) == self._alignment):
+            fast(*args)
+            return
+        self._slow(args)
+
+    def _aligned(self, args) -> tuple[bool, ...]:
+        return tuple(args[i].data_ptr() % 16 == 0 for i in self.check_alignment)
+
+    def _constexprs(self) -> dict:
+        return {k: v for k, v in self.config.items() if k in ("XBLOCK", "RBLOCK")}
+
+    def _slow(self, args):
+        if self.config is None:
+            self.config = self._choose_config(args)
+            self.grid = grid_for(self.ks, self.config)
+        kwargs = dict(self._constexprs())
+        if not _interpreting():
+            kwargs["num_warps"] = self.config["num_warps"]
+            start = time.perf_counter()
+            with cache.triton_binary_cache():
+                compiled = self.fn[self.grid](*args, **kwargs)
+            self.compile_seconds += time.perf_counter() - start
+            if self._fast is None:
+                self._fast = _fast_launcher(compiled, self.grid, args[0].device, tuple(self._constexprs().values()))
+                self._alignment = self._aligned(args) if self.check_alignment else None
+        else:
+            self.fn[self.grid](*args, **kwargs)
+
+    def _choose_config(self, args) -> dict:
+        options = candidates(self.ks, _interpreting())
+        if len(options) == 1 or _interpreting() or self.ks.numel < TUNE_MIN_NUMEL or os.environ.get(TUNE_ENV) == "0":
+            return options[0]
+        device_key = torch.cuda.get_device_name(args[0].device)
+        found = cache.load_config(self.ks.name, device_key)
+        if found is not None:
+            return found
+        start = time.perf_counter()
+        timings = []
+        for cfg in options:
+            try:
+                timings.append((self._time(cfg, args), cfg))
+            except Exception:          # e.g. out of resources for this config
+                continue
+        best = min(timings, key=lambda t: t[0])[1] if timings else options[0]
+        self.tune_seconds = time.perf_counter() - start
+        cache.store_config(self.ks.name, device_key, best)
+        return best
+
+    def _time(self, cfg: dict, args, reps: int = 8) -> float:
+        grid = grid_for(self.ks, cfg)
+        kwargs = {k: v for k, v in cfg.items()}
+        with cache.triton_binary_cache():
+            self.fn[grid](*args, **kwargs)                  # compile + warm up
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            self.fn[grid](*args, **kwargs)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / reps
+
+
+def _fast_launcher(compiled, grid, device: torch.device, constexprs: tuple):
+    """A direct call of the compiled kernel's launcher, or None where this triton has no such API."""
+    try:
+        import triton
+        hooks = triton.knobs.runtime
+        if hooks.launch_enter_hook is not None or hooks.launch_exit_hook is not None:
+            return None
+        run = compiled.run
+        function = compiled.function
+        packed = compiled.packed_metadata
+    except Exception:
+        return None
+    get_stream = torch._C._cuda_getCurrentRawStream
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    g0, g1, g2 = grid
+
+    def launch(*args):
+        run(g0, g1, g2, get_stream(index), function, packed, None, None, None, *args, *constexprs)
+    return launch

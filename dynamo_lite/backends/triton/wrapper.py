@@ -1,0 +1,207 @@
+"""The generated wrapper: one Python function `call(arg0, arg1, ...)` per graph.
+
+It allocates every buffer a kernel stores (reusing buffers that died earlier when their size,
+dtype and device match), launches the kernels (`Launcher`s, whose grids are fixed after the first
+call), runs extern aten calls, drops buffers after their last use, and returns the graph's
+outputs (views of buffers or inputs where the graph returns views). The source is kept on the
+compiled graph (`.source`) for debugging, e.g.
+
+    def call(arg0, arg1, arg2):
+        buf0 = empty_strided((64, 256), (256, 1), dtype=torch.float32, device=device0)
+        kernel0(arg0, arg1, arg2, buf0)
+        return (buf0,)
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional, Union
+
+import torch
+
+from .codegen import KernelSource
+from .graph_lowering import TRUSTED_LAYOUT, GraphLowering
+from .ir import Buffer, BufferArg, ExternNode
+from .scheduler import Group
+
+
+@dataclasses.dataclass
+class KernelCall:
+    kernel: Optional[KernelSource]      # None: nothing to compute (zero elements), only allocate
+    group: Group
+
+    def buffers(self) -> list[str]:
+        if self.kernel is None:
+            return [m.node.name for m in self.group.stores]
+        return list(self.kernel.args)
+
+
+def _view(t: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
+    return t.as_strided(sizes, strides, t.storage_offset() + offset)
+
+
+def _fix_layout(t: torch.Tensor, sizes, strides) -> torch.Tensor:
+    """An extern result whose strides differ from what its fake value promised: copy it."""
+    if tuple(t.stride()) == tuple(strides) or t.numel() <= 1:
+        return t
+    out = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+def _returns_alias(target) -> bool:
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return True
+    return any(r.alias_info is not None for r in schema.returns)
+
+
+class WrapperCodegen:
+    def __init__(self, lowering: GraphLowering, items: list[Union[KernelCall, ExternNode]],
+                 grad_mode_after: Optional[bool]):
+        self.lw = lowering
+        self.items = items
+        self.grad_mode_after = grad_mode_after
+        self.globals: dict[str, Any] = {"torch": torch, "empty_strided": torch.empty_strided,
+                                        "_view": _view, "_fix_layout": _fix_layout}
+        self.lines: list[str] = []
+        self._global_ids: dict[int, str] = {}
+        self.launchers = []
+
+    # -- globals ---------------------------------------------------------------------------------
+
+    def _global(self, obj, prefix: str) -> str:
+        name = self._global_ids.get(id(obj))
+        if name is None:
+            name = f"{prefix}{len(self._global_ids)}"
+            self._global_ids[id(obj)] = name
+            self.globals[name] = obj
+        return name
+
+    def _render(self, obj) -> str:
+        if isinstance(obj, BufferArg):
+            if obj.is_whole():
+                return obj.buffer.name
+            return f"_view({obj.buffer.name}, {obj.sizes}, {obj.strides}, {obj.offset})"
+        if obj is None or isinstance(obj, (bool, int, str)):
+            return repr(obj)
+        if isinstance(obj, float):
+            return repr(obj) if obj == obj and abs(obj) != float("inf") else f"float('{obj}')"
+        if isinstance(obj, list):
+            return "[" + ", ".join(self._render(x) for x in obj) + "]"
+        if isinstance(obj, tuple):
+            return "(" + "".join(self._render(x) + ", " for x in obj) + ")"
+        if isinstance(obj, torch.dtype):
+            return str(obj)
+        return self._global(obj, "_const")
+
+    # -- buffer lifetimes ----------------------------------------------------------------------------
+
+    def _uses(self) -> dict[str, int]:
+        """Last item index that reads or writes each buffer (outputs: never dies)."""
+        last: dict[str, int] = {}
+        for i, item in enumerate(self.items):
+            for name in self._item_buffers(item):
+                last[name] = i
+        for out in self.lw.outputs:
+            if hasattr(out, "layout") and out.layout is not None:
+                last[out.layout[0].name] = len(self.items)
+        for item in self.items:                  # results that alias arguments keep them alive
+            if isinstance(item, ExternNode) and _returns_alias(item.target):
+                for name in item.reads():
+                    last[name] = len(self.items)
+        return last
+
+    def _item_buffers(self, item) -> list[str]:
+        if isinstance(item, KernelCall):
+            return item.buffers()
+        return sorted(item.reads()) + [b.name for b in item.outputs if b is not None]
+
+    # -- generation ---------------------------------------------------------------------------------
+
+    def generate(self) -> str:
+        params = [b.name if b is not None else f"_unused{i}" for i, b in enumerate(self.lw.input_buffers)]
+        self.lines.append(f"def call({', '.join(params)}):")
+        for name, tensor in self.lw.constants.items():
+            self.globals[name] = tensor
+        last = self._uses()
+        pool: dict[tuple, list[Buffer]] = {}
+        live_alloc: dict[str, Buffer] = {}
+        for i, item in enumerate(self.items):
+            if isinstance(item, KernelCall):
+                self._kernel_call(i, item, pool, live_alloc)
+            else:
+                self._extern_call(item)
+            for name in self._item_buffers(item):
+                if last.get(name) == i and name in self.lw.buffers:
+                    self._release(self.lw.buffers[name], pool, live_alloc)
+        if self.grad_mode_after is not None:
+            self.lines.append(f"    torch._C._set_grad_enabled({self.grad_mode_after})")
+        outs = [self._render_output(o) for o in self.lw.outputs]
+        self.lines.append(f"    return ({''.join(o + ', ' for o in outs)})")
+        return "\n".join(self.lines) + "\n"
+
+    def _render_output(self, out) -> str:
+        if hasattr(out, "layout") and out.layout is not None:
+            return self._render(out.buffer_arg())
+        if out is None or isinstance(out, (bool, int, float, str)):
+            return self._render(out)
+        return self._global(out, "_const")
+
+    def _kernel_call(self, i: int, item: KernelCall, pool, live_alloc):
+        for name in item.buffers():
+            buf = self.lw.buffers[name]
+            if buf.kind == "temp" and name not in live_alloc:
+                self._allocate(buf, pool, live_alloc)
+        if item.kernel is None:
+            return
+        may_misalign = tuple(k for k, name in enumerate(item.kernel.args)
+                             if self.lw.buffers[name].kind in ("input", "extern", "constant"))
+        from .launch import Launcher
+        launcher = Launcher(item.kernel, may_misalign)
+        self.launchers.append(launcher)
+        kname = self._global(launcher, "kernel")
+        self.lines.append(f"    {kname}({', '.join(item.kernel.args)})")
+
+    def _allocate(self, buf: Buffer, pool, live_alloc):
+        key = (buf.storage_numel(), buf.dtype, str(buf.device))
+        free = pool.get(key)
+        if free:
+            old = free.pop()
+            if old.sizes == buf.sizes and old.strides == buf.strides:
+                self.lines.append(f"    {buf.name} = {old.name}  # reuse")
+            else:
+                self.lines.append(f"    {buf.name} = {old.name}.as_strided({buf.sizes}, {buf.strides})  # reuse")
+            self.lines.append(f"    del {old.name}")
+        else:
+            dev = self._render(buf.device)
+            self.lines.append(f"    {buf.name} = empty_strided({buf.sizes}, {buf.strides}, "
+                              f"dtype={buf.dtype}, device={dev})")
+        live_alloc[buf.name] = buf
+
+    def _release(self, buf: Buffer, pool, live_alloc):
+        if buf.kind == "temp" and buf.name in live_alloc:
+            del live_alloc[buf.name]
+            pool.setdefault((buf.storage_numel(), buf.dtype, str(buf.device)), []).append(buf)
+        elif buf.kind == "extern":
+            self.lines.append(f"    del {buf.name}")
+
+    def _extern_call(self, node: ExternNode):
+        fn = self._global(node.target, "aten_op")
+        args = ", ".join(self._render(a) for a in node.args)
+        kwargs = "".join(f", {k}={self._render(v)}" for k, v in node.kwargs.items())
+        call = f"{fn}({args}{kwargs})" if args else f"{fn}({kwargs.lstrip(', ')})"
+        check = node.target not in TRUSTED_LAYOUT
+        if node.result_structure == "single":
+            out = node.outputs[0]
+            target = out.name if out is not None else "_"
+            self.lines.append(f"    {target} = {call}")
+            if out is not None and check:
+                self.lines.append(f"    {out.name} = _fix_layout({out.name}, {out.sizes}, {out.strides})")
+            return
+        self.lines.append(f"    {node.name} = {call}")
+        for k, out in enumerate(node.outputs):
+            if out is not None:
+                self.lines.append(f"    {out.name} = {node.name}[{k}]")
+                if check:
+                    self.lines.append(f"    {out.name} = _fix_layout({out.name}, {out.sizes}, {out.strides})")
+        self.lines.append(f"    del {node.name}")

@@ -1,0 +1,140 @@
+"""Continuation ("resume") functions for graph breaks, and the facts about a code object a break
+needs: which locals are live at an offset, whether an offset sits in a loop or a try block.
+
+A resume function is the original code with a new prologue: it takes the value stack left after
+the break instruction (`___stack0`, ...) and the live locals as arguments, pushes the stack
+back (NULLs included), and jumps to the offset where execution continues. It is cached per
+(code, offset, stack layout, live locals), and the hook captures it like any other frame.
+"""
+from __future__ import annotations
+
+import dis
+import types
+import weakref
+
+from bytecode import Bytecode, Instr, Label
+
+from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS
+
+_ENDS_BLOCK = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"} | UNCONDITIONAL_JUMPS
+_READS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR"}
+_WRITES = {"STORE_FAST", "DELETE_FAST"}
+_FACTS: "weakref.WeakKeyDictionary[types.CodeType, CodeFacts]" = weakref.WeakKeyDictionary()
+_RESUME_CODES: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
+
+
+class CodeFacts:
+    """Liveness, loops and try blocks of one code object (computed once)."""
+
+    def __init__(self, code: types.CodeType):
+        self.code = code
+        self.insts = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+        self.index_of = {inst.offset: i for i, inst in enumerate(self.insts)}
+        self.try_ranges = [(e.start, e.end) for e in dis._parse_exception_table(code)]
+        handlers = [(e.start, e.end, e.target) for e in dis._parse_exception_table(code)]
+        self.loop_ranges = [(inst.argval, inst.offset) for inst in self.insts
+                            if inst.opname in JUMP_OPS and isinstance(inst.argval, int) and inst.argval <= inst.offset]
+        self.live_in = self._liveness(handlers)
+
+    def _successors(self, i, handlers):
+        inst = self.insts[i]
+        out = []
+        if inst.opname not in _ENDS_BLOCK and i + 1 < len(self.insts):
+            out.append(i + 1)
+        if (inst.opname in JUMP_OPS or inst.opname in ("FOR_ITER", "SEND")) and inst.argval in self.index_of:
+            out.append(self.index_of[inst.argval])
+        for start, end, target in handlers:
+            if start <= inst.offset < end and target in self.index_of:
+                out.append(self.index_of[target])
+        return out
+
+    def _liveness(self, handlers) -> list[frozenset]:
+        succ = [self._successors(i, handlers) for i in range(len(self.insts))]
+        live = [frozenset()] * len(self.insts)
+        changed = True
+        while changed:
+            changed = False
+            for i in reversed(range(len(self.insts))):
+                inst = self.insts[i]
+                out = frozenset().union(*(live[s] for s in succ[i])) if succ[i] else frozenset()
+                if inst.opname in _WRITES:
+                    new = out - {inst.argval}
+                elif inst.opname in _READS:
+                    new = out | {inst.argval}
+                else:
+                    new = out
+                if new != live[i]:
+                    live[i], changed = new, True
+        return live
+
+    def live_at(self, offset: int) -> frozenset:
+        return self.live_in[self.index_of[offset]]
+
+    def why_not_breakable(self, offset: int) -> str:
+        """'' if a break at `offset` can resume, else the reason the frame must run eagerly."""
+        if self.code.co_cellvars:
+            return "the function has closure cells (a nested function captures its locals)"
+        if any(start <= offset <= end for start, end in self.loop_ranges):
+            return "the break is inside a for/while loop"
+        if any(start <= offset < end for start, end in self.try_ranges):
+            return "the break is inside a try/except or with block"
+        return ""
+
+
+def facts(code: types.CodeType) -> CodeFacts:
+    found = _FACTS.get(code)
+    if found is None:
+        found = _FACTS[code] = CodeFacts(code)
+    return found
+
+
+def abstract_instructions(code: types.CodeType) -> list[Instr]:
+    """The `bytecode` library's instructions of `code`, one per dis instruction (no EXTENDED_ARG)."""
+    return [i for i in Bytecode.from_code(code) if isinstance(i, Instr)]
+
+
+def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tuple) -> types.CodeType:
+    """The continuation of `code` at `offset`, taking the non-NULL stack items then `live` locals."""
+    key = (offset, stack_nulls, live)
+    per_code = _RESUME_CODES.setdefault(code, {})
+    if key in per_code:
+        return per_code[key]
+    bc = Bytecode.from_code(code)
+    target_index = facts(code).index_of[offset]
+    body, seen, label = [], -1, Label()
+    started = False
+    for item in bc:
+        if isinstance(item, Instr):
+            seen += 1
+            if not started:            # drop the original prologue (MAKE_CELL / COPY_FREE_VARS / RESUME)
+                if item.name == "RESUME":
+                    started = True
+                continue
+            if seen == target_index:
+                body.append(label)
+        elif not started:
+            continue
+        body.append(item)
+    lineno = next((i.lineno for i in body if isinstance(i, Instr) and i.lineno), code.co_firstlineno)
+    prologue = []
+    if code.co_freevars:
+        prologue.append(Instr("COPY_FREE_VARS", len(code.co_freevars), lineno=lineno))
+    prologue.append(Instr("RESUME", 0, lineno=lineno))
+    args = []
+    for i, is_null in enumerate(stack_nulls):
+        if is_null:
+            prologue.append(Instr("PUSH_NULL", lineno=lineno))
+        else:
+            args.append(f"___stack{i}")
+            prologue.append(Instr("LOAD_FAST", f"___stack{i}", lineno=lineno))
+    prologue.append(Instr("JUMP_FORWARD", label, lineno=lineno))
+    bc.clear()
+    bc.extend(prologue + body)
+    bc.argnames = args + list(live)
+    bc.argcount = len(bc.argnames)
+    bc.posonlyargcount = bc.kwonlyargcount = 0
+    bc.flags = bc.flags & ~(0x04 | 0x08)         # no *args / **kwargs: everything is positional now
+    bc.qualname = f"{code.co_qualname}.<resume at {offset}>"
+    new = bc.to_code()
+    per_code[key] = new
+    return new
