@@ -193,7 +193,9 @@ def _hashable(x) -> bool:
         return False
 
 
-_PRINTERS = {print, builtins.input, breakpoint}
+import warnings as _warnings  # noqa: E402
+
+_PRINTERS = {print, builtins.input, breakpoint, _warnings.warn, _warnings.warn_explicit}
 
 
 def _fold_call(f, args, kwargs):

@@ -318,6 +318,8 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     from .resume import abstract_instructions, facts, resume_code
     from .values import NullValue
     code_facts = facts(code)
+    if code.co_cellvars and _closure_over_frame_cells_is_live(frame):
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, "a nested function over this frame's variables is live at the break")
     last = code_facts.insts[end]
     lineno = last.positions.lineno if last.positions and last.positions.lineno else code.co_firstlineno
     original = Bytecode.from_code(code)
@@ -355,7 +357,9 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
         for i in reversed(range(len(nulls))):
             emitter.emit("STORE_FAST", f"___break_stack{i}")
         live = tuple(sorted(name for name in code_facts.live_at(offset) if name in frame.locals))
-        resume = resume_code(code, offset, nulls, live)
+        cells = tuple(name for name in code.co_cellvars if frame.cells.get(name) is not None
+                      and frame.cells[name].contents is not None)
+        resume = resume_code(code, offset, nulls, live, cells)
         emitter.emit("PUSH_NULL")
         if code.co_freevars:
             for name in code.co_freevars:
@@ -374,7 +378,13 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
                 emitter.value(value)
             else:                                   # an argument the trace never read
                 emitter.load_source(value.source)
-        emitter.out.extend(instrs_call(len(live) + nulls.count(False), lineno))
+        for name in cells:
+            contents = frame.cells[name].contents
+            if isinstance(contents, Value):
+                emitter.value(contents)
+            else:
+                emitter.load_source(contents.source)
+        emitter.out.extend(instrs_call(len(live) + len(cells) + nulls.count(False), lineno))
         emitter.emit("RETURN_VALUE")
 
     if last.opname in JUMP_OPS:                      # a branch on a tensor: resume on both sides
@@ -393,6 +403,35 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     new_code = original.to_code()
     _check_layout(code, new_code)
     return new_code
+
+
+def _closure_over_frame_cells_is_live(frame) -> bool:
+    """The resume function gets fresh cells, so a closure made before the break that still holds
+    the old ones would see neither side's later writes."""
+    cells = {id(c) for c in frame.cells.values()}
+    seen = set()
+
+    def holds(v) -> bool:
+        if id(v) in seen:
+            return False
+        seen.add(id(v))
+        if isinstance(v, ClosureValue):
+            return any(id(c) in cells for c in v.closure)
+        if isinstance(v, (SeqValue, SetValue)):
+            return any(holds(i) for i in v.items)
+        if isinstance(v, DictValue):
+            return any(holds(i) for i in v.items.values())
+        if isinstance(v, NewObjectValue):
+            return any(holds(i) for i in v.attrs.values())
+        if isinstance(v, MethodValue):
+            return holds(v.obj)
+        if isinstance(v, CellValue):
+            return isinstance(v.contents, Value) and holds(v.contents)
+        return False
+
+    values = list(frame.stack) + [v for v in frame.locals.values() if isinstance(v, Value)]
+    values += [c.contents for c in frame.cells.values() if isinstance(c.contents, Value)]
+    return any(holds(v) for v in values)
 
 
 def _check_layout(old: types.CodeType, new: types.CodeType):

@@ -63,7 +63,8 @@ def _contains_tensor(obj) -> bool:
 class GraphBuilder:
     def __init__(self):
         self.graph = torch.fx.Graph()
-        self.shape_env = ShapeEnv()
+        # Data-dependent sizes and scalars (nonzero, masks, .item()) are graph breaks, not unbacked symbols.
+        self.shape_env = ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.named_inputs: list[tuple] = []      # (fake tensor, ShapeSource) of inputs ShapeEnv knows by name
         self.has_symbolic_inputs = False

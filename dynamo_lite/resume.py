@@ -12,7 +12,7 @@ import dis
 import types
 import weakref
 
-from bytecode import Bytecode, Instr, Label
+from bytecode import Bytecode, CellVar, Instr, Label
 
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS
 
@@ -72,8 +72,6 @@ class CodeFacts:
 
     def why_not_breakable(self, offset: int) -> str:
         """'' if a break at `offset` can resume, else the reason the frame must run eagerly."""
-        if self.code.co_cellvars:
-            return "the function has closure cells (a nested function captures its locals)"
         if any(start <= offset <= end for start, end in self.loop_ranges):
             return "the break is inside a for/while loop"
         if any(start <= offset < end for start, end in self.try_ranges):
@@ -93,9 +91,11 @@ def abstract_instructions(code: types.CodeType) -> list[Instr]:
     return [i for i in Bytecode.from_code(code) if isinstance(i, Instr)]
 
 
-def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tuple) -> types.CodeType:
-    """The continuation of `code` at `offset`, taking the non-NULL stack items then `live` locals."""
-    key = (offset, stack_nulls, live)
+def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tuple,
+                cells: tuple = ()) -> types.CodeType:
+    """The continuation of `code` at `offset`, taking the non-NULL stack items, the `live` locals,
+    then the contents of the cell variables in `cells` (fresh cells are made for them)."""
+    key = (offset, stack_nulls, live, cells)
     per_code = _RESUME_CODES.setdefault(code, {})
     if key in per_code:
         return per_code[key]
@@ -116,7 +116,7 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
             continue
         body.append(item)
     lineno = next((i.lineno for i in body if isinstance(i, Instr) and i.lineno), code.co_firstlineno)
-    prologue = []
+    prologue = [Instr("MAKE_CELL", CellVar(name), lineno=lineno) for name in code.co_cellvars]
     if code.co_freevars:
         prologue.append(Instr("COPY_FREE_VARS", len(code.co_freevars), lineno=lineno))
     prologue.append(Instr("RESUME", 0, lineno=lineno))
@@ -130,7 +130,7 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
     prologue.append(Instr("JUMP_FORWARD", label, lineno=lineno))
     bc.clear()
     bc.extend(prologue + body)
-    bc.argnames = args + list(live)
+    bc.argnames = args + list(live) + list(cells)
     bc.argcount = len(bc.argnames)
     bc.posonlyargcount = bc.kwonlyargcount = 0
     bc.flags = bc.flags & ~(0x04 | 0x08)         # no *args / **kwargs: everything is positional now

@@ -72,6 +72,8 @@ def call_rule(fn) -> int:
     """How the tracer treats a call to the Python function `fn`."""
     if getattr(fn, "__dynamo_lite_captured__", None) is not None:
         return UNWRAP
+    if getattr(fn, "__dynamo_lite_disabled__", None) is not None:
+        return DISABLED
     if id(fn) in _allowed_in_graph:
         return GRAPH_OP
     code = getattr(fn, "__code__", None)
@@ -96,12 +98,25 @@ def unwrapped(fn):
 
 
 def disable(fn):
-    """Never capture `fn` (its own frame nor when inlining); it always runs eagerly."""
+    """`fn`, and everything it calls, always runs eagerly: calls to it inside captured code are
+    graph breaks, and capture is switched off while it runs."""
+    import functools
+    from .. import _evalframe
     code = getattr(fn, "__code__", None)
-    if code is None:
+    if code is None or not callable(fn):
         raise TypeError(f"dynamo_lite.disable expects a Python function, got {type(fn).__name__}")
     _disabled_codes.add(code)
-    return fn
+
+    @functools.wraps(fn)
+    def disabled(*args, **kwargs):
+        prior = _evalframe.set_callback(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _evalframe.set_callback(prior)
+
+    disabled.__dynamo_lite_disabled__ = fn
+    return disabled
 
 
 def allow_in_graph(fn):

@@ -13,6 +13,7 @@ the captured graph itself (with the reason on `.compiled_graph.fallback_reason`)
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import time
@@ -31,6 +32,9 @@ from .scheduler import schedule
 from .wrapper import KernelCall, WrapperCodegen
 
 log = logging.getLogger("dynamo_lite.triton")
+
+#: the most recently compiled graphs (for debugging and tests)
+recent: "collections.deque[CompiledGraph]" = collections.deque(maxlen=16)
 
 
 @dataclasses.dataclass
@@ -84,6 +88,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         return _eager(gm, reason)
     info.compile_seconds = time.perf_counter() - start
     call.compiled_graph = info
+    recent.append(info)
     return call
 
 
@@ -117,6 +122,7 @@ def _eager(gm: torch.fx.GraphModule, reason: str) -> Callable:
     def run(*args):
         return gm(*args)
     run.compiled_graph = CompiledGraph(fallback_reason=reason)
+    recent.append(run.compiled_graph)
     log.info("triton backend runs a graph eagerly: %s", reason)
     return run
 

@@ -506,7 +506,7 @@ class KernelBuilder:
 
     def _close_loop(self, out: list[str]):
         out.extend(self.lines_outer)
-        out.append("for roffset in range(0, rnumel, RBLOCK):")
+        out.append(f"for roffset in range(0, {self.rnumel}, RBLOCK):")
         out.extend("    " + line for line in self.loop_lines)
         self.lines_outer = []
         self.loop_lines = None

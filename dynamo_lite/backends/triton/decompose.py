@@ -26,7 +26,9 @@ DECOMPOSED = [
     "addcdiv", "lerp", "rsub", "native_dropout", "_native_batch_norm_legit_no_training",
     "_fused_rms_norm", "threshold", "tril", "triu", "zeros_like", "ones_like", "new_zeros",
     "new_ones", "new_full", "empty_like", "std", "glu", "logit", "erfc", "frac", "stack",
-    "nan_to_num", "clamp_min", "clamp_max", "square", "full_like",
+    "nan_to_num", "clamp_min", "clamp_max", "square", "full_like", "native_batch_norm",
+    "_native_batch_norm_legit", "_native_batch_norm_legit_functional", "_batch_norm_no_update",
+    "_batch_norm_with_update", "linalg_vector_norm", "repeat", "expand_copy",
 ]
 
 
@@ -47,11 +49,26 @@ def _native_layer_norm(x, normalized_shape, weight, bias, eps):
     return out, mean, rstd
 
 
+def _native_group_norm(x, weight, bias, N, C, HxW, group, eps):
+    acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    xg = x.to(acc).reshape(N, group, -1)
+    var, mean = torch.var_mean(xg, [2], correction=0, keepdim=True)
+    rstd = torch.rsqrt(var + eps)
+    out = ((xg - mean) * rstd).reshape(x.shape)
+    affine_shape = [1, C] + [1] * (x.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(affine_shape)
+    if bias is not None:
+        out = out + bias.reshape(affine_shape)
+    return out.to(x.dtype), mean.reshape(N, group).to(x.dtype), rstd.reshape(N, group).to(x.dtype)
+
+
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
     packets = [getattr(aten, name) for name in DECOMPOSED if hasattr(aten, name)]
     table = dict(get_decompositions(packets))
     table[aten.native_layer_norm.default] = _native_layer_norm
+    table[aten.native_group_norm.default] = _native_group_norm
     return table
 
 
@@ -72,7 +89,7 @@ def to_aten(gm: torch.fx.GraphModule, example_inputs: list) -> torch.fx.GraphMod
     inputs = [int(x) if isinstance(x, torch.SymInt) else x for x in example_inputs]
     with torch.no_grad():                           # restores the caller's grad mode on exit
         traced = make_fx(torch.func.functionalize(run), decomposition_table=decomposition_table(),
-                         tracing_mode="fake")(*inputs)
+                         tracing_mode="fake", _allow_non_fake_inputs=True)(*inputs)
     functionalize_leftovers(traced)
     traced.graph.eliminate_dead_code()
     traced.recompile()

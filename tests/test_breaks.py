@@ -1,0 +1,285 @@
+"""Graph breaks: every break kind resumes correctly after running the unsupported instruction
+eagerly, with the expected number of graphs; side effects replay in order; breaks nest through
+inlined calls; loops and try blocks run the frame eagerly with a recorded reason."""
+import contextlib
+import io
+import logging
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import dynamo_lite as dl
+from dynamo_lite.fallback.records import RECORDS
+from harness import CountingBackend
+
+
+def run_both(fn, *make_args, graphs=None, calls=2):
+    """Run fn eagerly and captured (fresh args each time), compare values and stdout, check graphs."""
+    backend = CountingBackend()
+    captured = dl.capture(fn, backend=backend)
+    for _ in range(calls):
+        torch.manual_seed(0)
+        args_e = [m() for m in make_args]
+        torch.manual_seed(0)
+        args_c = [m() for m in make_args]
+        out_e, out_c = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out_e):
+            expected = fn(*args_e)
+        with contextlib.redirect_stdout(out_c):
+            got = captured(*args_c)
+        torch.testing.assert_close(got, expected)
+        assert out_c.getvalue() == out_e.getvalue()
+        for a, b in zip(args_c, args_e):
+            if isinstance(a, torch.Tensor):
+                torch.testing.assert_close(a, b)
+        if graphs is not None:
+            assert backend.count == graphs, f"expected {graphs} graphs, got {backend.count}"
+    return backend
+
+
+def rand3():
+    return torch.randn(3)
+
+
+def breaks_of(name):
+    return [r for r in RECORDS if r.name == name and r.status == "break"]
+
+
+def with_print(x):
+    y = x * 2
+    print("y has", y.shape[0], "items")
+    return y + 1
+
+
+def test_print_breaks_once_and_resumes():
+    run_both(with_print, rand3, graphs=2)
+    assert breaks_of("with_print")[0].kind.id == "DL005"
+
+
+log = logging.getLogger("dynamo_lite.tests")
+
+
+def with_logging_and_warning(x):
+    y = x.sin()
+    log.info("value %s", 3)
+    z = y.cos()
+    warnings.warn("careful")
+    return z * 2
+
+
+def test_logging_and_warnings_break():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_both(with_logging_and_warning, rand3, graphs=3)
+    kinds = [r.kind.id for r in breaks_of("with_logging_and_warning")]
+    assert kinds.count("DL005") == 2
+
+
+def item_scale(x):
+    scale = x.abs().max().item()
+    return x / scale + 1
+
+
+def tolist_sum(x):
+    values = (x * 2).tolist()
+    return torch.tensor(values).sum() + x
+
+
+def bool_of_tensor(x):
+    flag = bool((x > 0).any())
+    return x + 1 if flag else x - 1
+
+
+@pytest.mark.parametrize("fn, graphs", [(item_scale, 2), (tolist_sum, 2), (bool_of_tensor, 2)])
+def test_tensor_to_python_breaks(fn, graphs):
+    run_both(fn, rand3, graphs=graphs)
+
+
+def branch(x):
+    y = x * 3
+    if y.sum() > 0:
+        return y - 1
+    return y + 1
+
+
+def test_data_dependent_branch_resumes_on_both_sides():
+    backend = CountingBackend()
+    captured = dl.capture(branch, backend=backend)
+    for sign in (1, -1, 1, -1):
+        x = torch.ones(3) * sign
+        torch.testing.assert_close(captured(x), branch(x))
+    assert backend.count == 3      # the prefix, then one graph per side
+
+
+def masked(x):
+    y = x * 2
+    picked = y[y > 0]              # data-dependent output shape
+    return picked.sum() + y.mean()
+
+
+def nonzero_unique(x):
+    idx = torch.nonzero(x > 0)
+    u = torch.unique(x.round())
+    return idx.float().sum() + u.sum()
+
+
+@pytest.mark.parametrize("fn", [masked, nonzero_unique])
+def test_dynamic_output_shape_ops_break(fn):
+    run_both(fn, rand3)
+    assert any(r.kind.id in ("DL004", "DL003") for r in breaks_of(fn.__name__))
+
+
+def uses_numpy(x):
+    y = x + 1
+    n = np.float32(np.sqrt(4.0))
+    return y * float(n)
+
+
+def test_numpy_call_breaks():
+    run_both(uses_numpy, rand3, graphs=2)
+
+
+def explicit(x):
+    y = x + 1
+    dl.graph_break()
+    return y * 2
+
+
+def test_explicit_graph_break():
+    run_both(explicit, rand3, graphs=2)
+    assert breaks_of("explicit")[0].kind.id == "DL007"
+
+
+def level3(x):
+    print("deep")
+    return x * 3
+
+
+def level2(x):
+    return level3(x + 1) - 1
+
+
+def level1(x):
+    return level2(x * 2) + 5
+
+
+def test_break_three_levels_deep_breaks_at_the_outer_call_site():
+    backend = run_both(level1, rand3)
+    records = [r for r in RECORDS if r.status in ("break", "captured")]
+    names = {r.name for r in records}
+    assert {"level1", "level2", "level3"} <= names
+    assert backend.count >= 4
+
+
+def mutate_then_print(x, items):
+    items.append(x.sum())
+    y = x * 2
+    print(len(items))
+    items.append(y.sum())
+    return y
+
+
+def test_side_effects_are_replayed_before_the_break():
+    backend = CountingBackend()
+    captured = dl.capture(mutate_then_print, backend=backend)
+    ours, theirs = [], []
+    x = torch.ones(2)
+    out_c, out_e = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out_c):
+        got = captured(x, ours)
+    with contextlib.redirect_stdout(out_e):
+        expected = mutate_then_print(x, theirs)
+    torch.testing.assert_close(got, expected)
+    assert out_c.getvalue() == out_e.getvalue() == "1\n"
+    assert len(ours) == len(theirs) == 2
+    torch.testing.assert_close(ours, theirs)
+
+
+@dl.disable
+def eager_helper(x):
+    return torch.from_numpy(x.numpy() * 2)
+
+
+def calls_disabled(x):
+    y = x.sin()
+    z = eager_helper(y)
+    return z + x
+
+
+def test_disabled_function_runs_eagerly_and_is_a_break():
+    run_both(calls_disabled, rand3, graphs=2)
+    assert breaks_of("calls_disabled")[0].kind.id == "DL014"
+
+
+def loop_with_print(x):
+    for i in range(3):
+        x = x + i
+        print(i)
+    return x
+
+
+def test_break_inside_a_loop_runs_the_frame_eagerly_with_a_reason():
+    run_both(loop_with_print, rand3, graphs=0)
+    record = [r for r in RECORDS if r.name == "loop_with_print"][-1]
+    assert record.status == "fallback" and "loop" in record.fallback_reason
+
+
+def try_with_print(x):
+    try:
+        print("inside")
+        y = x + 1
+    except ValueError:
+        y = x
+    return y * 2
+
+
+def test_break_inside_try_runs_the_frame_eagerly():
+    run_both(try_with_print, rand3, graphs=0)
+    assert "try" in [r for r in RECORDS if r.name == "try_with_print"][-1].fallback_reason
+
+
+def raises_after_work(x, out):
+    out.add_(1)
+    y = x * 2
+    raise ValueError(f"bad {y.shape[0]}")
+
+
+def test_user_exception_after_graph_keeps_mutations_and_message():
+    out = torch.zeros(2)
+    with pytest.raises(ValueError, match="bad 3"):
+        dl.capture(raises_after_work)(torch.ones(3), out)
+    assert torch.equal(out, torch.ones(2))
+
+
+def nested_calls(x):
+    y = torch.relu(x)
+    print(y.sum().item() > -1)
+    return torch.sigmoid(y)
+
+
+def test_stack_with_nested_call_and_null_below():
+    run_both(nested_calls, rand3, graphs=2)
+
+
+def generator_inside(x):
+    gen = (x * i for i in range(3))
+    total = sum(gen)
+    print("total")
+    return total + 1
+
+
+def test_generator_created_inside_the_frame():
+    run_both(generator_inside, rand3, graphs=2)
+
+
+def fullgraph_target(x):
+    y = x + 1
+    print("no")
+    return y
+
+
+def test_fullgraph_raises_graph_break_error():
+    with pytest.raises(dl.GraphBreakError, match="print-or-log"):
+        dl.capture(fullgraph_target, fullgraph=True)(torch.ones(2))
