@@ -10,8 +10,9 @@ from . import config
 from .backends import list_backends, register_backend
 from .breaks import GraphBreakError
 from .eval_frame import capture, graph_break, reset
+from .explain import ExplainReport, explain
 from .fallback.skip import allow_in_graph, disable
 
-__all__ = ["capture", "reset", "register_backend", "list_backends", "graph_break", "disable", "allow_in_graph",
+__all__ = ["capture", "explain", "ExplainReport", "reset", "register_backend", "list_backends", "graph_break", "disable", "allow_in_graph",
            "GraphBreakError", "config"]
 __version__ = "0.1.0"

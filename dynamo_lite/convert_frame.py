@@ -166,7 +166,7 @@ def _capture(code, func, args, options, entries, recompile_reason):
     start = time.perf_counter()
     tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code))
     record = FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "captured",
-                         recompile_reason=recompile_reason)
+                         recompile_reason=recompile_reason, qualname=code.co_qualname, backend=options.backend_name)
     try:
         frame = tracer.root_frame()
         result = tracer.run(frame)

@@ -88,7 +88,7 @@ class GraphBuilder:
             self.named_inputs.append((example, shape_source, tuple(dynamic_dims)))
             self.has_symbolic_inputs |= bool(dynamic_dims)
         else:
-            example = self.fake_mode.from_tensor(tensor)
+            example = self.fake_mode.from_tensor(tensor, static_shapes=True)
         node.meta["example_value"] = example
         node.meta["source"] = source
         node.meta["real_type"] = type(tensor)

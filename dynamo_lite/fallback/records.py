@@ -3,6 +3,7 @@ and why. explain() and logging read these records."""
 from __future__ import annotations
 
 import collections
+import itertools
 import linecache
 import logging
 import warnings
@@ -13,6 +14,9 @@ from .. import config
 from ..breaks import BreakKind
 
 log = logging.getLogger("dynamo_lite")
+
+
+_SEQUENCE = itertools.count()
 
 
 @dataclass
@@ -31,6 +35,9 @@ class FrameRecord:
     op_count: int = 0
     break_offset: Optional[int] = None              # status "break": the instruction run eagerly
     fallback_reason: str = ""                        # status "fallback": why the break could not resume
+    qualname: str = ""
+    backend: str = ""
+    seq: int = field(default_factory=lambda: next(_SEQUENCE))   # order of creation, for explain()
 
     @property
     def location(self) -> str:
@@ -53,9 +60,10 @@ _warned: set = set()
 
 def add(record: FrameRecord) -> None:
     RECORDS.append(record)
-    if record.status == "fallback" and "graph_breaks" in config.log:
-        log.info("frame %s ran eagerly: [%s] %s at %s", record.name, record.kind.id if record.kind else "?",
-                 record.detail, record.location)
+    if record.status in ("fallback", "break") and "graph_breaks" in config.log:
+        kind = f"[{record.kind.id} {record.kind.name}]" if record.kind else ""
+        what = "graph break" if record.status == "break" else f"frame ran eagerly ({record.fallback_reason})"
+        log.info("%s in %s at %s: %s %s", what, record.qualname or record.name, record.location, kind, record.detail)
     if record.recompile_reason and "recompiles" in config.log:
         log.info("recapturing %s (%s:%d): %s", record.name, record.filename, record.firstlineno,
                  record.recompile_reason)

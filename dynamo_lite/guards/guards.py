@@ -247,7 +247,9 @@ class GlobalStateMatch(Guard):
         return " and ".join(parts)
 
     def describe(self):
-        return " and ".join(f"{text} == {expected}" for (_, _, text), expected in zip(_STATE_CHECKS, self.state))
+        grad, dtype, deterministic, autocast_cpu, autocast_cuda = self.state
+        return (f"torch state: grad {'on' if grad else 'off'}, default dtype {str(dtype).replace('torch.', '')}, "
+                f"deterministic {deterministic}, autocast cpu/cuda {autocast_cpu}/{autocast_cuda}")
 
     def why_not(self, value):
         now = global_state()

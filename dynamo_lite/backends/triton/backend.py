@@ -181,4 +181,5 @@ def _specializing(gm, example_inputs, positions) -> Callable:
             info.extern_ops, info.fallback_reason = latest.extern_ops, latest.fallback_reason
         return fn(*args)
     run.compiled_graph = info
+    recent.append(info)
     return run

@@ -13,6 +13,7 @@ import functools
 from typing import Optional
 
 import torch
+import torch._guards
 import torch.fx
 from torch._decomp import get_decompositions
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -87,7 +88,9 @@ def to_aten(gm: torch.fx.GraphModule, example_inputs: list) -> torch.fx.GraphMod
         return gm(*args)
 
     inputs = [int(x) if isinstance(x, torch.SymInt) else x for x in example_inputs]
-    with torch.no_grad():                           # restores the caller's grad mode on exit
+    # no grad (restored on exit); no ambient torch.compile tracing context, whose fake mode
+    # would hand us symbolic sizes for our static specialization
+    with torch.no_grad(), torch._guards.tracing(None):
         traced = make_fx(torch.func.functionalize(run), decomposition_table=decomposition_table(),
                          tracing_mode="fake", _allow_non_fake_inputs=True)(*inputs)
     functionalize_leftovers(traced)

@@ -266,6 +266,10 @@ class Buffer:
     device: torch.device
     kind: str = "temp"          # "input" | "constant" | "temp" | "extern"
 
+    def __post_init__(self):
+        self.sizes = tuple(int(s) for s in self.sizes)
+        self.strides = tuple(int(s) for s in self.strides)
+
     def store_index(self, index: tuple[Affine, ...]) -> Affine:
         return strided_index(index, self.strides)
 
