@@ -89,11 +89,11 @@ def test_fullgraph_raises_with_kind_location_and_hint():
     assert "hint:" in str(err)
 
 
-def test_fallback_is_recorded_with_reason_and_location():
+def test_break_is_recorded_with_reason_and_location():
     captured = dl.capture(_prints)
     assert torch.equal(captured(torch.ones(2)), torch.full((2,), 2.0))
-    record = [r for r in RECORDS if r.name == "_prints"][-1]
-    assert record.status == "fallback" and record.kind.id == "DL005"
+    record = [r for r in RECORDS if r.name == "_prints"][0]
+    assert record.status == "break" and record.kind.id == "DL005"
     assert record.location.endswith(f"test_hook.py:{_prints.__code__.co_firstlineno + 1}")
 
 
