@@ -12,6 +12,7 @@ from .breaks import GraphBreakError
 from .eval_frame import capture, graph_break, reset
 from .explain import ExplainReport, explain
 from .fallback.skip import allow_in_graph, disable
+from .notebook import load_ipython_extension
 
 __all__ = ["capture", "explain", "ExplainReport", "reset", "register_backend", "list_backends", "graph_break", "disable", "allow_in_graph",
            "GraphBreakError", "config"]

@@ -43,16 +43,15 @@ def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
     if ks.kind == "per":
         if interpret:
             return [dict(XBLOCK=min(_next_pow2(ks.xnumel), max(1, 16384 // rblock_full)), RBLOCK=rblock_full, num_warps=4)]
+        if rblock_full >= 1024:                 # one row per program, more or fewer warps
+            return [dict(XBLOCK=1, RBLOCK=rblock_full, num_warps=w) for w in (8, 4, 16)]
         out = []
-        for tile in (2048, 4096, 8192, 1024):
+        for tile, warps in ((2048, 4), (4096, 8), (1024, 4), (8192, 8)):
             xblock = min(_next_pow2(ks.xnumel), max(1, tile // rblock_full))
-            warps = max(1, min(16, (xblock * rblock_full) // 256))
             cfg = dict(XBLOCK=xblock, RBLOCK=rblock_full, num_warps=warps)
             if cfg not in out:
                 out.append(cfg)
-        if rblock_full >= 2048:
-            out.append(dict(XBLOCK=1, RBLOCK=rblock_full, num_warps=max(4, rblock_full // 512)))
-        return out[:4]
+        return out[:3]
     # looped reduction
     if ks.inner:
         if interpret:
@@ -90,8 +89,11 @@ class Launcher:
     def __call__(self, *args):
         fast = self._fast
         if fast is not None and (not self.check_alignment or self._aligned(args) == self._alignment):
-            fast(*args)
-            return
+            try:
+                fast(*args)
+                return
+            except (TypeError, ValueError, AttributeError):   # a triton whose launcher API differs
+                self._fast = None
         self._slow(args)
 
     def _aligned(self, args) -> tuple[bool, ...]:
