@@ -10,8 +10,13 @@ layers of 4x4). Prints time per call, overhead over eager, and the ratio of the 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
+
+# bench/triton.py would shadow the triton package that torch.compile imports.
+sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.dirname(os.path.realpath(__file__))]
 
 import torch
 import torch.nn as nn

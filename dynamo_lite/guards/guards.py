@@ -25,6 +25,12 @@ class Guard:
         return f"{self.describe()} no longer holds"
 
 
+try:
+    from .._tensorguard import TensorCheck
+except ImportError:        # built only where torch's headers were available at install time
+    TensorCheck = None
+
+
 def weakref_able(obj) -> bool:
     try:
         weakref.ref(obj)
@@ -60,6 +66,9 @@ class TensorMatch(Guard):
 
     def code(self, scope, const):
         x = self.source.expr(scope)
+        if TensorCheck is not None:     # the C++ check: one call instead of ~6 attribute reads
+            check = TensorCheck(self.cls, self.dtype, self.device, self.shape, self.stride, self.requires_grad)
+            return f"{const(check)}({x})"
         head = f"type({x}) is {const(self.cls)} and {x}.dtype is {const(self.dtype)} and {x}.device == {const(self.device)}"
         tail = f"{x}.requires_grad is {self.requires_grad}"
         if None not in self.shape and None not in self.stride:
