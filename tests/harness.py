@@ -34,6 +34,7 @@ import sys
 import types
 from typing import Any, Callable
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -146,21 +147,28 @@ class Graphs:
         return self.torch if REFERENCE else self.dl
 
 
-def graph_break(torch: int | None) -> Graphs:
+def graph_break(torch: int, dl: int | None = None, why: str = "") -> Graphs:
     """The expectation for a frame with a graph break (print, .item(), data-dependent branch...).
 
-    dynamo_lite currently runs such a frame entirely eagerly (0 graphs) -- graph breaks with
-    resume come with issue 4; TorchDynamo splits the frame into `torch` graphs.
+    The brief's first expectation was 0 graphs on dynamo_lite ("the whole frame runs eagerly
+    until issue 4").  Graph breaks with resume have since landed in dynamo_lite, so the frame is
+    now split around the break like TorchDynamo does, and the expected counts are the same on
+    both engines unless `dl` is given (with `why`).
     """
-    return Graphs(dl=0, torch=torch,
-                  why="graph break: dynamo_lite runs the whole frame eagerly until issue 4, "
-                      "TorchDynamo compiles the pieces around the break")
+    if dl is None or dl == torch:
+        return Graphs(dl=torch, torch=torch, why="graph break: both engines compile the pieces around the break")
+    return Graphs(dl=dl, torch=torch, why=why)
+
+
+#: dynamo_lite breaks the graph at an instruction that raises and compiles the ops before it.
+PREFIX_THEN_RAISE = Graphs(
+    dl=1, torch=0,
+    why="dynamo_lite compiles the ops before the raising instruction as a graph, then raises as "
+        "CPython would; TorchDynamo runs a frame whose traced exception escapes entirely eagerly")
 
 
 def skip_in_reference(reason: str):
     """Mark a test (or a parametrization) that TorchDynamo cannot serve as a reference for."""
-    import pytest
-
     return pytest.mark.skipif(REFERENCE, reason=f"TorchDynamo reference differs: {reason}")
 
 
@@ -309,6 +317,21 @@ def diagnostics_on_failure(fn: Any, backend: CountingBackend):
         raise
 
 
+def call_both(eager_fn: Callable, compiled: Callable, args: tuple, kwargs: dict, label: str, *,
+              rtol: float | None = None, atol: float | None = None) -> tuple[Outcome, Outcome]:
+    """Run eager_fn and compiled on separate deep copies of (args, kwargs) and compare the
+    outcomes (value or exception, stdout) and the inputs after the call.  Aliasing between
+    arguments survives the copy, since both are copied in one deepcopy."""
+    e_args, e_kwargs = copy.deepcopy((args, kwargs))
+    c_args, c_kwargs = copy.deepcopy((args, kwargs))
+    eager = run(eager_fn, e_args, e_kwargs)
+    got = run(compiled, c_args, c_kwargs)
+    assert_same_outcome(eager, got, label, rtol=rtol, atol=atol)
+    assert_same(e_args, c_args, f"{label}: positional inputs after the call", rtol=rtol, atol=atol)
+    assert_same(e_kwargs, c_kwargs, f"{label}: keyword inputs after the call", rtol=rtol, atol=atol)
+    return eager, got
+
+
 @dataclasses.dataclass
 class CheckResult:
     eager: Outcome
@@ -328,36 +351,27 @@ def check(fn: Callable, *args: Any, graphs: int | Graphs | None, rtol: float | N
     """
     reset()
     backend = CountingBackend()
-    if isinstance(fn, nn.Module):
-        eager_fn, captured_src = copy.deepcopy(fn), copy.deepcopy(fn)
-    else:
-        eager_fn, captured_src = fn, fn
+    is_module = isinstance(fn, nn.Module)
+    eager_fn, captured_src = (copy.deepcopy(fn), copy.deepcopy(fn)) if is_module else (fn, fn)
     expected_count = _expected_count(graphs)
     with diagnostics_on_failure(fn, backend):
         compiled = capture(captured_src, backend=backend)
-        first = None
-        for call in ("first call", "second call"):
-            e_args, e_kwargs = copy.deepcopy((args, kwargs))
-            c_args, c_kwargs = copy.deepcopy((args, kwargs))
-            before = backend.count
-            eager = run(eager_fn, e_args, e_kwargs)
-            assert backend.count == before, "the eager run called the backend"
-            got = run(compiled, c_args, c_kwargs)
-            assert_same_outcome(eager, got, call, rtol=rtol, atol=atol)
-            assert_same(e_args, c_args, f"{call}: positional inputs after the call", rtol=rtol, atol=atol)
-            assert_same(e_kwargs, c_kwargs, f"{call}: keyword inputs after the call", rtol=rtol, atol=atol)
-            if isinstance(fn, nn.Module):
-                assert_same(eager_fn.state_dict(), compiled.state_dict(), f"{call}: module state_dict",
-                            rtol=rtol, atol=atol)
-            if first is None:
-                first = (eager, got)
-                if expected_count is not None:
-                    assert backend.count == expected_count, (
-                        f"expected {expected_count} graph(s) on {ENGINE}, backend was called {backend.count} time(s)")
-            else:
-                assert backend.count == before, (
-                    f"second call with the same shapes/types captured {backend.count - before} new graph(s)")
-    return CheckResult(eager=first[0], captured=first[1], backend=backend, compiled=compiled)
+        assert backend.count == 0, "capture() itself called the backend before any call"
+        eager, got = call_both(eager_fn, compiled, args, kwargs, "first call", rtol=rtol, atol=atol)
+        if is_module:
+            assert_same(eager_fn.state_dict(), compiled.state_dict(), "first call: module state_dict",
+                        rtol=rtol, atol=atol)
+        if expected_count is not None:
+            assert backend.count == expected_count, (
+                f"expected {expected_count} graph(s) on {ENGINE}, backend was called {backend.count} time(s)")
+        before = backend.count
+        call_both(eager_fn, compiled, args, kwargs, "second call", rtol=rtol, atol=atol)
+        if is_module:
+            assert_same(eager_fn.state_dict(), compiled.state_dict(), "second call: module state_dict",
+                        rtol=rtol, atol=atol)
+        assert backend.count == before, (
+            f"second call with the same shapes/types captured {backend.count - before} new graph(s)")
+    return CheckResult(eager=eager, captured=got, backend=backend, compiled=compiled)
 
 
 def check_recapture(fn: Callable, first: tuple, second: tuple, *, graphs_after_second: int = 2) -> CountingBackend:
@@ -369,20 +383,38 @@ def check_recapture(fn: Callable, first: tuple, second: tuple, *, graphs_after_s
     backend = CountingBackend()
     with diagnostics_on_failure(fn, backend):
         compiled = capture(fn, backend=backend)
-
-        def call_and_compare(args, label):
-            eager = run(fn, copy.deepcopy(args))
-            got = run(compiled, copy.deepcopy(args))
-            assert_same_outcome(eager, got, label)
-
-        call_and_compare(first, "first arguments")
+        call_both(fn, compiled, first, {}, "first arguments")
         assert backend.count == 1, f"first call: expected 1 graph, got {backend.count}"
-        call_and_compare(first, "first arguments again")
+        call_both(fn, compiled, first, {}, "first arguments again")
         assert backend.count == 1, "repeating the first arguments recaptured"
-        call_and_compare(second, "second arguments")
+        call_both(fn, compiled, second, {}, "second arguments")
         assert backend.count == graphs_after_second, (
             f"second arguments: expected {graphs_after_second} graphs in total, got {backend.count}")
-        call_and_compare(second, "second arguments again")
-        call_and_compare(first, "first arguments after the second")
+        call_both(fn, compiled, second, {}, "second arguments again")
+        call_both(fn, compiled, first, {}, "first arguments after the second")
         assert backend.count == graphs_after_second, "repeating earlier arguments recaptured"
+    return backend
+
+
+def check_state_change(fn: Callable, args: tuple, change: Callable[[], Any], *, args_after: tuple | None = None,
+                       max_graphs: int | None = 2) -> CountingBackend:
+    """Call captured `fn`, then `change()` state it depends on (a global, a closure's list, an
+    attribute, a hook, torch's global state...), then call it again: both calls must match eager.
+
+    The eager and captured sides share that state, so each comparison runs eager and captured
+    back to back from copies of the same arguments.  The engine may reuse its graph where the
+    change cannot make it stale, or recapture (at most `max_graphs` graphs in all; None: any
+    number, for changes after which the frame may run eagerly while the frames it calls are
+    captured on their own).
+    """
+    reset()
+    backend = CountingBackend()
+    with diagnostics_on_failure(fn, backend):
+        compiled = capture(fn, backend=backend)
+        call_both(fn, compiled, args, {}, "before the change")
+        assert backend.count == 1, f"before the change: expected 1 graph, got {backend.count}"
+        change()
+        call_both(fn, compiled, args if args_after is None else args_after, {}, "after the change")
+        if max_graphs is not None:
+            assert backend.count <= max_graphs, f"expected at most {max_graphs} graphs, got {backend.count}"
     return backend

@@ -35,6 +35,7 @@ BUILTINS = {
     "int_float_bool": lambda x, xs: x * int(2.7) + float(3) + bool([]) + int("4") + round(2.567, 1),
     "divmod_pow": lambda x, xs: x * divmod(17, 5)[0] + pow(2, 3) + divmod(17, 5)[1],
     "type_and_callable": lambda x, xs: x * ((type(x) is torch.Tensor) + callable(len) + (type(3) is int)),
+    "zip_star_transpose": lambda x, xs: [sum(col) for col in zip(*[xs[:2], [x, x * 2]])],
     "map_filter": lambda x, xs: [t + 1 for t in map(lambda t: t * 2, xs)] + list(filter(lambda v: v > 1, [0, 2, 3])),
 }
 

@@ -2,6 +2,7 @@
 user functions (nested three levels, recursion), methods, lambdas, and capture()'s own call forms.
 """
 import functools
+import importlib
 
 import pytest
 import torch
@@ -255,6 +256,22 @@ def test_fullgraph_true_on_capturable_function():
     x = torch.randn(5)
     torch.testing.assert_close(f(x), torch.relu(x) * 2)
     assert backend.count == 1
+
+
+def test_fullgraph_true_refuses_a_graph_break():
+    if REFERENCE:
+        expected = importlib.import_module("torch._dynamo.exc").Unsupported
+    else:
+        expected = importlib.import_module("dynamo_lite").GraphBreakError
+
+    def f(x):
+        print("side effect")
+        return x + 1
+
+    backend = CountingBackend()
+    with pytest.raises(expected):
+        capture(f, backend=backend, fullgraph=True)(torch.randn(2))
+    assert backend.count == 0
 
 
 def test_captured_function_keeps_working_when_called_from_python_loop():

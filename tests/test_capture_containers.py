@@ -96,6 +96,16 @@ def test_unpack_tensor_along_first_dim():
     check(f, torch.randn(3, 4), graphs=1)
 
 
+def test_unpack_split_and_unbind_results():
+    def f(x):
+        top, bottom = x.split(2)
+        a, b, c, d = x.unbind(0)
+        first, *others = x.chunk(4)
+        return top - bottom, a + d, first * len(others)
+
+    check(f, torch.randn(4, 3), graphs=1)
+
+
 def test_unpack_dict_keys_and_items():
     def f(x, d):
         k1, k2 = d

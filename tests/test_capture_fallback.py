@@ -1,14 +1,15 @@
-"""Frames dynamo_lite cannot capture yet, and exceptions.
+"""Graph breaks and exceptions.
 
-A frame with print, .item(), .tolist() or a branch on tensor data currently runs entirely eagerly
-in dynamo_lite (0 graphs); graph breaks with resume come with issue 4.  TorchDynamo breaks the
-graph and compiles the pieces, so those tests declare both counts via `graph_break(torch=N)`.
+A frame with print, .item(), .tolist() or a branch on tensor data cannot be one graph.  The first
+plan was for dynamo_lite to run such a frame entirely eagerly (0 graphs) until graph breaks with
+resume came with issue 4; they have landed, so both engines now compile the pieces around the
+break and the tests declare the count via `graph_break(torch=N)` (see harness.graph_break).
 Results, printed output and input mutations must match eager either way.
 """
 import pytest
 import torch
 
-from harness import Graphs, check, graph_break, skip_in_reference
+from harness import PREFIX_THEN_RAISE, Graphs, check, graph_break, skip_in_reference
 
 
 # -- graph breaks --------------------------------------------------------------------------------
@@ -53,7 +54,7 @@ def test_branch_on_tensor_data(sign):
             return x * 2
         return x - 100
 
-    # graph breaks come with issue 4: TorchDynamo compiles the condition and the taken branch
+    # graph breaks come with issue 4: the condition, then the taken branch
     check(f, torch.rand(3) * sign, graphs=graph_break(torch=2))
 
 
@@ -65,7 +66,8 @@ def test_while_on_tensor_data():
             steps += 1
         return x, steps
 
-    check(f, torch.tensor([10.0, -3.0]), graphs=graph_break(torch=None))  # graph breaks come with issue 4
+    # graph breaks come with issue 4: a break inside a loop leaves the rest of the frame eager
+    check(f, torch.tensor([10.0, -3.0]), graphs=graph_break(torch=1))
 
 
 def test_print_and_mutation_of_input_list():
@@ -87,7 +89,7 @@ def test_print_inside_inlined_helper():
     def f(x):
         return helper(x + 1) - 1
 
-    # graph breaks come with issue 4: TorchDynamo compiles before, inside after the print, and after the return
+    # graph breaks come with issue 4: before the call, in the helper after the print, after the return
     check(f, torch.randn(3), graphs=graph_break(torch=3))
 
 
@@ -98,8 +100,7 @@ def test_value_error_raised_inside():
         y = x * 2
         raise ValueError(f"bad input of size {y.shape[0]}")
 
-    # nothing is returned, so nothing can be captured as a graph
-    check(f, torch.randn(3), graphs=0)
+    check(f, torch.randn(3), graphs=PREFIX_THEN_RAISE)
 
 
 @pytest.mark.parametrize("n", [-1, 2])
@@ -130,7 +131,7 @@ def test_input_mutation_before_exception_is_kept():
         x.add_(1)
         raise RuntimeError("stop")
 
-    check(f, torch.zeros(2), [], graphs=0)
+    check(f, torch.zeros(2), [], graphs=PREFIX_THEN_RAISE)
 
 
 @pytest.mark.parametrize("kind", [
@@ -152,7 +153,28 @@ def test_python_errors_raised_inside(kind):
         assert x.shape[0] == 99, "wrong first dimension"
         return x
 
+    # only `x + "str"` and the failing assert get as far as a tensor op / shape access: the
+    # others raise before anything could be captured
     check(f, torch.randn(2), kind, graphs=0)
+
+
+TORCH_ERRORS = {  # name: (function, graphs on dynamo_lite)
+    "matmul_shape_mismatch": (lambda x: x @ torch.ones(3, 2), 1),  # torch.ones(...) runs before the error
+    "negative_slice_step": (lambda x: x[::-1], 0),
+    "view_of_wrong_size": (lambda x: x.view(3, -1), 0),
+}
+
+
+@pytest.mark.parametrize("name", TORCH_ERRORS)
+@skip_in_reference("TorchDynamo re-raises errors of torch ops met while tracing as TorchRuntimeError")
+def test_error_from_torch_op_is_the_eager_error(name):
+    fn, graphs = TORCH_ERRORS[name]
+    check(fn, torch.randn(4), graphs=graphs)
+
+
+def test_ambiguous_bool_of_tensor_raises_like_eager():
+    # graph breaks come with issue 4: TorchDynamo compiles `x > 0`, then bool() raises eagerly
+    check(lambda x: x if x > 0 else -x, torch.randn(4), graphs=graph_break(torch=1))
 
 
 def test_exception_caught_inside_the_function():

@@ -159,6 +159,21 @@ class KwargsForward(nn.Module):
         return y
 
 
+class NamedLayers(nn.Module):
+    """Submodules registered with setattr and fetched with getattr by computed names."""
+
+    def __init__(self, n=3):
+        super().__init__()
+        self.n = n
+        for i in range(n):
+            setattr(self, f"layer{i}", nn.Linear(4, 4))
+
+    def forward(self, x):
+        for i in range(self.n):
+            x = torch.relu(getattr(self, f"layer{i}")(x))
+        return x
+
+
 CUSTOM = {
     "params_and_buffers": WithParamsAndBuffers,
     "nested_submodules": Nested,
@@ -170,6 +185,7 @@ CUSTOM = {
     "iterate_children": IteratesChildren,
     "sequential": lambda: nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 4), nn.LayerNorm(4)),
     "mlp": lambda: MLP(d_in=4),
+    "named_layers_getattr": NamedLayers,
 }
 
 

@@ -7,7 +7,7 @@ each function has exactly one graph.
 import pytest
 import torch
 
-from harness import check
+from harness import capture, check
 
 
 def positive(*shape):
@@ -223,8 +223,6 @@ def test_tensor_inplace_int_operators_mutate_input():
 
 def test_inplace_operator_result_aliases_input(backend):
     """`x += 1; return x` must hand back the caller's tensor object itself."""
-    from harness import capture
-
     def f(x):
         x += 1
         return x

@@ -55,6 +55,7 @@ FUNCTIONAL = {
     "cross_entropy": lambda x: F.cross_entropy(x, torch.tensor([0, 3, 1, 2])),
     "one_hot": lambda x: F.one_hot(torch.tensor([0, 2, 1]), num_classes=4) * 2,
     "embedding": lambda x: F.embedding(torch.tensor([[0, 2], [3, 3]]), x),
+    "sdpa_causal": lambda x: F.scaled_dot_product_attention(x[None, None], x[None, None], x[None, None], is_causal=True),
     "conv_pool": lambda x: F.max_pool2d(F.conv2d(x.view(1, 1, 4, 4), torch.ones(2, 1, 3, 3), padding=1), 2),
 }
 

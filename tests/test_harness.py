@@ -12,13 +12,19 @@ from harness import CountingBackend, Graphs, assert_same, check
 
 
 def fake_engine(monkeypatch, make_captured, graphs_per_capture=1):
-    """Replace capture() with one that calls the backend `graphs_per_capture` times on a trivial
-    graph and then runs `make_captured(fn)` instead of fn; reset() becomes a no-op."""
+    """Replace capture() with one whose first call hands `graphs_per_capture` trivial graphs to
+    the backend, and which runs `make_captured(fn)` instead of fn; reset() becomes a no-op."""
     def fake_capture(fn=None, *, backend=None, fullgraph=False):
-        for _ in range(graphs_per_capture):
-            gm = torch.fx.symbolic_trace(lambda t: t + 0)
-            backend(gm, [torch.zeros(1)])
-        return make_captured(fn)
+        impl = make_captured(fn)
+        captured = []
+
+        def call(*args, **kwargs):
+            if not captured:
+                for _ in range(graphs_per_capture):
+                    captured.append(backend(torch.fx.symbolic_trace(lambda t: t + 0), [torch.zeros(1)]))
+            return impl(*args, **kwargs)
+
+        return call
 
     monkeypatch.setattr(harness, "capture", fake_capture)
     monkeypatch.setattr(harness, "reset", lambda: None)
