@@ -151,7 +151,18 @@ def _object_attr(frame, obj: ObjectValue, name):
         return wrap(frame.tracer, value, _sub(src, name))
     cls = type(o)
     if not _is_plain_getattr(cls):
+        custom = inspect.getattr_static(cls, "__getattribute__")
+        if isinstance(custom, types.FunctionType):        # e.g. transformers' config attribute aliases
+            from .calls import call
+            return call(frame, FunctionValue(custom), [obj, Const(name)], {})
         raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"custom __getattribute__ of {cls.__name__}")
+    return generic_object_attr(frame, obj, name)
+
+
+def generic_object_attr(frame, obj: ObjectValue, name: str) -> Value:
+    """object.__getattribute__: data descriptors, instance dict, class attributes."""
+    o, src = obj.obj, obj.source
+    cls = type(o)
     cls_attr = inspect.getattr_static(cls, name, _MISSING)
     is_data_descr = cls_attr is not _MISSING and hasattr(type(cls_attr), "__set__")
     d = getattr(o, "__dict__", None)
@@ -226,6 +237,8 @@ def _super_attr(frame, obj: SuperValue, name):
                 return wrap(frame.tracer, attr.__func__, None)
             if attr is object.__init__:
                 return CallableValue(object.__init__)   # modelled as a no-op (builtins_table)
+            if attr is object.__getattribute__:
+                return MethodValue(obj.obj, "__generic_getattribute__")
             raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"super().{name} ({type(attr).__name__})")
     raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: 'super' object has no attribute {name!r}")
 

@@ -369,6 +369,8 @@ def construct(frame, cls_value: CallableValue, args, kwargs) -> Value:
         return _fold_call(cls, args, kwargs)
     if cls is torch.Size:
         return Const(torch.Size(python_value(args[0]) if args else ()))
+    if cls in (torch.finfo, torch.iinfo):
+        return ObjectValue(_fold_call(cls, args, kwargs).value)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         bound = bind_args(cls.__new__.__code__, cls.__name__, (), {}, [Const(cls), *args], kwargs) \
             if isinstance(cls.__new__, types.FunctionType) else None

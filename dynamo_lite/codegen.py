@@ -315,7 +315,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
                     outputs: list, start: int, end: int) -> types.CodeType:
     """Code that runs the graph captured so far, rebuilds the stack and live locals, runs the
     instructions [start, end] as CPython would, and continues in a resume function."""
-    from .resume import abstract_instructions, facts, resume_code
+    from .resume import abstract_instructions, facts, first_argument_for_super, resume_code
     from .values import NullValue
     code_facts = facts(code)
     if code.co_cellvars and _closure_over_frame_cells_is_live(frame):
@@ -356,10 +356,12 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     def call_resume(offset):
         for i in reversed(range(len(nulls))):
             emitter.emit("STORE_FAST", f"___break_stack{i}")
-        live = tuple(sorted(name for name in code_facts.live_at(offset) if name in frame.locals))
+        first = first_argument_for_super(code)
+        first = first if first in frame.locals else ""
+        live = tuple(sorted(name for name in code_facts.live_at(offset) if name in frame.locals and name != first))
         cells = tuple(name for name in code.co_cellvars if frame.cells.get(name) is not None
                       and frame.cells[name].contents is not None)
-        resume = resume_code(code, offset, nulls, live, cells)
+        resume = resume_code(code, offset, nulls, live, cells, first)
         emitter.emit("PUSH_NULL")
         if code.co_freevars:
             for name in code.co_freevars:
@@ -369,6 +371,12 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
             emitter.emit("MAKE_FUNCTION", 0x08)
         else:
             emitter.const(types.FunctionType(resume, tracer.root_globals, code.co_name))
+        for name in ([first] if first else []):
+            value = frame.locals[name]
+            if isinstance(value, Value):
+                emitter.value(value)
+            else:
+                emitter.load_source(value.source)
         for i, is_null in enumerate(nulls):
             if not is_null:
                 emitter.emit("LOAD_FAST", f"___break_stack{i}")
@@ -384,7 +392,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
                 emitter.value(contents)
             else:
                 emitter.load_source(contents.source)
-        emitter.out.extend(instrs_call(len(live) + len(cells) + nulls.count(False), lineno))
+        emitter.out.extend(instrs_call(bool(first) + len(live) + len(cells) + nulls.count(False), lineno))
         emitter.emit("RETURN_VALUE")
 
     if last.opname in JUMP_OPS:                      # a branch on a tensor: resume on both sides

@@ -80,6 +80,7 @@ def binary(tracer, fn, a: Value, b: Value) -> Value:
             fn = INPLACE_TO_PLAIN.get(fn, fn)     # sizes are immutable ints
         return tracer.graph.call("call_function", fn, (_as_arg(a), _as_arg(b)), {})
     plain = INPLACE_TO_PLAIN.get(fn, fn)
+    a, b = _as_sequence_if_paired(a, b), _as_sequence_if_paired(b, a)
     if isinstance(a, SeqValue) and isinstance(b, SeqValue) and plain is operator.add:
         if a.is_list and fn is operator.iadd:
             if not b.is_list and not issubclass(b.cls, tuple):
@@ -109,6 +110,13 @@ def binary(tracer, fn, a: Value, b: Value) -> Value:
     if is_python_constant(a) and is_python_constant(b):
         return _fold(plain, python_value(a), python_value(b))
     raise Unsupported(breaks.UNSUPPORTED_VALUE, f"{fn.__name__} of {_kind(a)} and {_kind(b)}")
+
+
+def _as_sequence_if_paired(v: Value, other: Value) -> Value:
+    """`acc + (x,)` with `acc = ()`: a tuple/list constant next to a sequence value becomes one."""
+    if isinstance(other, SeqValue) and isinstance(v, Const) and type(v.value) in (tuple, list):
+        return SeqValue([Const(i) for i in v.value], type(v.value))
+    return v
 
 
 def _as_arg(v: Value) -> Value:

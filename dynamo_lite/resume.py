@@ -92,10 +92,13 @@ def abstract_instructions(code: types.CodeType) -> list[Instr]:
 
 
 def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tuple,
-                cells: tuple = ()) -> types.CodeType:
-    """The continuation of `code` at `offset`, taking the non-NULL stack items, the `live` locals,
-    then the contents of the cell variables in `cells` (fresh cells are made for them)."""
-    key = (offset, stack_nulls, live, cells)
+                cells: tuple = (), first: str = "") -> types.CodeType:
+    """The continuation of `code` at `offset`, taking (`first`, the non-NULL stack items, the `live`
+    locals, then the contents of the cell variables in `cells` (fresh cells are made for them).
+
+    `first` is the original first argument when the code uses zero-argument super(), which
+    CPython resolves from the frame's first local."""
+    key = (offset, stack_nulls, live, cells, first)
     per_code = _RESUME_CODES.setdefault(code, {})
     if key in per_code:
         return per_code[key]
@@ -130,7 +133,7 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
     prologue.append(Instr("JUMP_FORWARD", label, lineno=lineno))
     bc.clear()
     bc.extend(prologue + body)
-    bc.argnames = args + list(live) + list(cells)
+    bc.argnames = ([first] if first else []) + args + list(live) + list(cells)
     bc.argcount = len(bc.argnames)
     bc.posonlyargcount = bc.kwonlyargcount = 0
     bc.flags = bc.flags & ~(0x04 | 0x08)         # no *args / **kwargs: everything is positional now
@@ -138,3 +141,10 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
     new = bc.to_code()
     per_code[key] = new
     return new
+
+
+def first_argument_for_super(code: types.CodeType) -> str:
+    """The name resume functions must keep as their first argument, or ''."""
+    if "__class__" in code.co_freevars and code.co_argcount > 0 and code.co_varnames[0] not in code.co_cellvars:
+        return code.co_varnames[0]
+    return ""

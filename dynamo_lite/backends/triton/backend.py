@@ -115,7 +115,25 @@ def _compile(gm, example_inputs):
     info = CompiledGraph(source, kernels, dict(lowering.extern_ops), launchers=wrapper.launchers)
     if settings.debug:
         print(info.source)
-    return namespace["call"], info
+    call = namespace["call"]
+    if lowering.mutated_inputs:
+        call = _unless_aliased(call, gm, lowering.mutated_inputs, lowering.input_buffers)
+    return call, info
+
+
+def _unless_aliased(call, gm, mutated: list[int], inputs) -> Callable:
+    """The kernels assume a mutated input shares memory with no other input (functionalization
+    does); when a caller passes aliased tensors anyway, run the graph as captured."""
+    tensors = [i for i, b in enumerate(inputs) if b is not None]
+
+    def run(*args):
+        for m in mutated:
+            storage = args[m].untyped_storage().data_ptr()
+            for i in tensors:
+                if i != m and args[i].untyped_storage().data_ptr() == storage:
+                    return gm(*args)
+        return call(*args)
+    return run
 
 
 def _eager(gm: torch.fx.GraphModule, reason: str) -> Callable:

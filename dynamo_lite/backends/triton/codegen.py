@@ -183,9 +183,27 @@ class KernelBuilder:
         out = [e.arg[1] if e.op is Op.LOAD else e.arg for e in walk(roots) if e.op in (Op.LOAD, Op.INDEX)]
         return out + [s for _, _, s, _ in self.stores]
 
+    def _loop_order(self, dims: list) -> list:
+        """Order the x dims (and the r dims) outer to inner by their stride in the main access,
+        so that neighbouring lanes touch neighbouring memory (channels-last tensors, transposes)."""
+        reference = None
+        full_stores = [s for _, _, s, role in self.stores if role == "full"]
+        if full_stores:
+            reference = full_stores[0]
+        else:
+            loads = [e.arg[1] for _, b in self.reductions for e in walk([b]) if e.op is Op.LOAD]
+            if loads:
+                reference = max(loads, key=lambda a: len(a.terms))
+        if reference is None:
+            return dims
+        order = sorted(range(len(dims)), key=lambda k: (dims[k][2], -abs(reference.coeff(dims[k][0])), k))
+        # keep dims that the reference does not use where they were (stable among equals)
+        return [dims[k] for k in order]
+
     def _merge_dims(self):
         """Collapse neighbouring dims that every access walks as one (contiguous in all of them)."""
         dims = [(f"c{k}", s, r) for k, (s, r) in enumerate(zip(self.group.sizes, self.group.reduced))]
+        dims = self._loop_order(dims)
         affs = self._all_affines()
         drop: dict[str, Affine] = {}
         merged = True
@@ -325,10 +343,16 @@ class KernelBuilder:
         vx = any(v.startswith("x") for v in aff.vars())
         vr = any(v.startswith("r") for v in aff.vars())
         mask = self._mask_for(vx, vr)
+        offset = self._index(aff)
         if e.args:
             extra = self.emit(e.args[0])
             mask = f"({extra})" if mask is None else f"{mask} & ({extra})"
-        text = f"tl.load({ptr} + ({self._index(aff)})"
+            # a block mask needs a block pointer, even where the index ignores those dims
+            if hx and not vx and "xindex" not in offset:
+                offset += " + 0 * xindex"
+            if hr and not vr and "rindex" not in offset:
+                offset += " + 0 * rindex"
+        text = f"tl.load({ptr} + ({offset})"
         if mask is not None:
             text += f", {mask}" + (", other=0" if e.dtype is not torch.bool else "")
         text += ")"

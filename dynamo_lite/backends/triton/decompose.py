@@ -10,6 +10,7 @@ small. The few in-place ops decompositions leave behind are rewritten to their f
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Optional
 
 import torch
@@ -29,7 +30,7 @@ DECOMPOSED = [
     "new_ones", "new_full", "empty_like", "std", "glu", "logit", "erfc", "frac", "stack",
     "nan_to_num", "clamp_min", "clamp_max", "square", "full_like", "native_batch_norm",
     "_native_batch_norm_legit", "_native_batch_norm_legit_functional", "_batch_norm_no_update",
-    "_batch_norm_with_update", "linalg_vector_norm", "repeat", "expand_copy",
+    "_batch_norm_with_update", "cudnn_batch_norm", "miopen_batch_norm", "linalg_vector_norm", "repeat", "expand_copy",
 ]
 
 
@@ -85,7 +86,7 @@ def grad_mode_after(gm: torch.fx.GraphModule) -> Optional[bool]:
 def to_aten(gm: torch.fx.GraphModule, example_inputs: list) -> torch.fx.GraphModule:
     """Functional aten graph of `gm` for inputs like `example_inputs` (real tensors or ints)."""
     def run(*args):
-        return gm(*args)
+        return _Runner(gm).run(*args)
 
     inputs = [int(x) if isinstance(x, torch.SymInt) else x for x in example_inputs]
     # no grad (restored on exit); no ambient torch.compile tracing context, whose fake mode
@@ -97,6 +98,23 @@ def to_aten(gm: torch.fx.GraphModule, example_inputs: list) -> torch.fx.GraphMod
     traced.graph.eliminate_dead_code()
     traced.recompile()
     return traced
+
+
+#: `a |= b` on tensors calls aten::__ior__, which functionalization rejects: use the method
+_INPLACE_BITWISE = {
+    operator.iand: torch.Tensor.bitwise_and_, operator.ior: torch.Tensor.bitwise_or_,
+    operator.ixor: torch.Tensor.bitwise_xor_, operator.ilshift: torch.Tensor.bitwise_left_shift_,
+    operator.irshift: torch.Tensor.bitwise_right_shift_,
+}
+
+
+class _Runner(torch.fx.Interpreter):
+    """Runs the captured graph for make_fx, with in-place bitwise operators made traceable."""
+
+    def call_function(self, target, args, kwargs):
+        if target in _INPLACE_BITWISE and args and isinstance(args[0], torch.Tensor):
+            target = _INPLACE_BITWISE[target]
+        return super().call_function(target, args, kwargs)
 
 
 def _is_view(target) -> bool:

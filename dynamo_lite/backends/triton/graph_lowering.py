@@ -16,7 +16,8 @@ from typing import Any, Optional
 import torch
 import torch.fx
 
-from .ir import (Buffer, ExternNode, PointwiseNode, ReductionNode, cast, contiguous_strides,
+from . import availability
+from .ir import (Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, cast, contiguous_strides,
                  domain_vars, walk)
 from .lowerings import NotLowerable, lookup
 from .values import Value, broadcast_to
@@ -44,6 +45,9 @@ class GraphLowering:
         self.env: dict[torch.fx.Node, Any] = {}
         self._counter = 0
         self._mutations: list[tuple[Value, Any]] = []
+        self._fake_mode = None
+        devices = [t.device for t in example_inputs if isinstance(t, torch.Tensor)]
+        self.device = next((d for d in devices if d.type != "cpu"), devices[0] if devices else torch.device("cpu"))
 
     # -- naming and buffers -------------------------------------------------------------------
 
@@ -118,6 +122,8 @@ class GraphLowering:
         tensor = getattr(self.gm, node.target)
         if not isinstance(tensor, torch.Tensor):
             return tensor
+        if tensor.dim() == 0 and tensor.device != self.device:
+            tensor = tensor.to(self.device)     # a scalar constant (x[0] = 3.0): keep it on our device
         buf = self.new_buffer(tensor.shape, tensor.stride(), tensor.dtype, tensor.device, "constant", "const")
         self.constants[buf.name] = tensor
         return Value.of_buffer(buf)
@@ -131,7 +137,7 @@ class GraphLowering:
             return args[0]
         lower = lookup(node.target)
         result = None
-        if lower is not None and "val" in node.meta:
+        if lower is not None and "val" in node.meta and self._one_runnable_device(node, args):
             try:
                 result = lower(self, node, *args, **kwargs)
             except NotLowerable:
@@ -141,6 +147,13 @@ class GraphLowering:
         if isinstance(result, Value) and not result.is_strided() and len(node.users) > 1:
             self._maybe_realize_reused(result)
         return result
+
+    def _one_runnable_device(self, node, args) -> bool:
+        """Kernels read one device's memory: ops mixing devices (a CPU scalar into a CUDA op) or
+        on a device Triton cannot run on here stay aten calls."""
+        devices = {t.device for t in _flatten(node.meta.get("val")) if isinstance(t, torch.Tensor)}
+        devices |= {v.device for v in _flatten(args) if isinstance(v, Value)}
+        return len(devices) <= 1 and all(availability.can_run_on(d) for d in devices)
 
     def _is_input(self, v) -> bool:
         return isinstance(v, Value) and v.is_strided() and v.layout[0].kind == "input" and v.layout[0].sizes == v.sizes
@@ -153,15 +166,21 @@ class GraphLowering:
 
     def _extern(self, node: torch.fx.Node, args, kwargs):
         """Run the op as an aten call in the wrapper: realize tensor arguments, take result
-        layouts from the node's fake value."""
-        def to_arg(a):
+        layouts from the op's meta function applied to the layouts we actually pass."""
+        channels_last_input = node.target is aten.convolution.default and self.device.type == "cuda"
+
+        def to_arg(a, position=None):
             if isinstance(a, Value):
+                if channels_last_input and position == 0 and a.ndim == 4 and not a.is_strided():
+                    # cuDNN's fast convolutions are NHWC: store the input that way (like Inductor)
+                    return self.realize(a, _channels_last(a.sizes)).buffer_arg()
                 return self.realize(a).buffer_arg()
             if isinstance(a, (list, tuple)):
                 return type(a)(to_arg(x) for x in a)
             return a
-        ext_args, ext_kwargs = to_arg(tuple(args)), {k: to_arg(v) for k, v in kwargs.items()}
-        meta = node.meta.get("val")
+        ext_args = tuple(to_arg(a, i) for i, a in enumerate(args))
+        ext_kwargs = {k: to_arg(v) for k, v in kwargs.items()}
+        meta = self._extern_meta(node, ext_args, ext_kwargs)
         self.extern_ops[str(node.target)] += 1
         name = f"ext{self._counter}"
         self._counter += 1
@@ -173,13 +192,38 @@ class GraphLowering:
         self.nodes.append(ExternNode(name, node.target, ext_args, ext_kwargs, [out], "single"))
         return Value.of_buffer(out) if out is not None else None
 
+    def _extern_meta(self, node, ext_args, ext_kwargs):
+        """The result's fake value for our argument layouts (they may differ from eager's: we
+        store intermediates contiguous or channels-last); the traced one if that fails."""
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        traced = node.meta.get("val")
+        if not isinstance(node.target, torch._ops.OpOverload):
+            return traced
+        if self._fake_mode is None:
+            self._fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+
+        def fake(a):
+            if isinstance(a, BufferArg):
+                return torch.empty_strided(a.sizes, a.strides, dtype=a.buffer.dtype, device=a.buffer.device)
+            if isinstance(a, (list, tuple)):
+                return type(a)(fake(x) for x in a)
+            return a
+        try:
+            with self._fake_mode:
+                return node.target(*fake(ext_args), **{k: fake(v) for k, v in ext_kwargs.items()})
+        except Exception:
+            return traced
+
     def _extern_buffer(self, meta) -> Optional[Buffer]:
         if not isinstance(meta, torch.Tensor):
             return None
         return self.new_buffer(meta.shape, meta.stride(), meta.dtype, meta.device, "extern")
 
     def _output(self, results):
+        self.output_structure = type(results).__name__ if isinstance(results, (list, tuple)) else "single"
         results = list(results) if isinstance(results, (list, tuple)) else [results]
+        if any(isinstance(r, (list, tuple, dict)) for r in results):
+            raise NotImplementedError("nested graph outputs")
         fx_nodes = results
         values = [self.env[n] if isinstance(n, torch.fx.Node) else n for n in fx_nodes]
         mutated_into = {id(src): dst for dst, src in self._mutations}
@@ -193,6 +237,12 @@ class GraphLowering:
         for dst, src in self._mutations:
             self._store_into_input(dst, src)
 
+    @property
+    def mutated_inputs(self) -> list[int]:
+        """Positions of the graph inputs written in place."""
+        names = {dst.layout[0].name for dst, _ in self._mutations}
+        return [i for i, b in enumerate(self.input_buffers) if b is not None and b.name in names]
+
     def _store_into_input(self, dst: Value, src):
         buf = dst.layout[0]
         if isinstance(src, Value) and src.is_strided() and src.layout == dst.layout:
@@ -204,6 +254,17 @@ class GraphLowering:
             from .ir import const
             body = const(src, buf.dtype)
         self.nodes.append(PointwiseNode(buf, body))
+
+
+def _channels_last(sizes) -> tuple[int, ...]:
+    n, c, h, w = sizes
+    return (h * w * c, 1, w * c, c)
+
+
+def _flatten(x) -> list:
+    if isinstance(x, (list, tuple)):
+        return [y for item in x for y in _flatten(item)]
+    return [x]
 
 
 def _dense_strides(meta, sizes) -> Optional[tuple[int, ...]]:

@@ -43,8 +43,12 @@ def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
     if ks.kind == "per":
         if interpret:
             return [dict(XBLOCK=min(_next_pow2(ks.xnumel), max(1, 16384 // rblock_full)), RBLOCK=rblock_full, num_warps=4)]
-        if rblock_full >= 1024:                 # one row per program, more or fewer warps
-            return [dict(XBLOCK=1, RBLOCK=rblock_full, num_warps=w) for w in (8, 4, 16)]
+        if rblock_full >= 1024:                 # one (or a few) rows per program
+            configs = [dict(XBLOCK=1, RBLOCK=rblock_full, num_warps=w) for w in (8, 4, 16)]
+            if rblock_full <= 2048:
+                configs += [dict(XBLOCK=2, RBLOCK=rblock_full, num_warps=8),
+                            dict(XBLOCK=4, RBLOCK=rblock_full, num_warps=8)]
+            return configs
         out = []
         for tile, warps in ((2048, 4), (4096, 8), (1024, 4), (8192, 8)):
             xblock = min(_next_pow2(ks.xnumel), max(1, tile // rblock_full))
@@ -154,12 +158,20 @@ class Launcher:
         return start.elapsed_time(end) / reps
 
 
+def _hooks_active(hook) -> bool:
+    """Launch hooks (profilers): a HookChain with entries (triton 3.6+) or any callable (older)."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if calls is not None else True
+
+
 def _fast_launcher(compiled, grid, device: torch.device, constexprs: tuple):
-    """A direct call of the compiled kernel's launcher, or None where this triton has no such API."""
+    """A direct call of the compiled kernel's launcher, or None where that is not safe."""
     try:
         import triton
         hooks = triton.knobs.runtime
-        if hooks.launch_enter_hook is not None or hooks.launch_exit_hook is not None:
+        if _hooks_active(hooks.launch_enter_hook) or _hooks_active(hooks.launch_exit_hook):
             return None
         run = compiled.run
         function = compiled.function

@@ -41,7 +41,7 @@ def _view(t: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
 
 def _fix_layout(t: torch.Tensor, sizes, strides) -> torch.Tensor:
     """An extern result whose strides differ from what its fake value promised: copy it."""
-    if tuple(t.stride()) == tuple(strides) or t.numel() <= 1:
+    if not isinstance(t, torch.Tensor) or tuple(t.stride()) == tuple(strides) or t.numel() <= 1:
         return t
     out = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
     out.copy_(t)
@@ -124,6 +124,8 @@ class WrapperCodegen:
         for name, tensor in self.lw.constants.items():
             self.globals[name] = tensor
         last = self._uses()
+        # extern results a kernel indexes with the promised strides (others need no check)
+        self.kernel_reads = {name for it in self.items if isinstance(it, KernelCall) for name in it.buffers()}
         pool: dict[tuple, list[Buffer]] = {}
         live_alloc: dict[str, Buffer] = {}
         for i, item in enumerate(self.items):
@@ -137,7 +139,12 @@ class WrapperCodegen:
         if self.grad_mode_after is not None:
             self.lines.append(f"    torch._C._set_grad_enabled({self.grad_mode_after})")
         outs = [self._render_output(o) for o in self.lw.outputs]
-        self.lines.append(f"    return ({''.join(o + ', ' for o in outs)})")
+        if self.lw.output_structure == "single":
+            self.lines.append(f"    return {outs[0]}")
+        elif self.lw.output_structure == "list":
+            self.lines.append(f"    return [{', '.join(outs)}]")
+        else:
+            self.lines.append(f"    return ({''.join(o + ', ' for o in outs)})")
         return "\n".join(self.lines) + "\n"
 
     def _render_output(self, out) -> str:
@@ -195,13 +202,13 @@ class WrapperCodegen:
             out = node.outputs[0]
             target = out.name if out is not None else "_"
             self.lines.append(f"    {target} = {call}")
-            if out is not None and check:
+            if out is not None and check and out.name in self.kernel_reads:
                 self.lines.append(f"    {out.name} = _fix_layout({out.name}, {out.sizes}, {out.strides})")
             return
         self.lines.append(f"    {node.name} = {call}")
         for k, out in enumerate(node.outputs):
             if out is not None:
                 self.lines.append(f"    {out.name} = {node.name}[{k}]")
-                if check:
+                if check and out.name in self.kernel_reads:
                     self.lines.append(f"    {out.name} = _fix_layout({out.name}, {out.sizes}, {out.strides})")
         self.lines.append(f"    del {node.name}")
