@@ -11,7 +11,7 @@ import torch
 from . import breaks
 from .breaks import Unsupported
 from .guards import DictKeysMatch
-from .sources import AttrSource, ModuleDictSource
+from .sources import AttrSource, GenericAttrSource, ModuleDictSource
 from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue, MethodValue,
                      SuperValue,
                      ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue, TensorValue, Value)
@@ -23,7 +23,16 @@ TENSOR_CONST_ATTRS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_c
 TENSOR_VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
 
 
+class _GenericOwner:
+    """Marks a source whose attributes must be reloaded with object.__getattribute__."""
+
+    def __init__(self, source):
+        self.source = source
+
+
 def _sub(source, name):
+    if isinstance(source, _GenericOwner):
+        return GenericAttrSource(source.source, name)
     return AttrSource(source, name) if source is not None else None
 
 
@@ -163,6 +172,8 @@ def generic_object_attr(frame, obj: ObjectValue, name: str) -> Value:
     """object.__getattribute__: data descriptors, instance dict, class attributes."""
     o, src = obj.obj, obj.source
     cls = type(o)
+    if src is not None and not _is_plain_getattr(cls):
+        src = _GenericOwner(src)
     cls_attr = inspect.getattr_static(cls, name, _MISSING)
     is_data_descr = cls_attr is not _MISSING and hasattr(type(cls_attr), "__set__")
     d = getattr(o, "__dict__", None)
@@ -238,7 +249,7 @@ def _super_attr(frame, obj: SuperValue, name):
             if attr is object.__init__:
                 return CallableValue(object.__init__)   # modelled as a no-op (builtins_table)
             if attr is object.__getattribute__:
-                return MethodValue(obj.obj, "__generic_getattribute__")
+                return MethodValue(obj.obj, object.__getattribute__)   # the generic lookup (calls.py)
             raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"super().{name} ({type(attr).__name__})")
     raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: 'super' object has no attribute {name!r}")
 

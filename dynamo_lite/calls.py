@@ -108,6 +108,10 @@ def _call_method(frame, m: MethodValue, args, kwargs):
         return MODULE_METHODS[m.fn](frame, m.obj, args, kwargs)
     if isinstance(m.fn, types.FunctionType):
         return call(frame, FunctionValue(m.fn), [m.obj, *args], kwargs)
+    if m.fn is object.__getattribute__:            # super().__getattribute__(name) from a custom one
+        from .attributes import generic_object_attr, load_attr
+        name = python_value(args[0])
+        return generic_object_attr(frame, m.obj, name) if isinstance(m.obj, ObjectValue) else load_attr(frame, m.obj, name)
     table = _METHOD_TABLES.get(type(m.obj))
     if table is None:
         raise Unsupported(breaks.UNKNOWN_CALL, f"method {m.fn} of {type(m.obj).__name__}")

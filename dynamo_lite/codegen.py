@@ -16,8 +16,8 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 from . import breaks
 from .breaks import Unsupported
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
-from .sources import (AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, ModuleDictSource,
-                      ObjectRefSource, Source, TypeSource)
+from .sources import (AttrSource, ClosureSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource,
+                      ModuleDictSource, ObjectRefSource, Source, TypeSource)
 from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue,
                      MethodValue, ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue, SliceValue, SymValue,
                      TensorValue, Value)
@@ -80,6 +80,8 @@ class Emitter:
         elif isinstance(src, AttrSource):
             self.load_source(src.owner)
             self.out.append(instr_load_attr(src.attr, self.lineno))
+        elif isinstance(src, GenericAttrSource):
+            self.call_const(object.__getattribute__, [lambda: self.load_source(src.owner), lambda: self.const(src.attr)])
         elif isinstance(src, ModuleDictSource):
             self.load_source(src.owner)
             self.out.append(instr_load_attr(src.table, self.lineno))
@@ -168,6 +170,8 @@ class Emitter:
             self.out.append(instr_load_attr(v.fn, self.lineno))
         elif isinstance(v, MethodValue) and isinstance(v.fn, types.FunctionType):
             self.call_const(types.MethodType, [lambda: self.const(v.fn), lambda: self.value(v.obj)])
+        elif isinstance(v, MethodValue) and hasattr(v.fn, "__get__"):     # a slot such as object.__getattribute__
+            self.call_const(v.fn.__get__, [lambda: self.value(v.obj)])
         elif isinstance(v, IteratorValue):
             self.call_const(iter, [lambda: self.value(SeqValue(v.items[v.pos:], tuple))])
         elif isinstance(v, SliceValue):
@@ -357,9 +361,10 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
         for i in reversed(range(len(nulls))):
             emitter.emit("STORE_FAST", f"___break_stack{i}")
         first = first_argument_for_super(code)
-        first = first if first in frame.locals else ""
+        first_value = frame.cells[first].contents if first in frame.cells else frame.locals.get(first)
+        first = first if first_value is not None else ""
         live = tuple(sorted(name for name in code_facts.live_at(offset) if name in frame.locals and name != first))
-        cells = tuple(name for name in code.co_cellvars if frame.cells.get(name) is not None
+        cells = tuple(name for name in code.co_cellvars if name != first and frame.cells.get(name) is not None
                       and frame.cells[name].contents is not None)
         resume = resume_code(code, offset, nulls, live, cells, first)
         emitter.emit("PUSH_NULL")
@@ -371,12 +376,11 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
             emitter.emit("MAKE_FUNCTION", 0x08)
         else:
             emitter.const(types.FunctionType(resume, tracer.root_globals, code.co_name))
-        for name in ([first] if first else []):
-            value = frame.locals[name]
-            if isinstance(value, Value):
-                emitter.value(value)
+        if first:
+            if isinstance(first_value, Value):
+                emitter.value(first_value)
             else:
-                emitter.load_source(value.source)
+                emitter.load_source(first_value.source)
         for i, is_null in enumerate(nulls):
             if not is_null:
                 emitter.emit("LOAD_FAST", f"___break_stack{i}")

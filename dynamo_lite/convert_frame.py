@@ -277,9 +277,15 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
         inputs = [src for (_, _, src) in graph.inputs]
     else:
         outputs = []
+    try:
+        new_code = make_break_code(code, tracer, frame, compiled, inputs, outputs, start, end)
+    except Unsupported as e:
+        record.graphs.clear()
+        record.fallback_reason = f"cannot resume: {e.detail}"
+        return code, failed
     record.status = "break"
     record.break_offset = code_facts.insts[end].offset
-    return make_break_code(code, tracer, frame, compiled, inputs, outputs, start, end), tracer
+    return new_code, tracer
 
 
 def _compile(gm, graph, options):

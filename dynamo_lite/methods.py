@@ -199,19 +199,5 @@ def _grad_mode(frame, obj: GradModeValue, name, args, kwargs):
     raise Unsupported(breaks.UNKNOWN_CALL, f"grad mode.{name}")
 
 
-def _object_methods(frame, obj, name, args, kwargs):
-    """Methods modelled on existing objects: the generic attribute lookup reached through
-    super().__getattribute__ from a custom __getattribute__."""
-    if name == "__generic_getattribute__":
-        from .attributes import generic_object_attr, load_attr
-        from .values import ObjectValue
-        attr = python_value(args[0])
-        return generic_object_attr(frame, obj, attr) if isinstance(obj, ObjectValue) else load_attr(frame, obj, attr)
-    raise Unsupported(breaks.UNKNOWN_CALL, f"method {name} of {type(obj).__name__}")
-
-
-from .values import ModuleValue, NewObjectValue, ObjectValue  # noqa: E402
-
 METHOD_TABLES = {TensorValue: _tensor, SeqValue: _seq, DictValue: _dict, SetValue: _set, Const: _const,
-                 GradModeValue: _grad_mode, ObjectValue: _object_methods, NewObjectValue: _object_methods,
-                 ModuleValue: _object_methods}
+                 GradModeValue: _grad_mode}

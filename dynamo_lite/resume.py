@@ -144,7 +144,9 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
 
 
 def first_argument_for_super(code: types.CodeType) -> str:
-    """The name resume functions must keep as their first argument, or ''."""
-    if "__class__" in code.co_freevars and code.co_argcount > 0 and code.co_varnames[0] not in code.co_cellvars:
+    """The name resume functions must keep as their first argument, or ''. Zero-argument super()
+    reads the frame's first local (through its cell if it is one), so with a `__class__` cell the
+    original first argument stays first in every resume function, resumes of resumes included."""
+    if "__class__" in code.co_freevars and code.co_argcount > 0:
         return code.co_varnames[0]
     return ""

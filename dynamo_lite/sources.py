@@ -89,6 +89,23 @@ class AttrSource(Source):
 
 
 @dataclass(frozen=True)
+class GenericAttrSource(Source):
+    """An attribute read with object.__getattribute__, bypassing the owner's own
+    __getattribute__ (which may be the very function being captured)."""
+    owner: Source
+    attr: str
+
+    def expr(self, scope):
+        return f"{scope.const(object.__getattribute__)}({self.owner.expr(scope)}, {self.attr!r})"
+
+    def name(self):
+        return f"{self.owner.name()}.{self.attr}"
+
+    def base(self):
+        return self.owner.base()
+
+
+@dataclass(frozen=True)
 class ModuleDictSource(Source):
     """An entry of an nn.Module's `_parameters`, `_buffers` or `_modules`: shown as an attribute,
     reloaded through the dict (nn.Module.__getattr__ is slow Python)."""

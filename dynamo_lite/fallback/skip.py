@@ -47,6 +47,8 @@ def _site_package(filename: str) -> str:
 
 
 def is_skipped_file(filename: str) -> bool:
+    if filename.startswith("<frozen "):
+        return True
     if filename.startswith(_DYNAMO_LITE_DIR) or filename.startswith(_STDLIB_DIRS) and "site-packages" not in filename:
         return True
     if filename.startswith(_TORCH_DIR):
@@ -63,8 +65,8 @@ def skip_frame(code: types.CodeType) -> bool:
     filename = code.co_filename
     if filename.startswith(_TORCH_NN_MODULES) and code.co_name == "forward":
         return False
-    if filename.startswith("<") and filename.startswith(("<eval_with_key", "<dynamo_lite")):
-        return True
+    if filename.startswith(("<eval_with_key", "<dynamo_lite", "<frozen ")):
+        return True        # fx-generated code, our generated code, frozen stdlib modules
     return is_skipped_file(filename)
 
 

@@ -7,9 +7,10 @@
 Static shapes are specialized: sizes and strides are constants in the kernels. A graph captured
 with symbolic sizes (dynamic capture, `torch.compile(dynamic=True)`) is compiled once per distinct
 concrete input shape at run time. What cannot be compiled runs eagerly, never fails: single
-unknown ops become extern aten calls inside the wrapper; graphs that need autograd (inputs that
-require grad, with grad mode on), live on devices Triton cannot reach, or make tracing fail run as
-the captured graph itself (with the reason on `.compiled_graph.fallback_reason`).
+unknown ops become extern aten calls inside the wrapper; graphs on devices Triton cannot reach, or
+that make tracing fail, run as the captured graph itself (with the reason on
+`.compiled_graph.fallback_reason`). Graphs that need autograd (inputs that require grad, grad
+mode on) go through AOTAutograd, which hands us a forward and a backward graph to compile.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import dataclasses
 import logging
 import time
 import warnings
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import torch
 import torch.fx
@@ -62,8 +63,6 @@ class CompiledGraph:
 def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) -> Callable:
     """torch.compile-style backend: compile `gm` into Triton kernels plus a Python wrapper."""
     availability.require()
-    if _needs_autograd(example_inputs):
-        return _eager(gm, "inputs require grad with grad mode on (the backend compiles inference only)")
     devices = {t.device for t in example_inputs if isinstance(t, torch.Tensor)}
     if not all(availability.can_run_on(d) for d in devices):
         return _eager(gm, f"tensors on {sorted(map(str, devices))}: Triton runs on CUDA (or on the CPU "
@@ -71,6 +70,8 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
     dynamic = _dynamic_positions(gm, example_inputs)
     if dynamic:
         return _specializing(gm, example_inputs, dynamic)
+    if _needs_autograd(example_inputs):
+        return _with_autograd(gm, example_inputs)
     return compile_graph(gm, example_inputs)
 
 
@@ -133,6 +134,38 @@ def _unless_aliased(call, gm, mutated: list[int], inputs) -> Callable:
                 if i != m and args[i].untyped_storage().data_ptr() == storage:
                     return gm(*args)
         return call(*args)
+    return run
+
+
+def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """Training: AOTAutograd splits the graph into a forward and a backward aten graph (with
+    the ops autograd saves in between) and we compile both; on failure, run eagerly."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from .decompose import decomposition_table
+    info = CompiledGraph()
+
+    def compile_part(part: torch.fx.GraphModule, part_inputs: list):
+        compiled = compile_graph(part, list(part_inputs))
+        latest = compiled.compiled_graph
+        info.kernels = info.kernels + latest.kernels
+        info.wrapper_source += latest.wrapper_source
+        for op, n in latest.extern_ops.items():
+            info.extern_ops[op] = info.extern_ops.get(op, 0) + n
+        info.fallback_reason = info.fallback_reason or latest.fallback_reason
+
+        def boxed(args):                      # AOTAutograd passes one list it may clear
+            return compiled(*args)
+        boxed._boxed_call = True
+        return boxed
+    try:
+        run = aot_module_simplified(gm, example_inputs, fw_compiler=compile_part, bw_compiler=compile_part,
+                                    decompositions=decomposition_table())
+    except Exception as e:
+        if settings.strict:
+            raise
+        return _eager(gm, f"autograd: {type(e).__name__}: {e}")
+    run.compiled_graph = info
+    recent.append(info)
     return run
 
 

@@ -21,16 +21,23 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 aten = torch.ops.aten
 
-#: composite ops decomposed before lowering (into ops lowerings.py knows)
+#: composite ops decomposed before lowering (into ops lowerings.py knows). Random ops (dropout)
+#: stay aten calls, so they draw the same random numbers as eager.
 DECOMPOSED = [
     "_softmax", "_log_softmax", "_safe_softmax", "gelu", "silu", "silu_", "gelu_", "hardswish",
     "hardsigmoid", "mish", "elu", "leaky_relu", "hardtanh", "softplus", "logsumexp", "addcmul",
-    "addcdiv", "lerp", "rsub", "native_dropout", "_native_batch_norm_legit_no_training",
+    "addcdiv", "lerp", "rsub", "_native_batch_norm_legit_no_training",
     "_fused_rms_norm", "threshold", "tril", "triu", "zeros_like", "ones_like", "new_zeros",
     "new_ones", "new_full", "empty_like", "std", "glu", "logit", "erfc", "frac", "stack",
     "nan_to_num", "clamp_min", "clamp_max", "square", "full_like", "native_batch_norm",
     "_native_batch_norm_legit", "_native_batch_norm_legit_functional", "_batch_norm_no_update",
     "_batch_norm_with_update", "cudnn_batch_norm", "miopen_batch_norm", "linalg_vector_norm", "repeat", "expand_copy",
+    # backward graphs (training through AOTAutograd)
+    "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward", "threshold_backward",
+    "hardtanh_backward", "leaky_relu_backward", "elu_backward", "softplus_backward", "mish_backward",
+    "hardswish_backward", "hardsigmoid_backward", "_softmax_backward_data", "_log_softmax_backward_data",
+    "native_layer_norm_backward", "native_group_norm_backward", "native_batch_norm_backward",
+    "embedding_dense_backward", "slice_backward", "select_backward",
 ]
 
 

@@ -10,19 +10,21 @@ leaves for input mutations) becomes a pointwise node that stores into the input 
 from __future__ import annotations
 
 import collections
+import logging
 import operator
 from typing import Any, Optional
 
 import torch
 import torch.fx
 
-from . import availability
+from . import availability, settings
 from .ir import (Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, cast, contiguous_strides,
                  domain_vars, walk)
 from .lowerings import NotLowerable, lookup
 from .values import Value, broadcast_to
 
 aten = torch.ops.aten
+log = logging.getLogger("dynamo_lite.triton")
 
 #: realize a lazy value with several users when its expression is bigger than this
 REUSE_REALIZE_OPS = 40
@@ -141,6 +143,11 @@ class GraphLowering:
             try:
                 result = lower(self, node, *args, **kwargs)
             except NotLowerable:
+                result = None
+            except Exception:                      # a lowering bug: this node runs as aten
+                if settings.strict:
+                    raise
+                log.debug("lowering %s failed; extern call instead", node.target, exc_info=True)
                 result = None
         if result is None:
             return self._extern(node, args, kwargs)

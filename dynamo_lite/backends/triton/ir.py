@@ -352,5 +352,3 @@ class BufferArg:
     def is_whole(self) -> bool:
         return self.offset == 0 and self.sizes == self.buffer.sizes and self.strides == self.buffer.strides
 
-
-KernelNode = (PointwiseNode, ReductionNode)

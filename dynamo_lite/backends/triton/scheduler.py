@@ -19,7 +19,7 @@ import dataclasses
 import heapq
 from typing import Optional, Union
 
-from .ir import (Affine, Buffer, ExternNode, Op, PointwiseNode, ReductionNode, loads,
+from .ir import (Affine, Buffer, ExternNode, PointwiseNode, ReductionNode, loads,
                  substitute_index)
 
 MAX_GROUP_MEMBERS = 64

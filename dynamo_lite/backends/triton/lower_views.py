@@ -1,0 +1,207 @@
+"""Lowerings of views, scatters and concatenation: index rewrites, never kernels of their own.
+
+`view`/`permute`/`expand`/`slice`/`select`/... rewrite the index a value is read at (values.py);
+`cat`, `constant_pad_nd`, `select_scatter` and `slice_scatter` become pointwise values whose loads
+are masked to the part of the output each input covers.
+"""
+from __future__ import annotations
+
+import torch
+
+from .ir import Affine, Expr, Op, cast, const, load, rewrite
+from .lowerings import NotLowerable, binary, index_expr, out_meta, register, where
+from . import values as V
+from .values import Value, broadcast_to, lazy
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+# ---------------------------------------------------------------------------------------------
+# views
+# ---------------------------------------------------------------------------------------------
+
+def _sizes(node):
+    return tuple(int(s) for s in out_meta(node).shape)
+
+
+@register(aten.view, aten._unsafe_view, aten.reshape)
+def lower_view(lw, node, x, size):
+    return V.reshape(x, _sizes(node), lw.realize_dense)
+
+
+@register(prims.broadcast_in_dim)
+def lower_broadcast_in_dim(lw, node, x, shape, broadcast_dims):
+    sizes = _sizes(node)
+    expanded = [1] * len(sizes)
+    for src_dim, dst_dim in enumerate(broadcast_dims):
+        expanded[dst_dim] = x.sizes[src_dim]
+    return broadcast_to(V.reshape(x, expanded, lw.realize_dense), sizes)
+
+
+@register(aten.permute)
+def lower_permute(lw, node, x, dims):
+    return V.permute(x, dims)
+
+
+@register(aten.transpose)
+def lower_transpose(lw, node, x, d0, d1):
+    dims = list(range(x.ndim))
+    if dims:
+        d0, d1 = d0 % x.ndim, d1 % x.ndim
+        dims[d0], dims[d1] = dims[d1], dims[d0]
+    return V.permute(x, dims)
+
+
+@register(aten.t)
+def lower_t(lw, node, x):
+    return V.permute(x, [1, 0]) if x.ndim == 2 else x
+
+
+@register(aten.expand)
+def lower_expand(lw, node, x, size, *, implicit=False):
+    return broadcast_to(x, _sizes(node))
+
+
+@register(aten.unsqueeze)
+def lower_unsqueeze(lw, node, x, dim):
+    return V.unsqueeze(x, dim % (x.ndim + 1))
+
+
+@register(aten.squeeze)
+def lower_squeeze(lw, node, x, dims=None):
+    if x.ndim == 0:
+        return x
+    if dims is None:
+        dims = range(x.ndim)
+    elif isinstance(dims, int):
+        dims = [dims]
+    return V.squeeze(x, [d % x.ndim for d in dims])
+
+
+@register(aten.slice)
+def lower_slice(lw, node, x, dim=0, start=None, end=None, step=1):
+    return V.slice_dim(x, dim % x.ndim, start, end, step)
+
+
+@register(aten.select)
+def lower_select(lw, node, x, dim, index):
+    return V.select(x, dim % x.ndim, index)
+
+
+@register(aten.split, aten.split_with_sizes)
+def lower_split(lw, node, x, split, dim=0):
+    dim = dim % x.ndim
+    sizes = [int(t.shape[dim]) for t in out_meta(node)]
+    out, start = [], 0
+    for s in sizes:
+        out.append(V.slice_dim(x, dim, start, start + s, 1))
+        start += s
+    return out
+
+
+@register(aten.unbind)
+def lower_unbind(lw, node, x, dim=0):
+    dim = dim % x.ndim
+    return [V.select(x, dim, i) for i in range(x.sizes[dim])]
+
+
+# ---------------------------------------------------------------------------------------------
+# scatters and concatenation: pointwise with masked loads
+# ---------------------------------------------------------------------------------------------
+
+def _in_range(i: Affine, lo: int, hi: int) -> Expr:
+    pos = index_expr(i)
+    return binary(Op.AND, binary(Op.GE, pos, const(lo, torch.int64)), binary(Op.LT, pos, const(hi, torch.int64)))
+
+
+def _masked(value: Value, idx, mask: Expr, dtype) -> Expr:
+    """value[idx] where `mask` holds; loads are masked so out-of-range lanes read nothing."""
+    e = cast(value.load(idx), dtype)
+
+    def add_mask(x, args):
+        if x.op is Op.LOAD:
+            m = mask if not args else binary(Op.AND, args[0], mask)
+            return load(x.arg[0], x.arg[1], x.dtype, m)
+        return None
+    return rewrite([e], add_mask)[0]
+
+
+@register(aten.cat)
+def lower_cat(lw, node, tensors, dim=0):
+    meta = out_meta(node)
+    sizes = tuple(meta.shape)
+    dim = dim % len(sizes)
+    parts, start = [], 0
+    for t in tensors:
+        if t.numel() == 0 and t.ndim == 1:
+            continue                        # legacy: cat ignores empty 1-D tensors
+        parts.append((t, start, start + t.sizes[dim]))
+        start += t.sizes[dim]
+    if len(parts) > 8:
+        raise NotLowerable("cat of many tensors")
+
+    def loader(idx):
+        result = None
+        for t, lo, hi in reversed(parts):
+            local = idx[:dim] + (idx[dim] + (-lo),) + idx[dim + 1:]
+            cond = _in_range(idx[dim], lo, hi)
+            value = _masked(t, local, cond, meta.dtype)
+            result = value if result is None else where(cond, value, result)
+        return result
+    return lazy(sizes, meta.dtype, meta.device, loader)
+
+
+@register(aten.select_scatter)
+def lower_select_scatter(lw, node, x, src, dim, index):
+    meta = out_meta(node)
+    dim = dim % x.ndim
+    index = index % x.sizes[dim]
+
+    def loader(idx):
+        cond = binary(Op.EQ, index_expr(idx[dim]), const(index, torch.int64))
+        inner = idx[:dim] + idx[dim + 1:]
+        return where(cond, cast(src.load(inner), meta.dtype), cast(x.load(idx), meta.dtype))
+    return lazy(x.sizes, meta.dtype, meta.device, loader)
+
+
+@register(aten.slice_scatter)
+def lower_slice_scatter(lw, node, x, src, dim=0, start=None, end=None, step=1):
+    meta = out_meta(node)
+    dim = dim % x.ndim
+    if step != 1:
+        raise NotLowerable("slice_scatter with a step")
+    size = x.sizes[dim]
+    lo = V._clamp_index(start, size, 0)
+    hi = lo + src.sizes[dim]
+
+    def loader(idx):
+        cond = _in_range(idx[dim], lo, hi)
+        local = idx[:dim] + (idx[dim] + (-lo),) + idx[dim + 1:]
+        return where(cond, _masked(src, local, cond, meta.dtype), cast(x.load(idx), meta.dtype))
+    return lazy(x.sizes, meta.dtype, meta.device, loader)
+
+
+@register(aten.constant_pad_nd)
+def lower_constant_pad(lw, node, x, pad, value=0):
+    meta = out_meta(node)
+    sizes = tuple(meta.shape)
+    if any(p < 0 for p in pad):
+        raise NotLowerable("negative padding")
+    lows = [0] * len(sizes)
+    for k in range(len(pad) // 2):
+        lows[len(sizes) - 1 - k] = pad[2 * k]
+
+    def loader(idx):
+        cond = None
+        local = []
+        for d in range(len(sizes)):
+            local.append(idx[d] + (-lows[d]))
+            if sizes[d] != x.sizes[d]:
+                c = _in_range(idx[d], lows[d], lows[d] + x.sizes[d])
+                cond = c if cond is None else binary(Op.AND, cond, c)
+        if cond is None:
+            return cast(x.load(tuple(local)), meta.dtype)
+        return where(cond, _masked(x, tuple(local), cond, meta.dtype), const(value, meta.dtype))
+    return lazy(sizes, meta.dtype, meta.device, loader)
+
+
