@@ -1,0 +1,218 @@
+"""`dynamo-lite report`: run a corpus of models eagerly and under capture, one isolated process per
+model, and report graphs, graph breaks (with their hints), correctness, capture time and
+steady-state call time; optionally TorchDynamo's numbers side by side from the same run.
+
+The per-model work is corpus.survey.survey_model; this module adds isolation (a crash or a hang
+is one failed row), parallel jobs, a progress bar, the tables and the JSON file.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import math
+import multiprocessing
+import os
+import runpy
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from . import breaks
+
+
+@dataclass
+class ReportOptions:
+    paths: tuple = ()
+    backend: str = "eager"
+    compare: Optional[str] = None       # "torch" to run TorchDynamo too
+    jobs: int = 1
+    pattern: Optional[str] = None
+    timeout: float = 120.0
+    json_path: Optional[str] = None
+
+
+def _load_entries(options: ReportOptions):
+    from corpus import registry
+    if not options.paths:
+        return registry.all_models(options.pattern)
+    before = set(registry._REGISTRY)
+    for path in options.paths:
+        files = [os.path.join(root, f) for root, _, names in os.walk(path) for f in sorted(names)
+                 if f.endswith(".py")] if os.path.isdir(path) else [path]
+        for file in files:
+            runpy.run_path(file, run_name=f"corpus_user_{abs(hash(file))}")
+    return [e for name, e in registry._REGISTRY.items() if name not in before and e.matches(options.pattern)]
+
+
+def _child(name: str, options: ReportOptions, conn) -> None:
+    """Runs in its own process: survey one model, send the result as a dict."""
+    try:
+        import warnings
+        warnings.simplefilter("ignore")
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from corpus import registry
+        from corpus.survey import survey_model, warm_up
+        if options.paths:
+            _load_entries(options)
+        entry = registry.get(name)
+        warm_up(options.compare == "torch")
+        result = survey_model(entry, compare_torch=options.compare == "torch", timeout=options.timeout,
+                              backend=options.backend)
+        conn.send(result.to_json())
+    except BaseException as exc:   # noqa: BLE001 - any failure is this model's row
+        conn.send({"name": name, "tags": (), "status": "CRASH", "detail": f"{type(exc).__name__}: {exc}"})
+    finally:
+        conn.close()
+
+
+def _run_all(entries, options: ReportOptions, progress=None) -> list[dict]:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torch", "dynamo_lite", "corpus.survey"])
+    pending = list(entries)
+    running: dict = {}           # name -> (process, connection, deadline)
+    results: dict = {}
+    deadline_for = options.timeout * (4 if options.compare else 2) + 60
+    while pending or running:
+        while pending and len(running) < max(1, options.jobs):
+            entry = pending.pop(0)
+            parent, child = context.Pipe(duplex=False)
+            process = context.Process(target=_child, args=(entry.name, options, child), daemon=True)
+            process.start()
+            child.close()
+            running[entry.name] = (process, parent, time.monotonic() + deadline_for)
+        for name, (process, conn, deadline) in list(running.items()):
+            result = None
+            if conn.poll():
+                try:
+                    result = conn.recv()
+                except EOFError:
+                    result = None
+                process.join(10)
+            elif not process.is_alive():
+                result = {"name": name, "tags": (), "status": "CRASH",
+                          "detail": f"the model's process died (exit code {process.exitcode})"}
+            elif time.monotonic() > deadline:
+                process.kill()
+                result = {"name": name, "tags": (), "status": "timeout",
+                          "detail": f"no result within {deadline_for:.0f} s"}
+            if result is not None or not process.is_alive():
+                if result is None:
+                    result = {"name": name, "tags": (), "status": "CRASH",
+                              "detail": f"the model's process died (exit code {process.exitcode})"}
+                results[name] = result
+                del running[name]
+                if progress is not None:
+                    progress(result)
+        time.sleep(0.05)
+    return [results[e.name] for e in entries]
+
+
+def _events(result: dict, status: str) -> list:
+    dl = result.get("dl") or {}
+    return [e for e in dl.get("events", []) if e["status"] == status]
+
+
+def summary(results: list[dict], compare: Optional[str]) -> dict:
+    statuses = collections.Counter(r["status"] for r in results)
+    ran = [r for r in results if r.get("dl")]
+    out = {"models": len(results), "statuses": dict(statuses),
+           "correct": sum(1 for r in ran if r["dl"]["status"] == "ok"),
+           "wrong": sum(1 for r in ran if r["dl"]["status"] == "WRONG"),
+           "dl_graphs": sum(r["dl"]["graphs"] for r in ran),
+           "dl_breaks": sum(r["dl"]["breaks"] for r in ran),
+           "dl_eager_frames": sum(r["dl"]["eager_frames"] for r in ran)}
+    steady = [r["dl"]["steady_call_s"] / r["eager_steady_s"] for r in ran
+              if r["dl"]["status"] == "ok" and r.get("eager_steady_s")]
+    if steady:
+        out["steady_call_vs_eager_geomean"] = math.exp(sum(map(math.log, steady)) / len(steady))
+    if compare:
+        both = [r for r in ran if r.get("torch")]
+        out["torch_graphs"] = sum(r["torch"]["graphs"] for r in both)
+        out["torch_breaks"] = sum(r["torch"]["breaks"] for r in both)
+        ok = [r for r in both if r["dl"]["status"] == r["torch"]["status"] == "ok"
+              and r["dl"]["first_call_s"] and r["torch"]["first_call_s"]]
+        if ok:
+            out["capture_ratio_geomean"] = math.exp(sum(math.log(r["dl"]["first_call_s"] / r["torch"]["first_call_s"])
+                                                        for r in ok) / len(ok))
+            out["capture_ratio_models"] = len(ok)
+        out["models_with_fewer_or_equal_graphs"] = sum(1 for r in ok if r["dl"]["graphs"] <= r["torch"]["graphs"])
+    kinds = collections.Counter()
+    for r in ran:
+        for e in _events(r, "break") + _events(r, "fallback"):
+            kinds[e["kind_id"]] += 1
+    out["break_kinds"] = dict(kinds.most_common())
+    return out
+
+
+def _render(results: list[dict], info: dict, options: ReportOptions, console) -> None:
+    from rich.table import Table
+    table = Table(title=f"dynamo-lite report ({len(results)} models, backend {options.backend})")
+    for col in ("model", "result", "graphs", "breaks", "eager", "top break kinds", "ops", "capture ms", "call/eager"):
+        table.add_column(col, justify="right" if col not in ("model", "result", "top break kinds") else "left")
+    if options.compare:
+        for col in ("torch graphs", "torch breaks", "capture dl/torch"):
+            table.add_column(col, justify="right")
+    for r in results:
+        dl = r.get("dl")
+        if not dl:
+            table.add_row(r["name"], f"{r['status']}: {r.get('detail', '')[:60]}", *[""] * (7 + 3 * bool(options.compare)))
+            continue
+        kinds = collections.Counter(e["kind_name"] for e in _events(r, "break") + _events(r, "fallback"))
+        ratio = dl["steady_call_s"] / r["eager_steady_s"] if r.get("eager_steady_s") else float("nan")
+        row = [r["name"], "ok" if dl["status"] == "ok" else f"[red]{dl['status']}[/red]", str(dl["graphs"]),
+               str(dl["breaks"]), str(dl["eager_frames"]), ", ".join(f"{k} x{n}" for k, n in kinds.most_common(2)),
+               str(dl["ops"]), f"{dl['first_call_s'] * 1e3:.0f}", f"{ratio:.2f}"]
+        if options.compare:
+            t = r.get("torch") or {}
+            cap = dl["first_call_s"] / t["first_call_s"] if t.get("first_call_s") else float("nan")
+            row += [str(t.get("graphs", "")), str(t.get("breaks", "")), f"{cap:.2f}"]
+        table.add_row(*row)
+    console.print(table)
+    kinds = Table(title="graph-break kinds across the corpus (breaks + frames run eagerly)")
+    for col in ("kind", "count", "what", "hint"):
+        kinds.add_column(col)
+    for kind_id, n in info["break_kinds"].items():
+        k = breaks.KINDS.get(kind_id)
+        kinds.add_row(f"{kind_id} {k.name if k else ''}", str(n), k.explanation if k else "", k.hint if k else "")
+    console.print(kinds)
+    lines = [f"models {info['models']}: correct {info['correct']}, wrong {info['wrong']}, "
+             + ", ".join(f"{k} {v}" for k, v in info["statuses"].items()),
+             f"dynamo_lite: {info['dl_graphs']} graphs, {info['dl_breaks']} breaks, "
+             f"{info['dl_eager_frames']} frames run eagerly"]
+    if "steady_call_vs_eager_geomean" in info:
+        lines.append(f"steady-state call time / eager, geometric mean: {info['steady_call_vs_eager_geomean']:.2f}")
+    if options.compare and "torch_graphs" in info:
+        lines.append(f"TorchDynamo: {info['torch_graphs']} graphs, {info['torch_breaks']} breaks; models with "
+                     f"graphs <= TorchDynamo's: {info.get('models_with_fewer_or_equal_graphs', 0)}")
+        if "capture_ratio_geomean" in info:
+            lines.append(f"capture (first call) dynamo_lite / TorchDynamo, geometric mean over "
+                         f"{info['capture_ratio_models']} models: {info['capture_ratio_geomean']:.2f}x")
+    for line in lines:
+        console.print(line)
+
+
+def run_report(options: ReportOptions) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    console = Console()
+    entries = _load_entries(options)
+    if not entries:
+        console.print("no models matched")
+        return 2
+    start = time.perf_counter()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("running models", total=len(entries))
+
+        def advance(result):
+            bar.update(task, advance=1, description=f"{result['name']}: {result['status']}")
+
+        results = _run_all(entries, options, advance)
+    info = summary(results, options.compare)
+    info["seconds"] = round(time.perf_counter() - start, 1)
+    _render(results, info, options, console)
+    console.print(f"wall time {info['seconds']} s with --jobs {options.jobs}")
+    if options.json_path:
+        with open(options.json_path, "w") as f:
+            json.dump({"summary": info, "models": results, "options": vars(options)}, f, indent=2, default=str)
+    return 1 if info["wrong"] else 0
