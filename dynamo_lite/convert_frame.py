@@ -188,6 +188,7 @@ def _capture(code, func, args, options, entries, recompile_reason):
             raise _graph_break_error(e) from None
         record.kind, record.detail, record.user_stack = e.kind, e.detail, e.user_stack
         new_code, tracer = _graph_break(code, func, args, options, tracer, record)
+    _guard_distinct_inputs(tracer)
     shape_guards = tracer.graph.shape_guards()
     if shape_guards and new_code is not code:
         from .guards import ShapeEnvMatch
@@ -288,9 +289,18 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     return new_code, tracer
 
 
+def _guard_distinct_inputs(tracer) -> None:
+    from .guards import DistinctMatch
+    sources = tuple(src for (_, _, src) in tracer.graph.inputs if src is not None)
+    if len(sources) > 1 and tracer.graph.mutates_inputs():
+        tracer.add_guard(DistinctMatch(sources))
+
+
 def _compile(gm, graph, options):
     example_inputs = [real for (_, real, _) in graph.inputs]
-    fn = options.backend(gm, example_inputs)
+    with warnings.catch_warnings():      # the backend's own warnings reach the user (tracing's do not)
+        warnings.simplefilter("default")
+        fn = options.backend(gm, example_inputs)
     if not callable(fn):
         raise TypeError(f"backend {options.backend_name!r} returned {type(fn).__name__}, not a callable")
     return _evalframe.DisabledCall(fn)

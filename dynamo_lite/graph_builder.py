@@ -193,6 +193,18 @@ class GraphBuilder:
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
         return gm
 
+    def mutates_inputs(self) -> bool:
+        """Whether any node writes into a tensor in place (so input aliasing matters)."""
+        inplace_functions = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                             operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior,
+                             operator.ixor, operator.ilshift, operator.irshift, operator.imatmul}
+        for node in self.graph.nodes:
+            name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+            if node.target in inplace_functions or "out" in node.kwargs or \
+                    (name.endswith("_") and not name.endswith("__") and node.op in ("call_method", "call_function")):
+                return True
+        return False
+
     def op_count(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
 

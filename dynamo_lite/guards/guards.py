@@ -123,6 +123,25 @@ class ShapeEnvMatch(Guard):
 
 
 @dataclass(frozen=True, eq=False)
+class DistinctMatch(Guard):
+    """The graph's tensor inputs are distinct objects, as when captured. Added to graphs that
+    mutate an input: a backend that functionalizes the graph would otherwise miss that writing one
+    input changes another (`f(a, a)` after capturing `f(a, b)`)."""
+    sources: tuple
+    source: Source = field(default=None)
+
+    def code(self, scope, const):
+        ids = ", ".join(f"id({s.expr(scope)})" for s in self.sources)
+        return f"len({{{ids}}}) == {len(self.sources)}"
+
+    def describe(self):
+        return "distinct objects: " + ", ".join(s.name() for s in self.sources)
+
+    def why_not(self, value):
+        return f"inputs that were distinct objects are now the same object ({self.describe()})"
+
+
+@dataclass(frozen=True, eq=False)
 class TypeMatch(Guard):
     source: Source
     cls: type

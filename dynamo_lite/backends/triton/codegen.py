@@ -196,8 +196,9 @@ class KernelBuilder:
                 reference = max(loads, key=lambda a: len(a.terms))
         if reference is None:
             return dims
+        # x dims before r dims; larger stride outer; dims the reference does not walk (broadcast)
+        # innermost; ties keep the domain's order
         order = sorted(range(len(dims)), key=lambda k: (dims[k][2], -abs(reference.coeff(dims[k][0])), k))
-        # keep dims that the reference does not use where they were (stable among equals)
         return [dims[k] for k in order]
 
     def _merge_dims(self):

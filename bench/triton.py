@@ -1,0 +1,291 @@
+"""Benchmark of the `triton` backend against eager and torch.compile (Inductor), measured in one run.
+
+    python bench/triton.py [--quick] [-k NAME]
+
+For each workload: eager time, Inductor time, ours (dynamo_lite.capture(..., backend="triton")),
+ours/Inductor, ours(tc) (our backend under torch.compile's capture, to separate capture overhead
+from kernel time; times in ms), and for memory-bound workloads the achieved bandwidth (minimum bytes moved / time)
+against a device-to-device copy measured in the same run. Then the geometric-mean speedup over
+eager of Inductor and of ours, and the compile time of a new kernel (a pointwise graph with a
+constant no earlier kernel had). Needs a CUDA GPU. Times are medians of `triton.testing.do_bench`
+(which flushes L2 between runs).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import sys
+import time
+
+# This file is named like the `triton` package: keep its own directory off the import path (where
+# `python bench/triton.py` puts it), or `import triton` would import this script.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+sys.path.insert(0, os.path.dirname(_HERE))
+
+import torch                                               # noqa: E402
+import torch.nn as nn                                      # noqa: E402
+import torch.nn.functional as F                            # noqa: E402
+from torch import fx                                       # noqa: E402
+
+import dynamo_lite as dl                                   # noqa: E402
+from dynamo_lite.backends.triton import triton_backend     # noqa: E402
+
+
+# ---------------------------------------------------------------------------------------------
+# workloads: (name, fn or module, inputs, minimum bytes moved or None)
+# ---------------------------------------------------------------------------------------------
+
+def pointwise8(x, y):
+    return ((x * 2 + 1).relu() * y - 0.5).sigmoid() * x + y
+
+
+def pointwise8_tiny(x):
+    return ((x * 2 + 1).relu() * x - 0.5).sigmoid() * x + x
+
+
+def softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+def layer_norm(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b)
+
+
+def rmsnorm_swiglu(x, w, gate, up):
+    return F.rms_norm(x, (x.shape[-1],), w, eps=1e-6), F.silu(gate) * up
+
+
+def attention_softmax(scores, mask):
+    s = scores * (1.0 / math.sqrt(64))
+    return s.masked_fill(mask, float("-inf")).softmax(-1)
+
+
+class Block(nn.Module):
+    """Pre-LN GPT block: attention (SDPA, extern) and a GELU MLP."""
+
+    def __init__(self, d=1024, heads=16):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.heads = heads
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(B, T, C))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class LlamaMLPBlock(nn.Module):
+    """RMSNorm + SwiGLU MLP with a residual (LLaMA's feed-forward half)."""
+
+    def __init__(self, d=2048, hidden=5632):
+        super().__init__()
+        self.norm = nn.RMSNorm(d, eps=1e-6)
+        self.gate, self.up = nn.Linear(d, hidden, bias=False), nn.Linear(d, hidden, bias=False)
+        self.down = nn.Linear(hidden, d, bias=False)
+
+    def forward(self, x):
+        h = self.norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class ConvNet(nn.Module):
+    """A small ResNet-style stack (eval-mode BatchNorm, ReLU, residual adds, global pooling)."""
+
+    def __init__(self, c=64):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU())
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU(),
+                          nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)) for _ in range(2))
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = F.relu(x + block(x))
+        return self.head(x.mean((2, 3)))
+
+
+def workloads(quick: bool):
+    dev = "cuda"
+    n = 1 << (22 if quick else 26)
+    rows = 2048 if quick else 16384
+    out = []
+    x, y = torch.randn(n, device=dev), torch.randn(n, device=dev)
+    out.append(("pointwise chain (8 ops, 2^%d fp32)" % int(math.log2(n)), pointwise8, (x, y), 3 * n * 4))
+    s = torch.randn(rows, 4096, device=dev)
+    out.append((f"softmax {rows}x4096 fp32", softmax, (s,), 2 * s.numel() * 4))
+    w, b = torch.randn(4096, device=dev), torch.randn(4096, device=dev)
+    out.append((f"layer_norm {rows}x4096 fp32", layer_norm, (s, w, b), 2 * s.numel() * 4))
+    xb = torch.randn(rows, 4096, device=dev, dtype=torch.bfloat16)
+    g, u = torch.randn_like(xb), torch.randn_like(xb)
+    wb = torch.randn(4096, device=dev, dtype=torch.bfloat16)
+    out.append((f"rms_norm + SiLU-gate {rows}x4096 bf16", rmsnorm_swiglu, (xb, wb, g, u), 5 * xb.numel() * 2))
+    heads = 4 if quick else 32
+    scores = torch.randn(4, heads, 1024, 1024, device=dev, dtype=torch.float16)
+    mask = torch.ones(1024, 1024, device=dev, dtype=torch.bool).triu(1)
+    out.append((f"attention softmax + causal mask 4x{heads}x1024x1024 fp16", attention_softmax,
+                (scores, mask), 2 * scores.numel() * 2))
+    torch.manual_seed(0)
+    blk = Block().to(dev).half().eval()
+    out.append(("transformer block 8x1024x1024 fp16", blk, (torch.randn(8, 1024, 1024, device=dev, dtype=torch.half),), None))
+    mlp = LlamaMLPBlock().to(dev).to(torch.bfloat16).eval()
+    out.append(("LLaMA RMSNorm+SwiGLU MLP 8x512x2048 bf16", mlp,
+                (torch.randn(8, 512, 2048, device=dev, dtype=torch.bfloat16),), None))
+    conv = ConvNet().to(dev).eval()
+    out.append(("ResNet-style ConvNet 32x3x64x64 fp32", conv, (torch.randn(32, 3, 64, 64, device=dev),), None))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# measurement
+# ---------------------------------------------------------------------------------------------
+
+def bench(fn, args) -> float:
+    from triton.testing import do_bench
+    return do_bench(lambda: fn(*args), warmup=25, rep=200, return_mode="median")
+
+
+def wall_per_call(fn, args, calls: int = 500) -> float:
+    """Seconds per call, back to back (host overhead included: what a launch-bound graph costs)."""
+    for _ in range(20):
+        fn(*args)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls
+
+
+def copy_bandwidth() -> float:
+    src = torch.empty(1 << 28, device="cuda")              # 1 GiB fp32
+    dst = torch.empty_like(src)
+    ms = bench(lambda: dst.copy_(src), ())
+    return 2 * src.numel() * 4 / (ms * 1e-3)
+
+
+def check(a, b, name):
+    a = a if isinstance(a, (tuple, list)) else (a,)
+    b = b if isinstance(b, (tuple, list)) else (b,)
+    for x, y in zip(a, b):
+        tol = 2e-2 if x.dtype in (torch.float16, torch.bfloat16) else 1e-3
+        if not torch.allclose(x.float(), y.float(), rtol=tol, atol=tol):
+            print(f"  !! {name}: results differ, max abs diff {(x.float() - y.float()).abs().max().item():.3g}")
+
+
+def new_kernel_compile_ms() -> tuple[float, float, float]:
+    """Compile a pointwise graph whose constant no earlier kernel had: total, ours, Triton JIT."""
+    c = random.random() + 1.0
+    x = torch.randn(1 << 20, device="cuda")
+
+    def fn(x):
+        return torch.sigmoid(x * c + 0.25) * x
+
+    gm = fx.symbolic_trace(fn)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    compiled = triton_backend(gm, [x])
+    built = time.perf_counter()
+    compiled(x)
+    torch.cuda.synchronize()
+    done = time.perf_counter()
+    jit = sum(l.compile_seconds for l in compiled.compiled_graph.launchers)
+    return (done - start) * 1e3, (built - start) * 1e3, jit * 1e3
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("-k", default="", help="only workloads whose name contains this")
+    parser.add_argument("--dump", default="", help="write each workload's compiled source to this folder")
+    opts = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("bench/triton.py needs a CUDA GPU")
+        return 1
+    import triton
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
+          f"python {sys.version.split()[0]}")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    copy_bw = copy_bandwidth()
+    print(f"copy bandwidth (1 GiB fp32, read+write): {copy_bw / 1e12:.2f} TB/s")
+    header = (f"{'workload':58s} {'eager':>9s} {'inductor':>9s} {'ours':>9s} {'ours/ind':>8s} "
+              f"{'ours GB/s':>10s} {'%copy':>6s} {'ind %copy':>9s} {'ours(tc)':>9s}  kernels")
+    print(header)
+    speed_ours, speed_ind = [], []
+    with torch.no_grad():
+        for name, fn, args, nbytes in workloads(opts.quick):
+            if opts.k and opts.k not in name:
+                continue
+            dl.reset()
+            torch._dynamo.reset()
+            ours = dl.capture(fn, backend=_recording_backend)
+            _recorded.clear()
+            ind = torch.compile(fn)
+            ref = fn(*args)
+            check(ours(*args), ref, name + " (ours)")
+            check(ind(*args), ref, name + " (inductor)")
+            t_eager, t_ind, t_ours = bench(fn, args), bench(ind, args), bench(ours, args)
+            torch._dynamo.reset()                      # the same backend under TorchDynamo's capture
+            ours_tc = torch.compile(fn, backend=triton_backend)
+            check(ours_tc(*args), ref, name + " (ours via torch.compile)")
+            t_ours_tc = bench(ours_tc, args)
+            if opts.dump:
+                os.makedirs(opts.dump, exist_ok=True)
+                slug = "".join(ch if ch.isalnum() else "_" for ch in name)[:40]
+                with open(os.path.join(opts.dump, slug + ".py"), "w") as f:
+                    f.write("\n\n# ---- next graph ----\n\n".join(c.source for c in _recorded))
+            kernels = sum(c.kernel_count for c in _recorded)
+            externs = sum(sum(c.extern_ops.values()) for c in _recorded)
+            fallback = [c.fallback_reason for c in _recorded if c.fallback_reason]
+            speed_ours.append(t_eager / t_ours)
+            speed_ind.append(t_eager / t_ind)
+            bw = ""
+            if nbytes:
+                ours_bw, ind_bw = nbytes / (t_ours * 1e-3), nbytes / (t_ind * 1e-3)
+                bw = f"{ours_bw / 1e9:10.0f} {100 * ours_bw / copy_bw:5.0f}% {100 * ind_bw / copy_bw:8.0f}%"
+            else:
+                bw = f"{'':10s} {'':6s} {'':9s}"
+            print(f"{name:58s} {t_eager:8.3f}m {t_ind:8.3f}m {t_ours:8.3f}m {t_ours / t_ind:8.2f} {bw} "
+                  f"{t_ours_tc:8.3f}m  "
+                  f"{kernels} triton + {externs} extern, {len(_recorded)} graph(s)"
+                  + (f" FALLBACK: {fallback}" if fallback else ""))
+    geo = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
+    if speed_ours:
+        print(f"geomean speedup over eager: inductor {geo(speed_ind):.2f}x, ours {geo(speed_ours):.2f}x "
+              f"(ours/inductor time {geo(speed_ind) / geo(speed_ours):.2f})")
+    tiny = torch.randn(4096, device="cuda")
+    dl.reset()
+    torch._dynamo.reset()
+    times = [wall_per_call(f, (tiny,)) * 1e6 for f in (pointwise8_tiny, torch.compile(pointwise8_tiny),
+                                               dl.capture(pointwise8_tiny, backend="triton"),
+                                               torch.compile(pointwise8_tiny, backend=triton_backend))]
+    print("per-call time of a tiny graph (8-op chain on 4096 elements, launch-bound): eager {:.1f} us, "
+          "inductor {:.1f} us, ours {:.1f} us, ours(tc) {:.1f} us".format(*times))
+    os.environ["DYNAMO_LITE_TRITON_TUNE"] = "0"
+    runs = [new_kernel_compile_ms() for _ in range(3)]
+    total, ours, jit = sorted(runs)[1]
+    print(f"compile of a new kernel (median of 3): {total:.0f} ms end to end "
+          f"(trace+lower+codegen {ours:.0f} ms, Triton JIT {jit:.0f} ms; launch-config tuning excluded)")
+    return 0
+
+
+_recorded = []
+
+
+def _recording_backend(gm, example_inputs):
+    compiled = triton_backend(gm, example_inputs)
+    _recorded.append(compiled.compiled_graph)
+    return compiled
+
+
+if __name__ == "__main__":
+    sys.exit(main())

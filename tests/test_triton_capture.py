@@ -1,0 +1,189 @@
+"""The `triton` backend end to end: `dynamo_lite.capture(fn, backend="triton")` and
+`torch.compile(fn, backend=dynamo_lite.backends.triton_backend)`, on functions and small models,
+with in-place ops, grad-mode switches, symbolic sizes and the eager fallbacks. Runs under
+Triton's interpreter where there is no GPU."""
+import copy
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton")
+
+import torch.nn as nn                                      # noqa: E402
+import torch.nn.functional as F                            # noqa: E402
+
+import dynamo_lite as dl                                   # noqa: E402
+import dynamo_lite.backends                                # noqa: E402
+from dynamo_lite.backends.triton import backend as triton_backend_module, settings   # noqa: E402
+
+DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::DeprecationWarning")
+
+
+@pytest.fixture(autouse=True)
+def strict(monkeypatch, tmp_path_factory):
+    monkeypatch.setattr(settings, "strict", True)
+    monkeypatch.setenv("DYNAMO_LITE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "dl-cache"))
+    triton_backend_module.recent.clear()
+
+
+def compiled_graphs():
+    return list(triton_backend_module.recent)
+
+
+def check_capture(fn, *args, rtol=1e-4, atol=1e-4):
+    """Eager vs dl.capture(fn, backend="triton") on copies of args (outputs and mutated inputs)."""
+    eager_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    expected = fn(*eager_args)
+    got = dl.capture(fn, backend="triton")(*args)
+    torch.testing.assert_close(got, expected, rtol=rtol, atol=atol)
+    for a, e in zip(args, eager_args):
+        if isinstance(a, torch.Tensor):
+            torch.testing.assert_close(a, e, rtol=rtol, atol=atol)
+    graphs = compiled_graphs()
+    assert graphs and all(g.fallback_reason is None for g in graphs), [g.fallback_reason for g in graphs]
+    return graphs
+
+
+def test_backend_is_registered_and_exported():
+    assert "triton" in dl.list_backends()
+    assert dynamo_lite.backends.lookup_backend("triton") is dynamo_lite.backends.triton_backend
+
+
+def test_capture_function():
+    def fn(x, y):
+        return torch.relu(x * y + 1).softmax(-1), (x - y).sum(0)
+    graphs = check_capture(fn, torch.randn(8, 32, device=DEVICE), torch.randn(8, 32, device=DEVICE))
+    assert graphs[0].kernel_count == 2
+
+
+class Block(nn.Module):
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.heads = heads
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(B, T, C))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+def test_transformer_block_module():
+    torch.manual_seed(0)
+    block = Block().to(DEVICE).eval()
+    x = torch.randn(2, 8, 32, device=DEVICE)
+    with torch.no_grad():
+        expected = block(x)
+        captured = dl.capture(block, backend="triton")
+        torch.testing.assert_close(captured(x), expected, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(captured(x), expected, rtol=1e-4, atol=1e-4)   # cached graph
+    (graph,) = compiled_graphs()
+    assert graph.fallback_reason is None
+    # ln1, attention-output copy, residual + ln2, gelu, residual: matmuls and SDPA are extern
+    assert graph.kernel_count <= 5
+    assert graph.extern_ops.get("aten.addmm.default") == 4
+
+
+def test_layer_norm_gelu_residual_module_is_one_kernel():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = nn.LayerNorm(64)
+
+        def forward(self, x):
+            return F.gelu(self.ln(x)) + x
+    m = M().to(DEVICE).eval()
+    with torch.no_grad():
+        (graph,) = check_capture(m, torch.randn(4, 8, 64, device=DEVICE))
+    assert graph.kernel_count == 1
+
+
+def test_in_place_ops_setitem_and_grad_mode():
+    def fn(x, y):
+        x += y
+        x[0] = 3.0
+        with torch.no_grad():
+            z = x * 2
+        return z.softmax(-1)
+    check_capture(fn, torch.randn(4, 8, device=DEVICE), torch.randn(8, device=DEVICE))
+    assert torch.is_grad_enabled()
+
+
+def test_view_mutation_reaches_the_input():
+    def fn(x):
+        v = x.view(2, 8, 4)
+        v.mul_(2)
+        return v.sum(-1) + x.view(2, 8, 4)[..., 0]
+    check_capture(fn, torch.randn(16, 4, device=DEVICE))
+
+
+def test_returning_the_mutated_input():
+    def fn(x):
+        x.add_(1)
+        return x
+    x = torch.randn(5, device=DEVICE)
+    expected = x + 1
+    out = dl.capture(fn, backend="triton")(x)
+    assert out is x or out.data_ptr() == x.data_ptr()
+    torch.testing.assert_close(x, expected)
+
+
+def test_symbolic_sizes_specialize_per_shape():
+    def fn(x):
+        return (x * 2).softmax(-1).sum(0)
+    f = dl.capture(fn, backend="triton", dynamic=True)
+    for n in (3, 5, 7):
+        x = torch.randn(n, 8, device=DEVICE)
+        torch.testing.assert_close(f(x), fn(x))
+    graph = compiled_graphs()[0]
+    assert len(graph.specializations) == 3
+
+
+def test_torch_compile_with_our_backend():
+    torch._dynamo.reset()
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32)).to(DEVICE).eval()
+    compiled = torch.compile(model, backend=dynamo_lite.backends.triton_backend)
+    x = torch.randn(4, 16, device=DEVICE)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+    graphs = compiled_graphs()
+    assert graphs and graphs[-1].fallback_reason is None and graphs[-1].kernel_count == 1
+    torch._dynamo.reset()
+
+
+def test_training_compiles_forward_and_backward():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4)).to(DEVICE)
+    reference = copy.deepcopy(model)
+    x = torch.randn(5, 8, device=DEVICE)
+    out = dl.capture(model, backend="triton")(x)
+    assert out.requires_grad
+    (out * out).sum().backward()
+    expected = reference(x)
+    (expected * expected).sum().backward()
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4)
+    graphs = compiled_graphs()            # AOTAutograd's forward graph, backward graph, and both
+    assert len(graphs) == 3 and all(g.fallback_reason is None for g in graphs)
+    forward, both, backward = graphs
+    assert forward.kernel_count > 0 and backward.kernel_count > 0
+    assert both.kernel_count == forward.kernel_count + backward.kernel_count
+
+
+def test_wrapper_source_is_kept():
+    def fn(x):
+        return (x + 1).sum(-1)
+    dl.capture(fn, backend="triton")(torch.randn(4, 4, device=DEVICE))
+    graph = compiled_graphs()[-1]
+    assert graph.wrapper_source.startswith("def call(")
+    assert "@triton.jit" in graph.source and "tl.sum" in graph.source
