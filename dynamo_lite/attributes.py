@@ -41,6 +41,9 @@ def load_attr(frame, obj: Value, name: str) -> Value:
     pending = tracer.pending_attrs.get(id(obj))
     if pending and name in pending:
         return pending[name]
+    if name == "__class__" and not isinstance(obj, TensorValue):
+        from .builtins_table import python_class
+        return CallableValue(python_class(obj))
     handler = _LOADERS.get(type(obj))
     if handler is None:
         raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"{type(obj).__name__}.{name}")
@@ -62,12 +65,18 @@ def _tensor_attr(frame, obj: TensorValue, name):
     attr = getattr(torch.Tensor, name, _MISSING)
     if attr is not _MISSING and callable(attr):
         return MethodValue(obj, name)
+    if name == "__class__":
+        return CallableValue(obj.node.meta.get("real_type") or torch.Tensor)
+    if attr is _MISSING:
+        raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: 'Tensor' object has no attribute {name!r}")
     raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"tensor.{name}")
 
 
 def _const_attr(frame, obj: Const, name):
     try:
         value = getattr(obj.value, name)
+    except AttributeError as e:
+        raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: {e}")
     except Exception as e:
         raise Unsupported(breaks.USER_EXCEPTION, f"{type(obj.value).__name__}.{name}: {e}")
     if isinstance(value, (types.BuiltinMethodType, types.MethodType)) or callable(value) and not isinstance(value, type):

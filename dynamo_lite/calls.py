@@ -8,6 +8,7 @@ Iteration and subscripting live here too, since builtins share them.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import math
 import operator
@@ -45,6 +46,8 @@ def _call_function(frame, fn: FunctionValue, args, kwargs):
     modelled = BUILTINS.get(f)
     if modelled is not None:
         return modelled(frame, args, kwargs)
+    if f in _MODULE_CALLS and args and isinstance(args[0], ModuleValue):
+        return _call_module(frame, args[0], args[1:], kwargs)
     rule = skip.call_rule(f)
     if rule == skip.UNWRAP:
         return call(frame, wrap(frame.tracer, skip.unwrapped(f), None) if not isinstance(skip.unwrapped(f), types.FunctionType)
@@ -200,6 +203,7 @@ def _hashable(x) -> bool:
 import warnings as _warnings  # noqa: E402
 
 _PRINTERS = {print, builtins.input, breakpoint, _warnings.warn, _warnings.warn_explicit}
+_MODULE_CALLS = {torch.nn.Module.__call__, getattr(torch.nn.Module, "_call_impl", None)} - {None}
 
 
 def _fold_call(f, args, kwargs):
@@ -286,7 +290,8 @@ _CONST_TORCH_FUNCTIONS = {"is_scripting", "is_tracing", "_get_tracing_state", "i
                           "numel", "result_type", "promote_types", "can_cast", "broadcast_shapes",
                           "is_nonzero", "get_autocast_gpu_dtype", "is_autocast_cpu_enabled", "typename",
                           "_has_torch_function", "_has_torch_function_unary", "_has_torch_function_variadic",
-                          "get_fastpath_enabled", "is_available", "is_built", "device_count"}
+                          "get_fastpath_enabled", "is_available", "is_built", "device_count",
+                          "is_current_stream_capturing"}
 _TENSOR_METHODS_TO_PYTHON = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
                              "__complex__", "data_ptr", "storage", "untyped_storage", "__array__", "__len__"}
 _TENSOR_METHODS_UNSUPPORTED = {"backward", "register_hook", "retain_grad", "share_memory_", "pin_memory",
@@ -365,6 +370,8 @@ def construct(frame, cls_value: CallableValue, args, kwargs) -> Value:
         return GradModeValue(cls is torch.enable_grad)
     if cls is torch.set_grad_enabled:
         return GradModeValue(truthy(tracer, args[0] if args else kwargs["mode"]), None)
+    if cls is contextlib.nullcontext and not args and not kwargs:
+        return GradModeValue(None)            # enabled=None: a context manager that does nothing
     if cls is torch.inference_mode:
         raise Unsupported(breaks.UNKNOWN_CALL, "torch.inference_mode inside captured code")
     if cls in _CONSTANT_CLASSES:
@@ -494,6 +501,11 @@ def getitem(frame, obj: Value, key: Value) -> Value:
             return load_attr(frame, obj, k)
         if isinstance(m, (torch.nn.ParameterList, torch.nn.ParameterDict)):
             return load_attr(frame, obj, str(k))
+    if isinstance(obj, (ObjectValue, NewObjectValue)) and not isinstance(getattr(obj, "obj", None), type):
+        import inspect
+        method = inspect.getattr_static(obj.python_type(), "__getitem__", None)
+        if isinstance(method, types.FunctionType):          # a user container: run its __getitem__
+            return call(frame, FunctionValue(method), [obj, key], {})
     if isinstance(obj, ObjectValue) and isinstance(obj.obj, type):
         return Const(obj.obj[python_value(key)]) if hasattr(obj.obj, "__class_getitem__") else _unsupported_getitem(obj)
     if isinstance(obj, CallableValue) and isinstance(obj.fn, type) and hasattr(obj.fn, "__class_getitem__"):

@@ -123,6 +123,7 @@ class Tracer:
         self.mutated: list[Value] = []           # sourced lists/dicts whose contents changed
         self.instruction_count = 0
         self.refs: dict[int, Source] = {}
+        self.current_frame: Optional[Frame] = None
         self.stop_at: Optional[int] = None       # offset in the root frame to stop before (graph break)
         self.failed_at: Optional[int] = None     # offset of the root instruction an Unsupported came from
         self.add_guard(GlobalStateMatch.now())
@@ -194,6 +195,7 @@ class Tracer:
             if frame.ip >= len(insts):
                 raise Unsupported(breaks.UNSUPPORTED_OPCODE, "ran off the end of the code")
             inst = insts[frame.ip]
+            self.current_frame = frame
             if root and inst.offset == self.stop_at:
                 frame.stopped = True
                 return None

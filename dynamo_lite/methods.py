@@ -188,6 +188,8 @@ def _const(frame, obj: Const, name, args, kwargs):
 
 def _grad_mode(frame, obj: GradModeValue, name, args, kwargs):
     tracer = frame.tracer
+    if obj.enabled is None:                      # contextlib.nullcontext()
+        return Const(None) if name == "__enter__" else Const(False)
     if name == "__enter__":
         obj.previous = tracer.graph.grad_enabled
         tracer.set_grad_enabled(obj.enabled)

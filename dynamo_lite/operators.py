@@ -51,6 +51,9 @@ def python_value(v: Value) -> Any:
         return v.cls(python_value(i) for i in v.items)
     if isinstance(v, DictValue):
         return v.cls((k, python_value(x)) for k, x in v.items.items())
+    real = real_object(v)
+    if real is not None and (isinstance(v, (FunctionValue, CallableValue)) or v.source is not None):
+        return real               # compared by identity / equality only
     from .values import IteratorValue
     if isinstance(v, IteratorValue):
         return iter([python_value(x) for x in v.items[v.pos:]])
@@ -256,6 +259,14 @@ def contains(tracer, container: Value, item: Value) -> bool:
             if same is None:
                 raise Unsupported(breaks.UNSUPPORTED_VALUE, f"`in` with {_kind(x)}")
         return False
+    if isinstance(container, (ObjectValue, NewObjectValue)):
+        import inspect
+        import types as _types
+        cls = container.python_type()
+        method = inspect.getattr_static(cls, "__contains__", None)
+        if isinstance(method, _types.FunctionType):
+            from .calls import call
+            return truthy(tracer, call(tracer.current_frame, FunctionValue(method), [container, item], {}))
     if isinstance(container, Const):
         try:
             return python_value(item) in container.value

@@ -261,7 +261,8 @@ class IteratorValue(Value):
 
 
 class GradModeValue(Value):
-    """torch.no_grad() / torch.enable_grad() / torch.set_grad_enabled(b) as a context manager."""
+    """torch.no_grad() / torch.enable_grad() / torch.set_grad_enabled(b) as a context manager
+    (`enabled=None`: contextlib.nullcontext(), which does nothing)."""
     __slots__ = ("enabled", "previous")
 
     def __init__(self, enabled: bool, source=None):

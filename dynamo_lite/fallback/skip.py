@@ -26,6 +26,8 @@ _TOOL_PACKAGES = ("numpy", "rich", "pytest", "_pytest", "pluggy", "IPython", "ip
                   "markdown_it", "traitlets", "tornado", "zmq", "nbclient", "safetensors", "tokenizers",
                   "huggingface_hub", "requests", "urllib3", "yaml", "regex")
 _skip_paths: list[str] = []
+# Pure-Python stdlib code worth tracing through (Mapping.get / __contains__ / keys over user classes).
+_INLINED_STDLIB = (os.sep + "_collections_abc.py", "<frozen _collections_abc>")
 _disabled_codes: "weakref.WeakSet" = weakref.WeakSet()
 _allowed_in_graph: dict[int, object] = {}
 
@@ -90,7 +92,7 @@ def call_rule(fn) -> int:
         if filename.startswith(_TORCH_NN_MODULES) and not filename.endswith("module.py"):
             return INLINE
         return GRAPH_OP
-    if is_skipped_file(filename):
+    if is_skipped_file(filename) and not filename.endswith(_INLINED_STDLIB):
         return SKIPPED
     return INLINE
 
