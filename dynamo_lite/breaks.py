@@ -79,6 +79,11 @@ SKIPPED_FILE = _kind(
     "if the function is pure tensor code, mark it with dynamo_lite.allow_in_graph")
 
 
+TRY_BLOCK = _kind(
+    "DL018", "try-block", "ops inside try/except or try/finally run eagerly, so the handler sees their run-time errors",
+    "move the tensor code out of the try block, or catch the error outside the captured function")
+
+
 class Unsupported(Exception):
     """Raised while tracing when something cannot go into a graph."""
 

@@ -26,3 +26,21 @@ inline_depth_limit: int = 40
 instruction_limit: int = 200_000
 #: What DYNAMO_LITE_LOG asked for.
 log: frozenset[str] = _log_from_env()
+
+
+_LIMITS = {"cache_size_limit": 1, "inline_depth_limit": 0, "instruction_limit": 1}
+
+
+class _ValidatedConfig(__import__("types").ModuleType):
+    """`dynamo_lite.config.cache_size_limit = "8"` fails here, naming the setting, instead of
+    breaking the user's next call."""
+
+    def __setattr__(self, name, value):
+        if name in _LIMITS and (type(value) is not int or value < _LIMITS[name]):
+            raise ValueError(f"dynamo_lite.config.{name} must be an int >= {_LIMITS[name]}, got {value!r}")
+        if name == "log" and not isinstance(value, (set, frozenset)):
+            raise TypeError("dynamo_lite.config.log must be a set of artifact names, e.g. {'graph_breaks'}")
+        super().__setattr__(name, value)
+
+
+__import__("sys").modules[__name__].__class__ = _ValidatedConfig

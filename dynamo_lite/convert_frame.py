@@ -148,6 +148,14 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
             return _capture(code, func, args, options, entries, recompile_reason)
     except (GraphBreakError, KeyboardInterrupt, SystemExit):
         raise
+    except BackendError as e:   # the backend's failure, not ours: run eagerly, say so once
+        if options.fullgraph:
+            raise
+        records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "error", detail=str(e)))
+        records.warn_once(("backend", code), f"dynamo_lite: {e}; {code.co_name} ({code.co_filename}:"
+                                             f"{code.co_firstlineno}) runs eagerly")
+        set_extra(code, _evalframe.SKIP)
+        return None
     except Exception as e:   # a bug of ours: never the user's problem
         if options.fullgraph:
             raise
@@ -289,6 +297,26 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     return new_code, tracer
 
 
+class BackendError(RuntimeError):
+    """The backend failed to compile a graph: the frame runs eagerly (fullgraph=True raises this)."""
+
+    def __init__(self, backend: str, error: BaseException):
+        super().__init__(f"backend {backend!r} failed to compile a graph: {type(error).__name__}: {error}")
+        self.backend, self.error = backend, error
+
+
+def _restoring_grad_mode(fn):
+    """A graph that switches grad mode and then raises must not leave the mode switched."""
+    def run(*args):
+        prior = torch.is_grad_enabled()
+        try:
+            return fn(*args)
+        except BaseException:
+            torch._C._set_grad_enabled(prior)
+            raise
+    return run
+
+
 def _guard_distinct_inputs(tracer) -> None:
     from .guards import DistinctMatch
     sources = tuple(src for (_, _, src) in tracer.graph.inputs if src is not None)
@@ -300,9 +328,14 @@ def _compile(gm, graph, options):
     example_inputs = [real for (_, real, _) in graph.inputs]
     with warnings.catch_warnings():      # the backend's own warnings reach the user (tracing's do not)
         warnings.simplefilter("default")
-        fn = options.backend(gm, example_inputs)
+        try:
+            fn = options.backend(gm, example_inputs)
+        except Exception as e:
+            raise BackendError(options.backend_name, e) from e
+    if any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes):
+        fn = _restoring_grad_mode(fn)
     if not callable(fn):
-        raise TypeError(f"backend {options.backend_name!r} returned {type(fn).__name__}, not a callable")
+        raise BackendError(options.backend_name, TypeError(f"it returned {type(fn).__name__}, not a callable"))
     return _evalframe.DisabledCall(fn)
 
 

@@ -78,7 +78,13 @@ def _capture_module(module: torch.nn.Module, options: CaptureOptions) -> torch.n
 def reset() -> None:
     """Forget every capture: cache entries, records, warnings."""
     from .convert_frame import AUTO_DYNAMIC, TOUCHED_CODES
-    for code in list(TOUCHED_CODES):
+    while True:                      # another thread may add codes while we copy the set
+        try:
+            codes = list(TOUCHED_CODES)
+            break
+        except RuntimeError:
+            continue
+    for code in codes:
         _evalframe.set_code_extra(code, None)
     TOUCHED_CODES.clear()
     AUTO_DYNAMIC.clear()

@@ -191,6 +191,7 @@ class Tracer:
         from .handlers import HANDLERS
         insts = frame.instructions
         root = frame.parent is None
+        catching = None
         while not frame.done:
             if frame.ip >= len(insts):
                 raise Unsupported(breaks.UNSUPPORTED_OPCODE, "ran off the end of the code")
@@ -207,8 +208,16 @@ class Tracer:
             handler = HANDLERS.get(inst.opname)
             if handler is None:
                 raise Unsupported(breaks.UNSUPPORTED_OPCODE, inst.opname)
+            if catching is None:
+                from .resume import facts
+                catching = facts(frame.code).catching_ranges
+            in_try = bool(catching) and any(start <= inst.offset < end for start, end in catching)
+            ops_before = len(self.graph.graph.nodes) if in_try else 0
             try:
                 handler(frame, inst)
+                if in_try and len(self.graph.graph.nodes) != ops_before:
+                    # A graph op that fails at run time must reach the user's except/finally.
+                    raise Unsupported(breaks.TRY_BLOCK, "a tensor op inside a try block")
             except Unsupported as e:
                 if not e.user_stack or e.user_stack[0][:2] != frame.location()[:2]:
                     e.user_stack.insert(0, frame.location())

@@ -17,8 +17,8 @@ from bytecode import Bytecode, CellVar, Instr, Label
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS
 
 _ENDS_BLOCK = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"} | UNCONDITIONAL_JUMPS
-_READS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR"}
-_WRITES = {"STORE_FAST", "DELETE_FAST"}
+_READS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST"}   # `del v` needs v bound
+_WRITES = {"STORE_FAST"}
 _FACTS: "weakref.WeakKeyDictionary[types.CodeType, CodeFacts]" = weakref.WeakKeyDictionary()
 _RESUME_CODES: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
 
@@ -31,10 +31,33 @@ class CodeFacts:
         self.insts = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
         self.index_of = {inst.offset: i for i, inst in enumerate(self.insts)}
         self.try_ranges = [(e.start, e.end) for e in dis._parse_exception_table(code)]
+        self.catching_ranges = [(e.start, e.end) for e in dis._parse_exception_table(code)
+                                if self._handler_catches(e.target)]
         handlers = [(e.start, e.end, e.target) for e in dis._parse_exception_table(code)]
         self.loop_ranges = [(inst.argval, inst.offset) for inst in self.insts
                             if inst.opname in JUMP_OPS and isinstance(inst.argval, int) and inst.argval <= inst.offset]
         self.live_in = self._liveness(handlers)
+
+    _CLEANUP_ONLY = {"PUSH_EXC_INFO", "SWAP", "POP_TOP", "COPY", "STORE_FAST", "CALL_INTRINSIC_1", "NOP",
+                     "POP_EXCEPT", "LOAD_CONST", "END_FOR"}
+
+    def _handler_catches(self, target: int) -> bool:
+        """Does the handler at `target` run user code or swallow the exception? `with` blocks'
+        cleanup and compiler-made re-raise handlers (comprehensions, generators) do not."""
+        start = self.index_of.get(target)
+        if start is None:
+            return True
+        for inst in self.insts[start:start + 64]:
+            if inst.opname == "WITH_EXCEPT_START":
+                return False
+            if inst.opname in ("RERAISE", "RAISE_VARARGS"):
+                return False
+            if inst.opname not in self._CLEANUP_ONLY:
+                return True
+        return True
+
+    def in_catching_block(self, offset: int) -> bool:
+        return any(start <= offset < end for start, end in self.catching_ranges)
 
     def _successors(self, i, handlers):
         inst = self.insts[i]

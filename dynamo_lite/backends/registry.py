@@ -11,13 +11,21 @@ def register_backend(name: Optional[str] = None, fn: Optional[Callable] = None):
     if callable(name) and fn is None:          # @register_backend without arguments
         fn, name = name, None
     if fn is not None:
+        _check_callable(fn)
         _BACKENDS[name or fn.__name__] = fn
         return fn
 
     def decorator(f):
+        _check_callable(f)
         _BACKENDS[name or f.__name__] = f
         return f
     return decorator
+
+
+def _check_callable(fn) -> None:
+    if not callable(fn):
+        raise TypeError(f"a backend must be callable as backend(gm, example_inputs) -> callable, "
+                        f"got {type(fn).__name__}")
 
 
 def lookup_backend(backend) -> Callable:
@@ -37,4 +45,4 @@ def lookup_backend(backend) -> Callable:
 
 
 def list_backends() -> list[str]:
-    return sorted(_BACKENDS)
+    return sorted(set(_BACKENDS) | {"triton"})      # triton registers itself on first use
