@@ -1,0 +1,99 @@
+"""Differential fuzzing of dynamo_lite: random programs, eager vs captured.
+
+    python bench/fuzz.py --n 10000 --seed 0            # the full run (about 0.1 s a program per job)
+    python bench/fuzz.py --n 2000 --seed 1 --jobs 2
+    python bench/fuzz.py --program 1000042            # one program: print it and its verdict
+    python bench/fuzz.py --file tests/regressions/x.py
+    python bench/fuzz.py --backend triton --device cuda   # needs triton and a GPU (or TRITON_INTERPRET=1)
+
+Prints the counts (programs, mismatches, crashes, hangs, internal errors, seconds), shrinks each
+distinct failure to a minimal program and saves it under tests/regressions/ (replayed by
+tests/test_fuzz_regressions.py; --no-save to skip). Exits 1 when any program failed.
+The generator, oracle and worker live in tests/fuzz/ (see its __init__.py).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+# tests/fuzz is a package of the test suite; this script shares it (and is not itself `fuzz`)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from fuzz import driver  # noqa: E402
+from fuzz.generator import generate  # noqa: E402
+from fuzz.worker import Worker  # noqa: E402
+
+
+def _triton_available(device: str) -> tuple[bool, str]:
+    try:
+        import dynamo_lite.backends.triton  # noqa: F401
+        from dynamo_lite.backends.triton import availability
+    except Exception as e:  # noqa: BLE001
+        return False, f"dynamo_lite.backends.triton does not import: {e}"
+    try:
+        availability.require()
+    except RuntimeError as e:
+        return False, str(e)
+    import torch
+    if not availability.can_run_on(torch.device(device)):
+        return False, f"the triton backend cannot run on {device}"
+    return True, ""
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=int, default=1000, help="number of programs")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--start", type=int, default=0, help="first program index")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
+    p.add_argument("--backend", default="eager", help="eager (default), triton or inductor")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per program before it counts as a hang")
+    p.add_argument("--no-shrink", action="store_true")
+    p.add_argument("--no-save", action="store_true")
+    p.add_argument("--max-shrink", type=int, default=10, help="distinct failures to shrink")
+    p.add_argument("--program", type=int, help="run only this program (a generator seed) and show it")
+    p.add_argument("--file", type=Path, help="run only this program file")
+    args = p.parse_args(argv)
+
+    if args.backend == "triton":
+        ok, why = _triton_available(args.device)
+        if not ok:
+            print(f"skipping the triton backend: {why}")
+            return 0
+
+    if args.program is not None or args.file is not None:
+        source = driver.strip_header(args.file.read_text()) if args.file else generate(args.program)
+        print(source)
+        with Worker() as worker:
+            v = worker.run(source, str(args.file or f"<fuzz-{args.program}>"), backend=args.backend,
+                           device=args.device, timeout=args.timeout)
+        print(f"verdict: {v.category or 'ok'}  frames: {v.statuses}\n{v.message}")
+        return 0 if v.ok else 1
+
+    def progress(done: int, failed: int) -> None:
+        if done % 250 == 0 or done == args.n:
+            print(f"  {done}/{args.n} programs, {failed} failing", flush=True)
+
+    print(f"fuzzing dynamo_lite: {args.n} programs, seed {args.seed}, backend {args.backend}, "
+          f"{args.jobs} jobs", flush=True)
+    summary = driver.run_programs(driver.seeds_for(args.seed, args.n, args.start), jobs=args.jobs,
+                                  backend=args.backend, device=args.device, timeout=args.timeout, progress=progress)
+    if summary.failures and not args.no_shrink:
+        with Worker() as worker:
+            for failure in driver.distinct(summary.failures)[:args.max_shrink]:
+                print(f"shrinking program {failure.program} [{failure.verdict.category}] "
+                      f"({len(failure.source.splitlines())} lines)", flush=True)
+                driver.shrink_failure(failure, worker, backend=args.backend, device=args.device,
+                                      timeout=args.timeout, log=None)
+                print(f"  -> {len(failure.shrunk.splitlines())} lines", flush=True)
+                if not args.no_save:
+                    driver.save_regression(failure, args.seed)
+    print(summary.report())
+    return 1 if summary.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Run one generated program eagerly and captured, and say whether they agree.
+
+A program (see generator.py) defines `make_target()` and `make_inputs(seed, device)`. It is
+executed twice, into two fresh namespaces, so the eager and the captured side each have their
+own globals, classes and module state. Then each side makes the same calls:
+
+    1. make_inputs(0)   first call: the captured side captures
+    2. make_inputs(0)   the same inputs again: the captured side should reuse its cache
+    3. make_inputs(1)   new values of the same shapes
+
+and after every call the sides must agree on the return value or exception (type and message),
+what was printed, the inputs afterwards (in-place changes, appended list items, module state),
+the program's globals, the module under test, and which outputs alias which inputs. A warning
+"dynamo_lite: internal error" or a record with status "error" fails the program even when the
+values agree: the engine hid a bug of its own by running the frame eagerly.
+
+`check_source(source)` returns a `Verdict`; it never raises for a failing program.
+`check_function(fn, *args)` is the same comparison for a function at hand (hand-written tests):
+it raises `Mismatch` on the first difference.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import copy
+import dataclasses
+import io
+import linecache
+import traceback
+import warnings
+from typing import Any, Optional
+
+import torch
+
+import dynamo_lite as dl
+from dynamo_lite.fallback import records
+
+from .compare import Mismatch, alias_signature, assert_same, same_class
+
+#: tolerances per backend: the eager backend runs the very same ops; Triton fuses and reorders
+TOLERANCES = {"eager": (None, None), "triton": (1e-3, 1e-4), "inductor": (1e-3, 1e-4)}
+CALL_SEEDS = (0, 0, 1)
+INTERNAL_ERROR = "dynamo_lite: internal error"
+
+
+@dataclasses.dataclass
+class Verdict:
+    """The outcome of one program. `category` is "" when the runs agree, else one of
+    mismatch:<value|exception|stdout|mutation|globals|module|alias>, internal-error, harness
+    (the program itself is broken), crash, hang (the last two come from worker.py)."""
+    category: str = ""
+    message: str = ""
+    eager_error: str = ""                           # exception type of eager's first call, if any
+    statuses: dict = dataclasses.field(default_factory=dict)   # FrameRecord status -> count
+
+    @property
+    def ok(self) -> bool:
+        return not self.category
+
+
+@dataclasses.dataclass
+class Outcome:
+    value: Any = None
+    exc: Optional[BaseException] = None
+    stdout: str = ""
+    warnings: list = dataclasses.field(default_factory=list)
+
+
+def load(source: str, filename: str) -> dict:
+    """Execute program text into a fresh namespace (its source registered for tracebacks)."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__name__": "__fuzz__", "__file__": filename}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+def call(fn, args: tuple, kwargs: dict) -> Outcome:
+    out = Outcome()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out.value = fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 -- compared with the other side
+            out.exc = e
+    out.stdout = buf.getvalue()
+    out.warnings = [str(w.message) for w in caught]
+    return out
+
+
+def _globals(namespace: dict) -> dict:
+    """The program's plain global data (counters, histories), compared after every call."""
+    return {k: v for k, v in namespace.items() if not k.startswith("__")
+            and isinstance(v, (int, float, bool, str, list, dict, tuple, torch.Tensor))}
+
+
+def _raise_internal_errors(label: str, got: Outcome) -> None:
+    """An error of dynamo_lite's own that it hid by running the frame eagerly is a failure too."""
+    internal = [w for w in got.warnings if w.startswith(INTERNAL_ERROR)]
+    errors = [r for r in records.RECORDS if r.status == "error"]
+    if internal or errors:
+        detail = internal[0] if internal else f"{errors[0].name}: {errors[0].detail}"
+        raise Mismatch("internal-error", f"{label}: {detail}")
+
+
+def compare_calls(label: str, eager: Outcome, got: Outcome, e_in: Any, c_in: Any, rtol, atol) -> None:
+    """Raise Mismatch for the first difference between two calls (inputs given after the call)."""
+    if eager.exc is not None or got.exc is not None:
+        if got.exc is None:
+            raise Mismatch("exception", f"{label}: eager raised {type(eager.exc).__name__}: {eager.exc} "
+                                        f"but captured returned {str(got.value)[:200]}")
+        if eager.exc is None:
+            raise Mismatch("exception", f"{label}: captured raised {type(got.exc).__name__}: {got.exc} "
+                                        f"but eager returned\n{''.join(traceback.format_exception(got.exc))[-3000:]}")
+        if not same_class(eager.exc, got.exc) or str(got.exc) != str(eager.exc):
+            raise Mismatch("exception", f"{label}: captured raised {type(got.exc).__name__}: {got.exc!s:.300}; "
+                                        f"eager raised {type(eager.exc).__name__}: {eager.exc!s:.300}")
+    else:
+        assert_same(eager.value, got.value, f"{label}: result", rtol=rtol, atol=atol)
+    if got.stdout != eager.stdout:
+        raise Mismatch("stdout", f"{label}: printed {got.stdout[:300]!r}, eager printed {eager.stdout[:300]!r}")
+    assert_same(e_in, c_in, f"{label}: inputs after the call", kind="mutation", rtol=rtol, atol=atol)
+    if eager.exc is None:
+        e_sig, c_sig = alias_signature(eager.value, e_in), alias_signature(got.value, c_in)
+        if e_sig != c_sig:
+            raise Mismatch("alias", f"{label}: output aliasing (same input, shares storage with inputs, "
+                                    f"shares with output #) {c_sig} != eager {e_sig}")
+
+
+def check_source(source: str, filename: str = "<fuzz>", *, backend: str = "eager", device: str = "cpu",
+                 calls: tuple = CALL_SEEDS) -> Verdict:
+    """Run `source` eagerly and captured with `backend`; the Verdict says how they compare."""
+    verdict = Verdict()
+    rtol, atol = TOLERANCES.get(backend, (1e-3, 1e-4))
+    try:
+        eager_ns, captured_ns = load(source, filename), load(source, filename)
+        eager_fn, target = eager_ns["make_target"](), captured_ns["make_target"]()
+        if not callable(eager_fn):
+            return Verdict("harness", f"make_target() returned {type(eager_fn).__name__}, not a callable")
+        if isinstance(eager_fn, torch.nn.Module):
+            eager_fn, target = eager_fn.to(device), target.to(device)
+    except Exception as e:  # noqa: BLE001
+        return Verdict("harness", f"the program does not load: {type(e).__name__}: {e}")
+    dl.reset()
+    try:
+        captured = dl.capture(target, backend=backend)
+    except Exception as e:  # noqa: BLE001
+        return Verdict("harness", f"dl.capture failed: {type(e).__name__}: {e}")
+    try:
+        for i, seed in enumerate(calls):
+            label = f"call {i + 1} (make_inputs({seed}))"
+            e_args, e_kwargs = eager_ns["make_inputs"](seed, device)
+            c_args, c_kwargs = captured_ns["make_inputs"](seed, device)
+            try:
+                assert_same((e_args, e_kwargs), (c_args, c_kwargs), f"{label}: inputs")
+            except Mismatch as m:           # e.g. a shrunk program that lost its random generator
+                return Verdict("harness", f"make_inputs is not deterministic: {m}")
+            eager = call(eager_fn, e_args, e_kwargs)
+            got = call(captured, c_args, c_kwargs)
+            if i == 0 and eager.exc is not None:
+                verdict.eager_error = type(eager.exc).__name__
+            _raise_internal_errors(label, got)
+            compare_calls(label, eager, got, (e_args, e_kwargs), (c_args, c_kwargs), rtol, atol)
+            assert_same(_globals(eager_ns), _globals(captured_ns), f"{label}: program globals", kind="globals",
+                        rtol=rtol, atol=atol)
+            if isinstance(eager_fn, torch.nn.Module):
+                assert_same(eager_fn, target, f"{label}: module under test", kind="module", rtol=rtol, atol=atol)
+    except Mismatch as m:
+        verdict.category = m.kind if m.kind == "internal-error" else f"mismatch:{m.kind}"
+        verdict.message = str(m)
+    except Exception as e:  # noqa: BLE001 -- make_inputs or a comparison itself failed
+        verdict.category = "harness"
+        verdict.message = "".join(traceback.format_exception(e))[-2000:]
+    verdict.statuses = dict(collections.Counter(r.status for r in records.RECORDS))
+    dl.reset()
+    return verdict
+
+
+def check_function(fn, *args, calls: int = 2, backend="eager", rtol=None, atol=None, **kwargs) -> Outcome:
+    """Call `fn` eagerly and captured (`calls` times each, on deep copies of the arguments) and
+    raise `Mismatch` unless they agree as in check_source; returns the captured side's last Outcome."""
+    dl.reset()
+    captured = dl.capture(fn, backend=backend)
+    got = None
+    for i in range(calls):
+        label = f"call {i + 1}"
+        e_args, e_kwargs = copy.deepcopy((args, kwargs))
+        c_args, c_kwargs = copy.deepcopy((args, kwargs))
+        eager = call(fn, e_args, e_kwargs)
+        got = call(captured, c_args, c_kwargs)
+        _raise_internal_errors(label, got)
+        compare_calls(label, eager, got, (e_args, e_kwargs), (c_args, c_kwargs), rtol, atol)
+    return got

@@ -1,0 +1,25 @@
+# dynamo_lite fuzz regression: program 5047 of bench/fuzz.py --seed 0, shrunk from 54 to 22 lines
+# failure: mismatch:globals: call 1 (make_inputs(0)): program globals['CALLS']: 0 != 1
+# xfail: bug: `global CALLS; CALLS += 1` is lost when a later in-place op fails at run time (v += v[1])
+import torch
+CALLS = 0
+
+def f(x, n, s, idx):
+    global CALLS
+    v2_m1 = x
+    CALLS += 1
+    v2_m1 += v2_m1[1]
+
+def make_target():
+    return f
+
+def make_inputs(seed, device='cpu'):
+    g = torch.Generator()
+
+    def rand(*shape):
+        return torch.randn(shape, generator=g)
+    x = rand(2)
+    n = 0
+    s = torch.rand
+    idx = torch.randint
+    return ((x, n, s, idx), {})

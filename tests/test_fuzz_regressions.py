@@ -1,0 +1,68 @@
+"""Replay the minimized failing programs saved by the fuzzer (tests/regressions/*.py).
+
+Each file is a program in the generator's format (make_target, make_inputs) with a comment
+header written by `fuzz.driver.save_regression`; it runs through the same oracle as the fuzzer
+(eager vs captured, three calls), in a child process so a crash fails only its own test.
+A header line `# xfail: <reason>` marks a bug that is still open: the test is then
+xfail(strict=True), so it flips to a failure when the bug is fixed. Delete that line then.
+`# xfail-python: 3.12` limits the xfail to that Python version.
+`# backend: triton` runs the program with the triton backend (on CUDA when there is a GPU),
+skipped where that backend cannot run; the default is the eager backend.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from fuzz.driver import REGRESSIONS_DIR, header, strip_header
+from fuzz.worker import Worker
+
+FILES = sorted(Path(REGRESSIONS_DIR).glob("*.py"))
+PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def _triton_runnable() -> bool:
+    try:
+        from dynamo_lite.backends.triton import availability
+        availability.require()
+        return True
+    except Exception:  # noqa: BLE001 -- no triton, no GPU, no TRITON_INTERPRET: skip
+        return False
+
+
+def _params():
+    out = []
+    for path in FILES:
+        info = header(path.read_text())
+        applies = info.get("xfail-python", PYTHON) == PYTHON
+        marks = [pytest.mark.xfail(strict=True, reason=info["xfail"])] if "xfail" in info and applies else []
+        if info.get("backend", "eager") == "triton":
+            marks.append(pytest.mark.skipif(not _triton_runnable(), reason="needs the triton backend (GPU or TRITON_INTERPRET=1)"))
+        out.append(pytest.param(path, id=path.stem, marks=marks))
+    return out
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with Worker() as w:
+        yield w
+
+
+@pytest.mark.parametrize("path", _params())
+def test_regression(path, worker):
+    import torch
+    backend = header(path.read_text()).get("backend", "eager")
+    device = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
+    verdict = worker.run(strip_header(path.read_text()), str(path), backend=backend, device=device, timeout=300)
+    assert verdict.ok, f"{path.name}: {verdict.category}\n{verdict.message}"
+
+
+def test_regression_files_are_programs():
+    """Every saved file defines what the oracle needs (catches a hand edit gone wrong)."""
+    for path in FILES:
+        text = path.read_text()
+        assert "def make_target" in text and "def make_inputs" in text, path.name
+        assert header(text).get("backend", "eager") in ("eager", "triton", "inductor"), path.name
+        compile(strip_header(text), str(path), "exec")
