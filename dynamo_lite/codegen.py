@@ -66,6 +66,12 @@ class Emitter:
             emit_arg()
         self.out.extend(instrs_call(len(arg_emitters), self.lineno))
 
+    def call_graph(self, compiled, inputs: list[Source]):
+        """Call the compiled graph on its inputs (reloaded from their sources); keep the outputs."""
+        if compiled is not None:
+            self.call_const(compiled, [lambda s=s: self.load_source(s) for s in inputs])
+            self.emit("STORE_FAST", GRAPH_OUT)
+
     # ---- sources ----------------------------------------------------------------------------
     def load_source(self, src: Source):
         if isinstance(src, LocalSource):
@@ -266,19 +272,24 @@ def tensors_needed(tracer, *roots) -> list[TensorValue]:
     return list(found.values())
 
 
-def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: list[Source],
-              outputs: list[TensorValue], lineno: int) -> types.CodeType:
-    original = Bytecode.from_code(code)
+def _prologue(original: Bytecode) -> list:
+    """The original code's first instructions up to RESUME (MAKE_CELL, COPY_FREE_VARS): the
+    replacement sets up cells and free variables exactly as the original does."""
     prologue = []
     for instr in original:
         prologue.append(instr)
         if isinstance(instr, Instr) and instr.name == "RESUME":
             break
+    return prologue
+
+
+def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: list[Source],
+              outputs: list[TensorValue], lineno: int) -> types.CodeType:
+    original = Bytecode.from_code(code)
+    prologue = _prologue(original)
     emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)})
     emitter.count_shared(result, set())
-    if compiled is not None:
-        emitter.call_const(compiled, [lambda s=s: emitter.load_source(s) for s in inputs])
-        emitter.emit("STORE_FAST", GRAPH_OUT)
+    emitter.call_graph(compiled, inputs)
     emitter.replay(tracer)
     emitter.value(result)
     emitter.emit("RETURN_VALUE")
@@ -327,11 +338,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     last = code_facts.insts[end]
     lineno = last.positions.lineno if last.positions and last.positions.lineno else code.co_firstlineno
     original = Bytecode.from_code(code)
-    prologue = []
-    for instr in original:
-        prologue.append(instr)
-        if isinstance(instr, Instr) and instr.name == "RESUME":
-            break
+    prologue = _prologue(original)
     emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)})
     seen: set = set()
     for v in frame.stack:
@@ -339,9 +346,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     for v in frame.locals.values():
         if isinstance(v, Value):
             emitter.count_shared(v, seen)
-    if compiled is not None:
-        emitter.call_const(compiled, [lambda s=s: emitter.load_source(s) for s in inputs])
-        emitter.emit("STORE_FAST", GRAPH_OUT)
+    emitter.call_graph(compiled, inputs)
     emitter.replay(tracer)
     for v in frame.stack:
         if isinstance(v, NullValue):
