@@ -23,23 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from fuzz import driver  # noqa: E402
 from fuzz.generator import generate  # noqa: E402
+from fuzz.oracle import triton_runnable  # noqa: E402
 from fuzz.worker import Worker  # noqa: E402
-
-
-def _triton_available(device: str) -> tuple[bool, str]:
-    try:
-        import dynamo_lite.backends.triton  # noqa: F401
-        from dynamo_lite.backends.triton import availability
-    except Exception as e:  # noqa: BLE001
-        return False, f"dynamo_lite.backends.triton does not import: {e}"
-    try:
-        availability.require()
-    except RuntimeError as e:
-        return False, str(e)
-    import torch
-    if not availability.can_run_on(torch.device(device)):
-        return False, f"the triton backend cannot run on {device}"
-    return True, ""
 
 
 def main(argv=None) -> int:
@@ -59,7 +44,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     if args.backend == "triton":
-        ok, why = _triton_available(args.device)
+        ok, why = triton_runnable(args.device)
         if not ok:
             print(f"skipping the triton backend: {why}")
             return 0

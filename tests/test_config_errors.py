@@ -32,6 +32,8 @@ import dynamo_lite as dl
 from dynamo_lite import compat, eval_frame
 from dynamo_lite.backends import registry
 
+from fuzz.oracle import triton_runnable
+
 INTERNAL = "internal error"
 
 
@@ -150,16 +152,7 @@ def test_backend_that_raises_with_fullgraph_names_the_backend():
     assert "raising_backend" in str(e.value) and "the backend's own failure" in str(e.value)
 
 
-def _triton_runnable() -> bool:
-    try:
-        from dynamo_lite.backends.triton import availability
-        availability.require()
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-
-
-@pytest.mark.skipif(_triton_runnable(), reason="triton can run here (GPU or TRITON_INTERPRET)")
+@pytest.mark.skipif(triton_runnable()[0], reason="triton can run here (GPU or TRITON_INTERPRET)")
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
 def test_triton_backend_without_gpu_says_what_is_missing(monkeypatch):
     # The Triton test modules set TRITON_INTERPRET=1 when pytest collects them; this check is

@@ -19,6 +19,7 @@ import sys
 import pytest
 
 from fuzz import driver
+from fuzz.oracle import triton_runnable
 from fuzz.worker import Worker
 
 SEED = 7
@@ -40,15 +41,6 @@ if PY312:
 
 def _known_programs() -> set[int]:
     return {p for programs in KNOWN_BUGS.values() for p in programs}
-
-
-def _triton_runnable() -> bool:
-    try:
-        from dynamo_lite.backends.triton import availability
-        availability.require()
-        return True
-    except Exception:  # noqa: BLE001 -- not importable, no triton, no GPU: skip
-        return False
 
 
 def _describe(summary: driver.Summary, unexpected: list) -> str:
@@ -86,7 +78,7 @@ def test_known_bug_still_fails(bug, eager_run):
     assert not still, f"programs {still} still fail"
 
 
-@pytest.mark.skipif(not _triton_runnable(), reason="triton backend needs triton and a GPU (or TRITON_INTERPRET=1)")
+@pytest.mark.skipif(not triton_runnable()[0], reason="triton backend needs triton and a GPU (or TRITON_INTERPRET=1)")
 @pytest.mark.xfail(strict=True, reason="bugs (triton backend): tests/regressions/triton_*.py; 7 of these 60 programs "
                                       "fail under TRITON_INTERPRET=1, 26 of 200 (seed 3) on an H200")
 def test_generated_programs_agree_with_triton_backend():

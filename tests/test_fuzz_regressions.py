@@ -17,19 +17,11 @@ from pathlib import Path
 import pytest
 
 from fuzz.driver import REGRESSIONS_DIR, header, strip_header
+from fuzz.oracle import triton_runnable
 from fuzz.worker import Worker
 
 FILES = sorted(Path(REGRESSIONS_DIR).glob("*.py"))
 PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
-
-
-def _triton_runnable() -> bool:
-    try:
-        from dynamo_lite.backends.triton import availability
-        availability.require()
-        return True
-    except Exception:  # noqa: BLE001 -- no triton, no GPU, no TRITON_INTERPRET: skip
-        return False
 
 
 def _params():
@@ -39,7 +31,7 @@ def _params():
         applies = info.get("xfail-python", PYTHON) == PYTHON
         marks = [pytest.mark.xfail(strict=True, reason=info["xfail"])] if "xfail" in info and applies else []
         if info.get("backend", "eager") == "triton":
-            marks.append(pytest.mark.skipif(not _triton_runnable(), reason="needs the triton backend (GPU or TRITON_INTERPRET=1)"))
+            marks.append(pytest.mark.skipif(not triton_runnable()[0], reason="needs the triton backend (GPU or TRITON_INTERPRET=1)"))
         out.append(pytest.param(path, id=path.stem, marks=marks))
     return out
 

@@ -66,6 +66,18 @@ class Outcome:
     warnings: list = dataclasses.field(default_factory=list)
 
 
+def triton_runnable(device: Optional[str] = None) -> tuple[bool, str]:
+    """Can dynamo_lite's triton backend compile and run graphs here (on `device`)? And if not, why."""
+    try:
+        from dynamo_lite.backends.triton import availability
+        availability.require()
+    except Exception as e:  # noqa: BLE001 -- not importable, no triton, no GPU and no TRITON_INTERPRET
+        return False, f"{type(e).__name__}: {e}"
+    if device is not None and not availability.can_run_on(torch.device(device)):
+        return False, f"the triton backend cannot run on {device}"
+    return True, ""
+
+
 def load(source: str, filename: str) -> dict:
     """Execute program text into a fresh namespace (its source registered for tracebacks)."""
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
