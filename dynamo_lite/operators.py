@@ -3,7 +3,9 @@ truthiness. Constants fold, tensors become graph nodes, containers follow Python
 from __future__ import annotations
 
 import dis
+import enum
 import operator
+import types
 from typing import Any
 
 import torch
@@ -52,12 +54,25 @@ def python_value(v: Value) -> Any:
     if isinstance(v, DictValue):
         return v.cls((k, python_value(x)) for k, x in v.items.items())
     real = real_object(v)
-    if real is not None and (isinstance(v, (FunctionValue, CallableValue)) or v.source is not None):
+    if real is not None and (isinstance(v, (FunctionValue, CallableValue)) or v.source is not None
+                             and _value_is_stable(real)):
         return real               # compared by identity / equality only
     from .values import IteratorValue
     if isinstance(v, IteratorValue):
         return iter([python_value(x) for x in v.items[v.pos:]])
     raise Unsupported(breaks.UNSUPPORTED_VALUE, f"needs the Python value of a {type(v).__name__}")
+
+
+def _value_is_stable(obj) -> bool:
+    """Whether folding an operation on this existing object is sound under the guards its value
+    got: classes, modules and enum members are pinned by identity; objects that use identity
+    equality are only compared. Mutable values with value semantics (a numpy array, a user
+    container) would be baked into the graph as they are now: never fold those."""
+    if isinstance(obj, (type, types.ModuleType, enum.Enum, types.FunctionType, types.BuiltinFunctionType,
+                        types.MethodType, torch.nn.Module)):
+        return True
+    cls = type(obj)
+    return cls.__eq__ is object.__eq__ and not hasattr(cls, "__getitem__") and not hasattr(cls, "__array__")
 
 
 def is_python_constant(v: Value) -> bool:
