@@ -9,12 +9,12 @@ import types
 import torch
 
 from . import breaks
-from .breaks import Unsupported
-from .guards import DictKeysMatch
+from .breaks import TracedException, Unsupported, user_error
+from .guards import AttrAbsent, DictKeysMatch
 from .sources import AttrSource, GenericAttrSource, ModuleDictSource
 from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue, MethodValue,
                      SuperValue,
-                     ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue, TensorValue, Value)
+                     ModuleValue, NewExceptionValue, NewObjectValue, ObjectValue, SeqValue, SetValue, TensorValue, Value)
 from .wrap import wrap
 
 _MISSING = object()
@@ -68,17 +68,15 @@ def _tensor_attr(frame, obj: TensorValue, name):
     if name == "__class__":
         return CallableValue(obj.node.meta.get("real_type") or torch.Tensor)
     if attr is _MISSING:
-        raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: 'Tensor' object has no attribute {name!r}")
+        raise user_error(AttributeError, f"'Tensor' object has no attribute {name!r}")
     raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"tensor.{name}")
 
 
 def _const_attr(frame, obj: Const, name):
     try:
         value = getattr(obj.value, name)
-    except AttributeError as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: {e}")
     except Exception as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"{type(obj.value).__name__}.{name}: {e}")
+        raise TracedException(e, f"{type(obj.value).__name__}.{name}: {type(e).__name__}: {e}")
     if isinstance(value, (types.BuiltinMethodType, types.MethodType)) or callable(value) and not isinstance(value, type):
         return MethodValue(obj, name)
     return Const(value)
@@ -145,7 +143,7 @@ def _module_attr(frame, obj: ModuleValue, name):
             return wrap(frame.tracer, entries[name], source)
     if type(m).__getattr__ is not torch.nn.Module.__getattr__:
         raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"custom __getattr__ of {type(m).__name__}")
-    raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: '{type(m).__name__}' object has no attribute '{name}'")
+    raise missing_attribute(frame, obj, name)
 
 
 def guard_module_keys(tracer, obj: ModuleValue):
@@ -160,8 +158,8 @@ def _object_attr(frame, obj: ObjectValue, name):
     if isinstance(o, types.ModuleType) or isinstance(o, type) and _is_plain_getattr(type(o)):
         try:
             value = getattr(o, name)
-        except AttributeError as e:
-            raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: {e}")
+        except AttributeError:
+            raise missing_attribute(frame, obj, name) from None
         if isinstance(o, type):
             raw = inspect.getattr_static(o, name, None)
             if isinstance(raw, classmethod):
@@ -192,7 +190,20 @@ def generic_object_attr(frame, obj: ObjectValue, name: str) -> Value:
         return wrap(frame.tracer, d[name], _sub(src, name))
     if cls_attr is not _MISSING:
         return _class_attribute(frame, obj, cls, name, src)
-    raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__}.{name}")
+    if d is None or getattr(cls, "__getattr__", None) is not None and _is_plain_getattr(cls):
+        raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__}.{name}")
+    raise missing_attribute(frame, obj, name, generic=not _is_plain_getattr(cls))
+
+
+def missing_attribute(frame, obj: Value, name: str, generic: bool = False) -> TracedException:
+    """The AttributeError eager Python raises for `obj.name`, with a guard that the attribute is
+    still missing when the graph is reused (the code may catch it: getattr's default, hasattr)."""
+    if obj.source is not None:
+        frame.tracer.add_guard(AttrAbsent(obj.source, name, generic))
+    kind = obj.python_type()
+    what = f"type object '{obj.obj.__name__}'" if isinstance(obj, ObjectValue) and isinstance(obj.obj, type) \
+        else f"'{kind.__name__}' object"
+    return user_error(AttributeError, f"{what} has no attribute {name!r}")
 
 
 def _is_plain_getattr(cls) -> bool:
@@ -204,8 +215,20 @@ def _new_object_attr(frame, obj: NewObjectValue, name):
         return obj.attrs[name]
     result = _class_attribute(frame, obj, obj.cls, name, None)
     if result is _MISSING:
-        raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: '{obj.cls.__name__}' has no attribute '{name}'")
+        raise user_error(AttributeError, f"'{obj.cls.__name__}' object has no attribute {name!r}")
     return result
+
+
+def _exception_attr(frame, obj: NewExceptionValue, name):
+    """`e.args` and friends of an exception made while tracing (its state is all constants)."""
+    try:
+        value = getattr(obj.obj, name)
+    except AttributeError:
+        raise missing_attribute(frame, obj, name) from None
+    from .wrap import is_constant
+    if name in ("args", "__class__") or is_constant(value) and not name.startswith("__"):
+        return wrap(frame.tracer, value, None)
+    raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"{type(obj.obj).__name__}.{name}")
 
 
 def _function_attr(frame, obj, name):
@@ -221,8 +244,8 @@ def _function_attr(frame, obj, name):
     fn = obj.fn
     try:
         value = getattr(fn, name)
-    except AttributeError as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: {e}")
+    except AttributeError:
+        raise missing_attribute(frame, obj, name) from None
     if isinstance(obj, CallableValue) and isinstance(fn, type):
         raw = inspect.getattr_static(fn, name, None)
         if isinstance(raw, classmethod) and isinstance(raw.__func__, types.FunctionType):
@@ -260,7 +283,7 @@ def _super_attr(frame, obj: SuperValue, name):
             if attr is object.__getattribute__:
                 return MethodValue(obj.obj, object.__getattribute__)   # the generic lookup (calls.py)
             raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"super().{name} ({type(attr).__name__})")
-    raise Unsupported(breaks.USER_EXCEPTION, f"AttributeError: 'super' object has no attribute {name!r}")
+    raise user_error(AttributeError, f"'super' object has no attribute {name!r}")
 
 
 def _grad_mode_attr(frame, obj, name):
@@ -271,7 +294,7 @@ def _grad_mode_attr(frame, obj, name):
 
 _LOADERS = {
     TensorValue: _tensor_attr, Const: _const_attr, SeqValue: _seq_attr, DictValue: _container_attr,
-    SetValue: _container_attr, ModuleValue: _module_attr, ObjectValue: _object_attr,
+    SetValue: _container_attr, ModuleValue: _module_attr, ObjectValue: _object_attr, NewExceptionValue: _exception_attr,
     NewObjectValue: _new_object_attr, FunctionValue: _function_attr, ClosureValue: _function_attr,
     CallableValue: _function_attr, MethodValue: _method_attr, GradModeValue: _grad_mode_attr,
     SuperValue: _super_attr,

@@ -8,7 +8,7 @@ import operator
 import torch
 
 from . import breaks
-from .breaks import Unsupported
+from .breaks import TracedException, Unsupported, user_error
 from .operators import BINARY_OPS, COMPARE_OPS, binary, compare, python_value, truthy, unary
 from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue, MethodValue,
                      SuperValue,
@@ -73,11 +73,15 @@ def _isinstance(frame, args, kwargs):
     try:
         return Const(issubclass(cls, real_class_arg(args[1])))
     except TypeError as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"TypeError: {e}")
+        raise TracedException(e)
 
 
 def _issubclass(frame, args, kwargs):
     return Const(issubclass(real_class_arg(args[0]), real_class_arg(args[1])))
+
+
+def _is_attribute_error(e: Unsupported) -> bool:
+    return isinstance(e, TracedException) and isinstance(e.exc, AttributeError)
 
 
 def _getattr(frame, args, kwargs):
@@ -86,7 +90,7 @@ def _getattr(frame, args, kwargs):
     try:
         return load_attr(frame, args[0], name)
     except Unsupported as e:
-        if len(args) > 2 and e.kind is breaks.USER_EXCEPTION and "AttributeError" in e.detail:
+        if len(args) > 2 and _is_attribute_error(e):
             return args[2]
         raise
 
@@ -97,7 +101,7 @@ def _hasattr(frame, args, kwargs):
         load_attr(frame, args[0], python_value(args[1]))
         return Const(True)
     except Unsupported as e:
-        if e.kind is breaks.USER_EXCEPTION and "AttributeError" in e.detail:
+        if _is_attribute_error(e):
             return Const(False)
         raise
 
@@ -120,7 +124,7 @@ def _minmax(fn, cmp):
         if not items:
             if "default" in kwargs:
                 return kwargs["default"]
-            raise Unsupported(breaks.USER_EXCEPTION, f"ValueError: {fn.__name__}() arg is an empty sequence")
+            raise user_error(ValueError, f"{fn.__name__}() arg is an empty sequence")
         if "key" in kwargs and not (isinstance(kwargs["key"], Const) and kwargs["key"].value is None):
             keys = [python_value(_calls().call(frame, kwargs["key"], [i], {})) for i in items]
             best = fn(range(len(items)), key=lambda i: keys[i])
@@ -166,7 +170,7 @@ def _enumerate(frame, args, kwargs):
 def _zip(frame, args, kwargs):
     columns = [_calls().iterate(frame, a) for a in args]
     if python_value(kwargs.get("strict", Const(False))) and len({len(c) for c in columns}) > 1:
-        raise Unsupported(breaks.USER_EXCEPTION, "ValueError: zip() arguments have different lengths")
+        raise user_error(ValueError, "zip() arguments have different lengths")
     return IteratorValue([SeqValue(list(row), tuple) for row in zip(*columns)])
 
 
@@ -213,7 +217,7 @@ def _next(frame, args, kwargs):
     if item is None:
         if len(args) > 1:
             return args[1]
-        raise Unsupported(breaks.USER_EXCEPTION, "StopIteration")
+        raise user_error(StopIteration)
     return item
 
 
@@ -268,7 +272,7 @@ def _fold(fn):
         except Unsupported:
             raise
         except Exception as e:
-            raise Unsupported(breaks.USER_EXCEPTION, f"{type(e).__name__}: {e}")
+            raise TracedException(e)
     return handler
 
 

@@ -19,14 +19,14 @@ from typing import Callable, Optional
 import torch
 
 from . import breaks, config
-from .breaks import Unsupported
+from .breaks import TracedException, Unsupported, user_error
 from .fallback import skip
 from .operators import (BINARY_OPS, binary, compare, contains, identical, is_python_constant, python_value, truthy,
                         unary)
 from .sources import AttrSource, ItemSource
 from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue,
-                     IteratorValue, MethodValue, ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue,
-                     SliceValue, SymValue, TensorValue, Value)
+                     IteratorValue, MethodValue, ModuleValue, NewExceptionValue, NewObjectValue, ObjectValue, SeqValue,
+                     SetValue, SliceValue, SymValue, TensorValue, Value)
 from .wrap import is_torch_namespace, wrap
 
 
@@ -206,13 +206,20 @@ _PRINTERS = {print, builtins.input, breakpoint, _warnings.warn, _warnings.warn_e
 _MODULE_CALLS = {torch.nn.Module.__call__, getattr(torch.nn.Module, "_call_impl", None)} - {None}
 
 
+def plain_exception_class(cls: type) -> bool:
+    """An exception class whose construction runs no Python code (builtin or a plain subclass)."""
+    return all(not isinstance(getattr(k, attr, None), types.FunctionType)
+               for k in cls.__mro__ for attr in ("__init__", "__new__")
+               if attr in k.__dict__)
+
+
 def _fold_call(f, args, kwargs):
     try:
         return Const(f(*[python_value(a) for a in args], **{k: python_value(v) for k, v in kwargs.items()}))
     except Unsupported:
         raise
     except Exception as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"{f.__name__} raised {type(e).__name__}: {e}")
+        raise TracedException(e, f"{f.__name__} raised {type(e).__name__}: {e}")
 
 
 # ============================================================================================
@@ -299,6 +306,10 @@ _TENSOR_METHODS_UNSUPPORTED = {"backward", "register_hook", "retain_grad", "shar
                                "apply_", "map_", "map2_", "tolist", "to_sparse", "numpy"}
 
 
+_COMPILING_QUERIES = {torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling,
+                      getattr(torch._utils, "is_compiling", None)} - {None}
+
+
 def torch_call(frame, f, args, kwargs) -> Value:
     name = getattr(f, "__name__", "")
     module = getattr(f, "__module__", "") or ""
@@ -308,6 +319,11 @@ def torch_call(frame, f, args, kwargs) -> Value:
         enabled = truthy(frame.tracer, args[0])
         frame.tracer.set_grad_enabled(enabled)
         return Const(None)
+    if f in _COMPILING_QUERIES:
+        # Like TorchDynamo: code being captured is code being compiled, so libraries take their
+        # compile-friendly paths (no data-dependent checks, no ContextVars). Frames that run
+        # eagerly call the real function and see False.
+        return Const(True)
     if name in _CONST_TORCH_FUNCTIONS and not any(isinstance(a, TensorValue) for a in _flat(args, kwargs)):
         return _fold_call(f, args, kwargs)
     if name in _CONST_TORCH_FUNCTIONS and name in ("is_tensor", "is_floating_point", "is_complex", "numel",
@@ -391,7 +407,9 @@ def construct(frame, cls_value: CallableValue, args, kwargs) -> Value:
         items = [bound[f] if f in bound else wrap(tracer, defaults[f], None) for f in cls._fields]
         return SeqValue(items, cls)
     if issubclass(cls, BaseException):
-        raise Unsupported(breaks.USER_EXCEPTION, f"creates {cls.__name__}")
+        if not plain_exception_class(cls) or kwargs:
+            raise Unsupported(breaks.USER_EXCEPTION, f"creates {cls.__name__}")
+        return NewExceptionValue(_fold_call(cls, args, {}).value)   # BaseException's own __init__: no user code
     if issubclass(cls, torch.nn.Module) or issubclass(cls, torch.Tensor):
         raise Unsupported(breaks.UNKNOWN_CALL, f"creating a {cls.__name__} inside captured code")
     if type(cls) is type and cls.__new__ is object.__new__ and cls.__module__ not in ("builtins",) \
@@ -469,12 +487,12 @@ def getitem(frame, obj: Value, key: Value) -> Value:
         if isinstance(k, slice):
             return SeqValue(obj.items[k], obj.cls if obj.cls in (list, tuple, torch.Size) else tuple)
         if not -len(obj.items) <= k < len(obj.items):
-            raise Unsupported(breaks.USER_EXCEPTION, "IndexError: index out of range")
+            raise user_error(IndexError, f"{obj.cls.__name__} index out of range")
         return obj.items[k]
     if isinstance(obj, DictValue):
         k = python_value(key)
         if k not in obj.items:
-            raise Unsupported(breaks.USER_EXCEPTION, f"KeyError: {k!r}")
+            raise user_error(KeyError, k)
         return obj.items[k]
     if isinstance(obj, Const):
         try:
@@ -482,7 +500,7 @@ def getitem(frame, obj: Value, key: Value) -> Value:
         except Unsupported:
             raise
         except Exception as e:
-            raise Unsupported(breaks.USER_EXCEPTION, f"{type(e).__name__}: {e}")
+            raise TracedException(e)
     if isinstance(obj, ModuleValue):
         m = obj.module
         from .attributes import guard_module_keys, load_attr
@@ -537,7 +555,7 @@ def setitem(frame, obj: Value, key: Value, value: Value) -> Value:
             obj.items[k] = iterate(frame, value)
         else:
             if not isinstance(k, int) or not -len(obj.items) <= k < len(obj.items):
-                raise Unsupported(breaks.USER_EXCEPTION, "IndexError: list assignment index out of range")
+                raise user_error(IndexError, "list assignment index out of range")
             obj.items[k] = value
         return Const(None)
     if isinstance(obj, DictValue):
@@ -557,7 +575,7 @@ def delitem(frame, obj: Value, key: Value):
         frame.tracer.mutate(obj)
         k = python_value(key)
         if k not in obj.items:
-            raise Unsupported(breaks.USER_EXCEPTION, f"KeyError: {k!r}")
+            raise user_error(KeyError, k)
         del obj.items[k]
         return
     raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"del on {type(obj).__name__}")

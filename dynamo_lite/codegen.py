@@ -19,7 +19,7 @@ from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call,
 from .sources import (AttrSource, ClosureSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource,
                       ModuleDictSource, ObjectRefSource, Source, TypeSource)
 from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue,
-                     MethodValue, ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue, SliceValue, SymValue,
+                     MethodValue, ModuleValue, NewExceptionValue, NewObjectValue, ObjectValue, SeqValue, SetValue, SliceValue, SymValue,
                      TensorValue, Value)
 
 GRAPH_OUT = "___graph_out"
@@ -30,6 +30,10 @@ def _rebuild_object(cls, attrs):
     for name, value in attrs.items():
         object.__setattr__(obj, name, value)
     return obj
+
+
+def _rebuild_exception(cls, args):
+    return cls(*args)
 
 
 def _replace_dict(target, new):
@@ -184,6 +188,8 @@ class Emitter:
             self.call_const(slice, [lambda: self.value(v.start), lambda: self.value(v.stop), lambda: self.value(v.step)])
         elif isinstance(v, (CallableValue, FunctionValue)):
             self.const(v.fn)
+        elif isinstance(v, NewExceptionValue):
+            self.call_const(_rebuild_exception, [lambda: self.const(type(v.obj)), lambda: self.const(v.obj.args)])
         elif isinstance(v, ObjectValue):
             self.const(v.obj)
         elif isinstance(v, ModuleValue):

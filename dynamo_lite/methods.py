@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import breaks
-from .breaks import Unsupported
+from .breaks import TracedException, Unsupported, user_error
 from .operators import python_value, truthy
 from .values import Const, DictValue, GradModeValue, SeqValue, SetValue, TensorValue
 
@@ -31,7 +31,7 @@ def _list_mutator(frame, obj: SeqValue, name, args, kwargs):
     elif name == "pop":
         index = python_value(args[0]) if args else -1
         if not items:
-            raise Unsupported(breaks.USER_EXCEPTION, "IndexError: pop from empty list")
+            raise user_error(IndexError, "pop from empty list")
         return items.pop(index)
     elif name == "clear":
         items.clear()
@@ -44,7 +44,7 @@ def _list_mutator(frame, obj: SeqValue, name, args, kwargs):
                 del items[i]
                 break
         else:
-            raise Unsupported(breaks.USER_EXCEPTION, "ValueError: list.remove(x): x not in list")
+            raise user_error(ValueError, "list.remove(x): x not in list")
     elif name == "sort":
         values = [python_value(i) for i in items]
         if "key" in kwargs:
@@ -134,7 +134,7 @@ def _dict(frame, obj: DictValue, name, args, kwargs):
             return items.pop(key)
         if len(args) > 1:
             return args[1]
-        raise Unsupported(breaks.USER_EXCEPTION, f"KeyError: {key!r}")
+        raise user_error(KeyError, key)
     if name == "clear":
         items.clear()
         return Const(None)
@@ -154,13 +154,13 @@ def _set(frame, obj: SetValue, name, args, kwargs):
         try:
             result = getattr(real, name)(*[set(python_value(a)) if name == "update" else python_value(a) for a in args])
         except KeyError as e:
-            raise Unsupported(breaks.USER_EXCEPTION, f"KeyError: {e}")
+            raise TracedException(e)
         obj.items = [Const(v) for v in dict.fromkeys(values) if v in real] + [Const(v) for v in real if v not in values]
         return Const(result)
     try:
         result = getattr(obj.cls(values), name)(*[python_value(a) for a in args])
     except Exception as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"{type(e).__name__}: {e}")
+        raise TracedException(e)
     if isinstance(result, (set, frozenset)):
         return SetValue([Const(v) for v in result], type(result))
     return Const(result)
@@ -181,7 +181,7 @@ def _const(frame, obj: Const, name, args, kwargs):
     except Unsupported:
         raise
     except Exception as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"{type(e).__name__}: {e}")
+        raise TracedException(e)
     from .wrap import wrap
     return wrap(frame.tracer, result, None)
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from . import breaks
-from .breaks import Unsupported
+from .breaks import TracedException, Unsupported, user_error
 from .values import (CallableValue, Const, DictValue, FunctionValue, ModuleValue, NewObjectValue, ObjectValue,
                      SeqValue, SetValue, SymValue, TensorValue, Value, ClosureValue, MethodValue)
 
@@ -87,7 +87,7 @@ def _fold(fn, *args):
     try:
         return Const(fn(*args))
     except Exception as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}")
+        raise TracedException(e, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}")
 
 
 def binary(tracer, fn, a: Value, b: Value) -> Value:
@@ -225,7 +225,7 @@ def truthy(tracer, v: Value) -> bool:
         try:
             return bool(v.value)
         except Exception as e:
-            raise Unsupported(breaks.USER_EXCEPTION, f"bool() raised {e}")
+            raise TracedException(e, f"bool() raised {type(e).__name__}: {e}")
     if isinstance(v, TensorValue):
         raise Unsupported(breaks.DATA_DEPENDENT_BRANCH, "branching on a tensor's value")
     if isinstance(v, SymValue):
@@ -288,5 +288,5 @@ def contains(tracer, container: Value, item: Value) -> bool:
         except Unsupported:
             raise
         except Exception as e:
-            raise Unsupported(breaks.USER_EXCEPTION, f"`in` raised {e}")
+            raise TracedException(e, f"`in` raised {type(e).__name__}: {e}")
     raise Unsupported(breaks.UNSUPPORTED_VALUE, f"`in` on {_kind(container)}")

@@ -201,6 +201,15 @@ class ObjectValue(Value):
         return type(self.obj)
 
 
+class NewExceptionValue(ObjectValue):
+    """An exception object made while tracing (`raise KeyError(k)`, or one an op raised and an
+    except block caught). Code that rebuilds it makes a fresh one, as each eager run does."""
+    __slots__ = ()
+
+    def __init__(self, exc: BaseException):
+        super().__init__(exc)
+
+
 class NewObjectValue(Value):
     """An instance of a plain Python class created while tracing (e.g. a dataclass to return)."""
     __slots__ = ("cls", "attrs")

@@ -317,3 +317,31 @@ class AliasMatch(Guard):
 
     def why_not(self, value):
         return f"{self.source.name()} and {self.other.name()} are no longer the same object"
+
+
+def _has_generic_attr(obj, name: str) -> bool:
+    try:
+        object.__getattribute__(obj, name)
+        return True
+    except AttributeError:
+        return False
+
+
+@dataclass(frozen=True, eq=False)
+class AttrAbsent(Guard):
+    """`source` has no attribute `attr`: the graph took the AttributeError path (getattr's default,
+    hasattr() False, an `except AttributeError`). `generic`: looked up with object.__getattribute__
+    (from inside a custom __getattribute__)."""
+    source: Source
+    attr: str
+    generic: bool = False
+
+    def code(self, scope, const):
+        check = const(_has_generic_attr if self.generic else hasattr)
+        return f"not {check}({self.source.expr(scope)}, {self.attr!r})"
+
+    def describe(self):
+        return f"{self.source.name()} has no attribute {self.attr!r}"
+
+    def why_not(self, value):
+        return f"{self.source.name()} now has an attribute {self.attr!r}"
