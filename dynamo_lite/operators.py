@@ -94,8 +94,8 @@ def binary(tracer, fn, a: Value, b: Value) -> Value:
     if isinstance(a, GRAPH_VALUES) or isinstance(b, GRAPH_VALUES):
         if not all(isinstance(x, (TensorValue, SymValue, Const)) or is_python_constant(x) for x in (a, b)):
             raise Unsupported(breaks.UNSUPPORTED_VALUE, f"{fn.__name__} of a tensor and {_kind(a if isinstance(b, TensorValue) else b)}")
-        if not isinstance(a, TensorValue) and not isinstance(b, TensorValue):
-            fn = INPLACE_TO_PLAIN.get(fn, fn)     # sizes are immutable ints
+        if not isinstance(a, TensorValue):
+            fn = INPLACE_TO_PLAIN.get(fn, fn)     # `n += t` with n a number: numbers are immutable, n = n + t
         return tracer.graph.call("call_function", fn, (_as_arg(a), _as_arg(b)), {})
     plain = INPLACE_TO_PLAIN.get(fn, fn)
     a, b = _as_sequence_if_paired(a, b), _as_sequence_if_paired(b, a)
