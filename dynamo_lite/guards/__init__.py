@@ -5,8 +5,8 @@ compile.py turns a guard set into one check function (and a verbose checker that
 first failing guard).
 """
 from .guards import (AliasMatch, ConstantMatch, DictKeysMatch, DistinctMatch, GlobalStateMatch, Guard, IdMatch, LengthMatch,
-                     NoHooksMatch, ShapeEnvMatch, TensorMatch, TypeMatch, weakref_able)
+                     MembershipMatch, NoHooksMatch, ShapeEnvMatch, TensorMatch, TypeMatch, weakref_able)
 from .compile import CompiledGuards, compile_guards
 
 __all__ = ["Guard", "TensorMatch", "TypeMatch", "IdMatch", "ConstantMatch", "LengthMatch", "DictKeysMatch",
-           "GlobalStateMatch", "NoHooksMatch", "AliasMatch", "DistinctMatch", "ShapeEnvMatch", "weakref_able", "CompiledGuards", "compile_guards"]
+           "MembershipMatch", "GlobalStateMatch", "NoHooksMatch", "AliasMatch", "DistinctMatch", "ShapeEnvMatch", "weakref_able", "CompiledGuards", "compile_guards"]
