@@ -57,6 +57,9 @@ def builtin_len(tracer, v: Value) -> int:
         return len(v.module._modules)
     if isinstance(v, ModuleValue) and isinstance(v.module, (torch.nn.ParameterList, torch.nn.ParameterDict)):
         return len(v.module._parameters)
+    from .dict_subclass import call_dunder, is_dict_object
+    if is_dict_object(v):
+        return python_value(call_dunder(tracer.current_frame, v, "__len__", []))
     raise Unsupported(breaks.UNSUPPORTED_VALUE, f"len() of {type(v).__name__}")
 
 
@@ -190,11 +193,14 @@ def _set(cls):
 
 
 def _dict(frame, args, kwargs):
+    from .dict_subclass import is_dict_object, mapping_items
     items = {}
     if args:
         src = args[0]
         if isinstance(src, DictValue):
             items.update(src.items)
+        elif is_dict_object(src):
+            items.update(mapping_items(frame, src))
         else:
             for pair in _calls().iterate(frame, src):
                 k, v = _calls().iterate(frame, pair)
@@ -315,16 +321,39 @@ def _operator_unary(fn):
 
 
 def _object_setattr(frame, args, kwargs):
+    from .attributes import generic_setattr
     target, name, value = args
-    if not isinstance(target, NewObjectValue):
-        raise Unsupported(breaks.UNSUPPORTED_MUTATION, "object.__setattr__ on an existing object")
-    target.attrs[python_value(name)] = value
+    if isinstance(target, ObjectValue):
+        from .attributes import store_existing_attr
+        store_existing_attr(frame, target, python_value(name), value, bypass_setattr=True)
+    elif isinstance(target, NewObjectValue):
+        generic_setattr(frame, target, python_value(name), value)
+    else:
+        raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"object.__setattr__ on a {type(target).__name__}")
     return Const(None)
+
+
+def _check_new(base_new, cls):
+    """`base_new(cls)` must work as in eager (object.__new__ refuses e.g. dict subclasses); making
+    an instance without running __init__ has no side effects."""
+    try:
+        base_new(cls)
+    except TypeError as e:
+        raise Unsupported(breaks.USER_EXCEPTION, f"TypeError: {e}")
 
 
 def _object_new(frame, args, kwargs):
     cls = real_class_arg(args[0])
+    _check_new(object.__new__, cls)
     return NewObjectValue(cls)
+
+
+def _dict_new(frame, args, kwargs):
+    from .dict_subclass import dict_base
+    cls = real_class_arg(args[0])
+    if dict_base(cls) is None:
+        raise Unsupported(breaks.UNKNOWN_CALL, f"dict.__new__({getattr(cls, '__qualname__', cls)})")
+    return NewObjectValue(cls, items={})
 
 
 def _tuple_new(frame, args, kwargs):
@@ -387,6 +416,7 @@ BUILTINS = {
     round: _fold(round), divmod: _fold(divmod), pow: _fold(pow), hash: _fold(hash), repr: _fold(repr),
     format: _fold(format), chr: _fold(chr), ord: _fold(ord), id: _isinstance_like_id,
     super: _super, object.__init__: _object_init, functools.wraps: _wraps, object.__setattr__: _object_setattr, object.__new__: _object_new, tuple.__new__: _tuple_new,
+    dict.__new__: _dict_new,
     operator.getitem: _operator_getitem, operator.setitem: _operator_setitem, operator.not_: _operator_not,
     operator.truth: _operator_truth, operator.neg: _operator_unary(operator.neg),
     operator.pos: _operator_unary(operator.pos), operator.invert: _operator_unary(operator.invert),

@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 import torch
 
-from . import breaks, config
+from . import breaks, config, dict_subclass
 from .breaks import TracedException, Unsupported, user_error
 from .fallback import skip
 from .operators import (BINARY_OPS, binary, compare, contains, identical, is_python_constant, python_value, truthy,
@@ -112,9 +112,14 @@ def _call_method(frame, m: MethodValue, args, kwargs):
     if isinstance(m.fn, types.FunctionType):
         return call(frame, FunctionValue(m.fn), [m.obj, *args], kwargs)
     if m.fn is object.__getattribute__:            # super().__getattribute__(name) from a custom one
-        from .attributes import generic_object_attr, load_attr
+        from .attributes import generic_new_object_attr, generic_object_attr, load_attr
         name = python_value(args[0])
+        if isinstance(m.obj, NewObjectValue):
+            return generic_new_object_attr(frame, m.obj, name)
         return generic_object_attr(frame, m.obj, name) if isinstance(m.obj, ObjectValue) else load_attr(frame, m.obj, name)
+    if isinstance(m.fn, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+        # a C slot bound to an object (`super().__setitem__`, `self.keys`): call it unbound
+        return call(frame, CallableValue(m.fn), [m.obj, *args], kwargs)
     table = _METHOD_TABLES.get(type(m.obj))
     if table is None:
         raise Unsupported(breaks.UNKNOWN_CALL, f"method {m.fn} of {type(m.obj).__name__}")
@@ -180,6 +185,8 @@ def _call_callable(frame, fn: CallableValue, args, kwargs):
         pargs = [wrap(frame.tracer, a, None) for a in f.args]
         pkw = {k: wrap(frame.tracer, v, None) for k, v in f.keywords.items()}
         return call(frame, inner, [*pargs, *args], {**pkw, **kwargs})
+    if dict_subclass.is_base_method(f) and args and dict_subclass.is_dict_object(args[0]):
+        return dict_subclass.call_method(frame, args[0], f, args[1:], kwargs)
     if isinstance(f, (types.MethodDescriptorType, types.BuiltinMethodType)) and args:
         owner = getattr(f, "__objclass__", None)
         if owner is not None and isinstance(args[0], (SeqValue, DictValue, SetValue, Const)):
@@ -393,6 +400,8 @@ def construct(frame, cls_value: CallableValue, args, kwargs) -> Value:
     if cls in _CONSTANT_CLASSES:
         if any(isinstance(a, TensorValue) for a in args) and cls in (int, float, bool, complex):
             raise Unsupported(breaks.TENSOR_TO_PYTHON, f"{cls.__name__}(tensor)")
+        if cls is bool and len(args) == 1 and not kwargs:     # bool(container): its truth value
+            return Const(truthy(tracer, args[0]))
         return _fold_call(cls, args, kwargs)
     if cls is torch.Size:
         return Const(torch.Size(python_value(args[0]) if args else ()))
@@ -410,6 +419,8 @@ def construct(frame, cls_value: CallableValue, args, kwargs) -> Value:
         if not plain_exception_class(cls) or kwargs:
             raise Unsupported(breaks.USER_EXCEPTION, f"creates {cls.__name__}")
         return NewExceptionValue(_fold_call(cls, args, {}).value)   # BaseException's own __init__: no user code
+    if dict_subclass.dict_base(cls) is not None:
+        return dict_subclass.construct(frame, cls, args, kwargs)
     if issubclass(cls, torch.nn.Module) or issubclass(cls, torch.Tensor):
         raise Unsupported(breaks.UNKNOWN_CALL, f"creating a {cls.__name__} inside captured code")
     if type(cls) is type and cls.__new__ is object.__new__ and cls.__module__ not in ("builtins",) \
@@ -443,6 +454,8 @@ def iterate(frame, v: Value) -> list:
         return list(v.items)
     if isinstance(v, DictValue):
         return [Const(k) for k in v.items]
+    if dict_subclass.is_dict_object(v):
+        return iterate(frame, dict_subclass.call_dunder(frame, v, "__iter__", []))
     if isinstance(v, Const):
         value = v.value
         if isinstance(value, (range, tuple, str, bytes, torch.Size, frozenset)):
@@ -524,6 +537,8 @@ def getitem(frame, obj: Value, key: Value) -> Value:
         method = inspect.getattr_static(obj.python_type(), "__getitem__", None)
         if isinstance(method, types.FunctionType):          # a user container: run its __getitem__
             return call(frame, FunctionValue(method), [obj, key], {})
+    if dict_subclass.is_dict_object(obj):
+        return dict_subclass.call_dunder(frame, obj, "__getitem__", [key])
     if isinstance(obj, ObjectValue) and isinstance(obj.obj, type):
         return Const(obj.obj[python_value(key)]) if hasattr(obj.obj, "__class_getitem__") else _unsupported_getitem(obj)
     if isinstance(obj, CallableValue) and isinstance(obj.fn, type) and hasattr(obj.fn, "__class_getitem__"):
@@ -562,6 +577,8 @@ def setitem(frame, obj: Value, key: Value, value: Value) -> Value:
         tracer.mutate(obj)
         obj.items[python_value(key)] = value
         return Const(None)
+    if dict_subclass.is_dict_object(obj):
+        return dict_subclass.call_dunder(frame, obj, "__setitem__", [key, value])
     raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"item assignment on {type(obj).__name__}")
 
 
@@ -577,6 +594,9 @@ def delitem(frame, obj: Value, key: Value):
         if k not in obj.items:
             raise user_error(KeyError, k)
         del obj.items[k]
+        return
+    if dict_subclass.is_dict_object(obj):
+        dict_subclass.call_dunder(frame, obj, "__delitem__", [key])
         return
     raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"del on {type(obj).__name__}")
 

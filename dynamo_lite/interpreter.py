@@ -15,6 +15,7 @@ import torch
 
 from . import breaks, config
 from .breaks import TracedException, Unsupported
+from .context_vars import ContextVarSets
 from .graph_builder import GraphBuilder
 from .guards import GlobalStateMatch, Guard
 from .sources import GlobalSource, ItemSource, Source
@@ -117,10 +118,14 @@ class Tracer:
         self._guard_keys: set = set()
         self.wrapped: dict[int, Value] = {}      # id(real object) -> its Value (aliasing, dedup)
         self.keepalive: list[Any] = []           # keeps ids in `wrapped` stable while tracing
-        self.side_effects: list[tuple] = []      # ("attr", obj_value, name, value) / ("global", name, value) ...
+        self.side_effects: list[tuple] = []      # ("attr", obj_value, name, value) / ("global", name, value) /
+                                                 # ("call", fn, [values]) ...
         self.pending_attrs: dict[int, dict[str, Value]] = {}
         self.global_writes: dict[str, Value] = {}
         self.mutated: list[Value] = []           # sourced lists/dicts whose contents changed
+        self.instance_dicts: list[Value] = []    # `obj.__dict__` of objects made here (must not escape)
+        self.context_vars = ContextVarSets()     # ContextVar.set() calls not yet reset
+        self.dict_contents: dict[int, dict] = {}  # existing dict subclass objects read: their entries now
         self.instruction_count = 0
         self.refs: dict[int, Source] = {}
         self.current_frame: Optional[Frame] = None
@@ -131,7 +136,8 @@ class Tracer:
 
     # ---- guards -----------------------------------------------------------------------------
     def add_guard(self, guard: Guard):
-        key = (type(guard), getattr(guard, "source", None), getattr(guard, "other", None), getattr(guard, "attr", None))
+        key = (type(guard), getattr(guard, "source", None), getattr(guard, "other", None), getattr(guard, "key", None),
+               getattr(guard, "attr", None))
         if key not in self._guard_keys:
             self._guard_keys.add(key)
             self.guards.append(guard)

@@ -1,13 +1,16 @@
 """Methods of values we model by table: tensors (graph nodes), lists, tuples, dicts, sets,
-constants (pure methods of immutable values) and grad-mode context managers."""
+constants (pure methods of immutable values), grad-mode context managers and a few existing
+objects (ContextVar)."""
 from __future__ import annotations
+
+import contextvars
 
 import torch
 
-from . import breaks
+from . import breaks, context_vars
 from .breaks import TracedException, Unsupported, user_error
 from .operators import python_value, truthy
-from .values import Const, DictValue, GradModeValue, SeqValue, SetValue, TensorValue
+from .values import Const, DictValue, GradModeValue, ObjectValue, SeqValue, SetValue, TensorValue
 
 
 def _calls():
@@ -201,5 +204,11 @@ def _grad_mode(frame, obj: GradModeValue, name, args, kwargs):
     raise Unsupported(breaks.UNKNOWN_CALL, f"grad mode.{name}")
 
 
+def _existing_object(frame, obj: ObjectValue, name, args, kwargs):
+    if isinstance(obj.obj, contextvars.ContextVar):
+        return context_vars.call_method(frame, obj, name, args, kwargs)
+    raise Unsupported(breaks.UNKNOWN_CALL, f"{type(obj.obj).__name__}.{name}")
+
+
 METHOD_TABLES = {TensorValue: _tensor, SeqValue: _seq, DictValue: _dict, SetValue: _set, Const: _const,
-                 GradModeValue: _grad_mode}
+                 GradModeValue: _grad_mode, ObjectValue: _existing_object}

@@ -237,6 +237,11 @@ def truthy(tracer, v: Value) -> bool:
             from .calls import builtin_len
             return builtin_len(tracer, v) > 0
         return True
+    from .dict_subclass import call_dunder, is_dict_object
+    if is_dict_object(v):
+        if hasattr(v.python_type(), "__bool__"):
+            return truthy(tracer, call_dunder(tracer.current_frame, v, "__bool__", []))
+        return python_value(call_dunder(tracer.current_frame, v, "__len__", [])) > 0
     if isinstance(v, NewObjectValue):
         if hasattr(v.cls, "__bool__") or hasattr(v.cls, "__len__"):
             raise Unsupported(breaks.UNSUPPORTED_VALUE, f"truth value of a {v.cls.__name__}")
@@ -247,6 +252,19 @@ def truthy(tracer, v: Value) -> bool:
             return True
         raise Unsupported(breaks.UNSUPPORTED_VALUE, f"truth value of a {cls.__name__}")
     return True
+
+
+def _real_set_contains(tracer, container: ObjectValue, item: Value) -> bool:
+    """`key in S` for an existing set S (e.g. a registry of classes): decided now, and guarded
+    so that adding or removing `key` later recaptures."""
+    from .guards import MembershipMatch
+    key = python_value(item)
+    try:
+        found = key in container.obj
+    except TypeError as e:
+        raise Unsupported(breaks.USER_EXCEPTION, f"TypeError: {e}")
+    tracer.add_guard(MembershipMatch(container.source, key, found))
+    return found
 
 
 def contains(tracer, container: Value, item: Value) -> bool:
@@ -282,6 +300,12 @@ def contains(tracer, container: Value, item: Value) -> bool:
         if isinstance(method, _types.FunctionType):
             from .calls import call
             return truthy(tracer, call(tracer.current_frame, FunctionValue(method), [container, item], {}))
+        from .dict_subclass import call_dunder, is_dict_object
+        if is_dict_object(container):
+            return truthy(tracer, call_dunder(tracer.current_frame, container, "__contains__", [item]))
+        if isinstance(container, ObjectValue) and type(container.obj) in (set, frozenset) \
+                and container.source is not None:
+            return _real_set_contains(tracer, container, item)
     if isinstance(container, Const):
         try:
             return python_value(item) in container.value

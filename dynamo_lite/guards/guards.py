@@ -244,6 +244,24 @@ class DictKeysMatch(Guard):
         return f"keys of {self.source.name()} changed: {list(self.keys)!r} -> {list(value)!r}"
 
 
+@dataclass(frozen=True, eq=False)
+class MembershipMatch(Guard):
+    """`key in S` gave `found` (S an existing set the traced code only tested membership in)."""
+    source: Source
+    key: Any
+    found: bool
+
+    def code(self, scope, const):
+        x = self.source.expr(scope)
+        return f"type({x}) in (set, frozenset) and ({const(self.key)} in {x}) is {self.found}"
+
+    def describe(self):
+        return f"{_display_const(self.key)} {'in' if self.found else 'not in'} {self.source.name()}"
+
+    def why_not(self, value):
+        return f"{_display_const(self.key)} is {'no longer' if self.found else 'now'} in {self.source.name()}"
+
+
 def global_state() -> tuple:
     """The torch global state a graph may depend on, in GlobalStateMatch's order."""
     return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),
