@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import inspect
 import math
 import operator
 import types
@@ -62,6 +63,8 @@ def _call_function(frame, fn: FunctionValue, args, kwargs):
         return torch_call(frame, f, args, kwargs)
     if f in PURE_LIBRARY_FUNCTIONS:
         return _fold_call(f, [Const(_class_or_value(a)) for a in args], kwargs)
+    if f is inspect.signature and len(args) == 1 and not kwargs:
+        return _signature(args[0])
     if rule == skip.SKIPPED:
         if f in _PRINTERS or getattr(f, "__module__", "") in ("logging", "warnings"):
             raise Unsupported(breaks.PRINT_OR_LOG, f.__qualname__)
@@ -604,6 +607,17 @@ def delitem(frame, obj: Value, key: Value):
 import dataclasses  # noqa: E402
 
 PURE_LIBRARY_FUNCTIONS = {dataclasses.fields, dataclasses.is_dataclass}
+
+
+def _signature(v: Value) -> Const:
+    """`inspect.signature(fn)` of a function the guards pin (an immutable answer, so a constant):
+    transformers' apply_chunking_to_forward counts a forward function's parameters this way."""
+    if isinstance(v, FunctionValue) and isinstance(v.fn, types.FunctionType):
+        return Const(inspect.signature(v.fn))
+    if isinstance(v, MethodValue) and isinstance(v.fn, types.FunctionType):
+        sig = inspect.signature(v.fn)
+        return Const(sig.replace(parameters=list(sig.parameters.values())[1:]))    # bound: no self
+    raise Unsupported(breaks.SKIPPED_FILE, f"inspect.signature of a {type(v).__name__}")
 
 
 def _class_or_value(v: Value):
