@@ -325,10 +325,15 @@ def torch_call(frame, f, args, kwargs) -> Value:
     module = getattr(f, "__module__", "") or ""
     if f in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode):
         return construct(frame, CallableValue(f), args, kwargs)
+    if name == "clone" and type(getattr(f, "__self__", None)) in (torch.no_grad, torch.enable_grad) and not args:
+        # `@torch.no_grad()` on a function: its wrapper enters `ctx.clone()`, a fresh no_grad()
+        return construct(frame, CallableValue(type(f.__self__)), [], {})
     if f is torch._C._set_grad_enabled:
         enabled = truthy(frame.tracer, args[0])
         frame.tracer.set_grad_enabled(enabled)
         return Const(None)
+    if f is torch.is_grad_enabled:
+        return Const(frame.tracer.graph.grad_enabled)      # the traced grad mode, not the tracer's
     if f in _COMPILING_QUERIES:
         # Like TorchDynamo: code being captured is code being compiled, so libraries take their
         # compile-friendly paths (no data-dependent checks, no ContextVars). Frames that run
