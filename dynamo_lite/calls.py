@@ -530,10 +530,12 @@ def getitem(frame, obj: Value, key: Value) -> Value:
             guard_module_keys(tracer, obj)
             keys = list(m._modules)
             if isinstance(k, slice):
-                if isinstance(m, torch.nn.ModuleList) or isinstance(m, torch.nn.Sequential):
+                if type(m) is not torch.nn.ModuleList:
                     raise Unsupported(breaks.UNSUPPORTED_VALUE, "slicing a module container")
+                # `self.layers[:n]`: the modules themselves; rebuilt as a ModuleList if it escapes
+                return SeqValue([load_attr(frame, obj, name) for name in keys[k]], torch.nn.ModuleList)
             if not isinstance(k, int) or not -len(keys) <= k < len(keys):
-                raise Unsupported(breaks.USER_EXCEPTION, "IndexError: module index out of range")
+                raise user_error(IndexError, f"index {k} is out of range")
             return load_attr(frame, obj, keys[k])
         if isinstance(m, torch.nn.ModuleDict):
             guard_module_keys(tracer, obj)
