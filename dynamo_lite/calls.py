@@ -190,6 +190,13 @@ def _call_callable(frame, fn: CallableValue, args, kwargs):
         return call(frame, inner, [*pargs, *args], {**pkw, **kwargs})
     if dict_subclass.is_base_method(f) and args and dict_subclass.is_dict_object(args[0]):
         return dict_subclass.call_method(frame, args[0], f, args[1:], kwargs)
+    if isinstance(f, functools._lru_cache_wrapper) and all(map(is_python_constant, [*args, *kwargs.values()])):
+        # `@lru_cache def is_x_available()`: the cache promises one answer per arguments; keep it
+        # when it is a plain constant (the eager program would get the cached answer too)
+        from .wrap import is_constant
+        result = _fold_call(f, args, kwargs)
+        if is_constant(result.value):
+            return result
     if isinstance(f, (types.MethodDescriptorType, types.BuiltinMethodType)) and args:
         owner = getattr(f, "__objclass__", None)
         if owner is not None and isinstance(args[0], (SeqValue, DictValue, SetValue, Const)):

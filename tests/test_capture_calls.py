@@ -301,3 +301,19 @@ def test_inspect_signature_of_a_function_and_a_bound_method():
 
 def _two_args(a, b):
     return a + b
+
+
+@functools.lru_cache
+def _feature_available(name):
+    return name == "fast"
+
+
+def test_lru_cached_predicate_folds_to_a_constant():
+    # transformers' `@lru_cache def is_torch_distributed_available()` checks
+    def f(x):
+        if _feature_available("fast"):
+            x = x * 2
+        if not _feature_available("slow"):
+            x = x + 1
+        return x
+    check(f, torch.randn(3), graphs=1)
