@@ -13,6 +13,7 @@ import functools
 import math
 import operator
 import types
+import weakref
 from collections import OrderedDict
 from typing import Callable, Optional
 
@@ -23,7 +24,7 @@ from .breaks import Unsupported
 from .fallback import skip
 from .operators import (BINARY_OPS, binary, compare, contains, identical, is_python_constant, python_value, truthy,
                         unary)
-from .sources import AttrSource, ItemSource
+from .sources import AttrSource, ItemSource, WeakRefTargetSource
 from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue,
                      IteratorValue, MethodValue, ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue,
                      SliceValue, SymValue, TensorValue, Value)
@@ -147,12 +148,23 @@ def _call_module(frame, mv: ModuleValue, args, kwargs):
 
 def _call_object(frame, obj: Value, args, kwargs):
     real = obj.obj if isinstance(obj, ObjectValue) else None
+    if type(real) is weakref.ref and not args and not kwargs:
+        return _dereference(frame, obj)
     if isinstance(obj, NewObjectValue) or real is not None and not isinstance(real, (type, types.ModuleType)):
         from .attributes import load_attr
         return call(frame, load_attr(frame, obj, "__call__"), args, kwargs)
     if isinstance(real, type):
         return _call_callable(frame, CallableValue(real, obj.source), args, kwargs)
     raise Unsupported(breaks.UNKNOWN_CALL, f"calling {type(real).__name__}")
+
+
+def _dereference(frame, ref: ObjectValue) -> Value:
+    """`ref()` of an existing weak reference (nn.RNN keeps its flat weights' refs): the object it
+    points to now, read through a source that calls the reference again, so the guards of what it
+    returns (an alias of the parameter, or None) are checked on every call."""
+    if ref.source is None:
+        raise Unsupported(breaks.UNKNOWN_CALL, "calling a weak reference the tracer cannot reload")
+    return wrap(frame.tracer, ref.obj(), WeakRefTargetSource(ref.source))
 
 
 def _call_const(frame, c: Const, args, kwargs):

@@ -141,6 +141,21 @@ class ItemSource(Source):
 
 
 @dataclass(frozen=True)
+class WeakRefTargetSource(Source):
+    """What a weak reference points to now: `owner()` (None once the object died)."""
+    owner: Source
+
+    def expr(self, scope):
+        return f"{self.owner.expr(scope)}()"
+
+    def name(self):
+        return f"{self.owner.name()}()"
+
+    def base(self):
+        return self.owner.base()
+
+
+@dataclass(frozen=True)
 class TypeSource(Source):
     owner: Source
 
