@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import torch
 
-from . import breaks, config
+from . import autograd_function, breaks, config
 from .breaks import Unsupported
 from .fallback import skip
 from .operators import (BINARY_OPS, binary, compare, contains, identical, is_python_constant, python_value, truthy,
@@ -49,6 +49,9 @@ def _call_function(frame, fn: FunctionValue, args, kwargs):
         return modelled(frame, args, kwargs)
     if f in _MODULE_CALLS and args and isinstance(args[0], ModuleValue):
         return _call_module(frame, args[0], args[1:], kwargs)
+    if f is autograd_function.FUNCTION_APPLY and args and isinstance(args[0], CallableValue) \
+            and autograd_function.is_function_class(args[0].fn):
+        return autograd_function.apply(frame, args[0].fn, args[1:], kwargs)
     rule = skip.call_rule(f)
     if rule == skip.UNWRAP:
         return call(frame, wrap(frame.tracer, skip.unwrapped(f), None) if not isinstance(skip.unwrapped(f), types.FunctionType)

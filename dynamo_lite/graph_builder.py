@@ -195,18 +195,21 @@ class GraphBuilder:
 
     def mutates_inputs(self) -> bool:
         """Whether any node writes into a tensor in place (so input aliasing matters)."""
-        inplace_functions = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
-                             operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior,
-                             operator.ixor, operator.ilshift, operator.irshift, operator.imatmul}
-        for node in self.graph.nodes:
-            name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-            if node.target in inplace_functions or "out" in node.kwargs or \
-                    (name.endswith("_") and not name.endswith("__") and node.op in ("call_method", "call_function")):
-                return True
-        return False
+        return any(self.writes_in_place(node) for node in self.graph.nodes)
+
+    @staticmethod
+    def writes_in_place(node: torch.fx.Node) -> bool:
+        name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+        return node.target in _INPLACE_FUNCTIONS or "out" in node.kwargs or \
+            (name.endswith("_") and not name.endswith("__") and node.op in ("call_method", "call_function"))
 
     def op_count(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+_INPLACE_FUNCTIONS = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                      operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
+                      operator.ilshift, operator.irshift, operator.imatmul}
 
 
 def _contains_symbolic(obj) -> bool:

@@ -79,3 +79,168 @@ def test_rnn_train_mode_recaptures():
     torch.manual_seed(0)
     lstm = nn.LSTM(4, 5, 2, dropout=0.0).eval()
     check_state_change(lambda x: lstm(x)[1][0], (torch.randn(3, 2, 4),), lambda: lstm.train())
+
+
+# -- custom autograd.Function ----------------------------------------------------------------------
+
+class GradReverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.neg() * ctx.alpha, None
+
+
+class ClampedExp(torch.autograd.Function):
+    """Saves its output for backward and uses a made-up gradient (so autograd's own would differ)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.exp(x)
+        ctx.save_for_backward(y)
+        ctx.mark_non_differentiable()
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * y.clamp(max=2.0)
+
+
+class ScaleNewStyle(torch.autograd.Function):
+    """forward without ctx plus setup_context (the torch.func-compatible style); two outputs."""
+
+    @staticmethod
+    def forward(x, scale):
+        return x * scale, x + 1
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.scale = inputs[1]
+
+    @staticmethod
+    def backward(ctx, grad_a, grad_b):
+        return grad_a * ctx.scale * 10 + grad_b, None
+
+
+class PrintingFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        print("forward of PrintingFn")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class InPlaceFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def _grad_reverse(x):
+    return GradReverse.apply(torch.relu(x), 0.5).sin().sum()
+
+
+def _clamped_exp(x):
+    return (ClampedExp.apply(x * 3) * x).sum()
+
+
+def _scale_new_style(x):
+    a, b = ScaleNewStyle.apply(x.cos(), 3.0)
+    return (a * b).sum()
+
+
+@pytest.mark.parametrize("fn", [_grad_reverse, _clamped_exp, _scale_new_style])
+def test_autograd_function_is_a_graph_op_with_its_own_backward(fn):
+    torch.manual_seed(0)
+    x = torch.randn(5, requires_grad=True)
+    check(fn, x, graphs=1)
+    backend = CountingBackend()
+    reset()
+    x_eager, x_captured = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+    fn(x_eager).backward()
+    capture(fn, backend=backend)(x_captured).backward()
+    assert backend.count == 1
+    assert any(getattr(n.target, "__name__", "").endswith("_apply") for n in backend.call_nodes(0)), \
+        backend.describe()
+    torch.testing.assert_close(x_captured.grad, x_eager.grad)
+
+
+def test_dann_module_gradients_match_eager():
+    class DANN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Linear(6, 8)
+            self.domain = nn.Linear(8, 2)
+
+        def forward(self, x, alpha: float = 0.5):
+            feats = torch.relu(self.features(x))
+            return self.domain(GradReverse.apply(feats, alpha))
+
+    torch.manual_seed(0)
+    eager = DANN()
+    model = copy.deepcopy(eager)
+    backend = CountingBackend()
+    compiled = capture(model, backend=backend)
+    x = torch.randn(4, 6)
+    eager(x).pow(2).sum().backward()
+    compiled(x).pow(2).sum().backward()
+    assert backend.count == 1
+    for (name, a), (_, b) in zip(eager.named_parameters(), model.named_parameters()):
+        torch.testing.assert_close(b.grad, a.grad, msg=lambda m: f"{name}.grad: {m}")
+
+
+def test_autograd_function_that_prints_is_a_graph_break():
+    def fn(x):
+        return PrintingFn.apply(x + 1) - 1
+
+    check(fn, torch.randn(3), graphs=Graphs(dl=3, torch=None, why="a break at the apply call: the graphs before "
+                                                                 "and after it, and the forward's own after its print"))
+
+
+def test_autograd_function_that_changes_its_input_in_place_is_a_graph_break():
+    def fn(x):
+        y = x + 1
+        return InPlaceFn.apply(y) + y
+
+    check(fn, torch.randn(3), graphs=Graphs(dl=3, torch=None, why="a break at the apply call: the graphs before "
+                                                                 "and after it, and the forward's own"))
+
+
+SCALE = 2.0
+
+
+class GlobalScaleFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * SCALE
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * SCALE
+
+
+def test_autograd_function_reading_a_global_follows_its_changes():
+    def fn(x):
+        return GlobalScaleFn.apply(x)
+
+    def change():
+        global SCALE
+        SCALE = 5.0
+
+    try:
+        check_state_change(fn, (torch.randn(3),), change)
+    finally:
+        globals()["SCALE"] = 2.0
