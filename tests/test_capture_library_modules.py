@@ -244,3 +244,78 @@ def test_autograd_function_reading_a_global_follows_its_changes():
         check_state_change(fn, (torch.randn(3),), change)
     finally:
         globals()["SCALE"] = 2.0
+
+
+# -- parametrizations ------------------------------------------------------------------------------
+
+class Symmetric(nn.Module):
+    def forward(self, w):
+        return w.triu() + w.triu(1).transpose(-1, -2)
+
+
+def _weight_normed_conv():
+    return nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1))
+
+
+def _symmetric_linear():
+    layer = nn.Linear(5, 5)
+    nn.utils.parametrize.register_parametrization(layer, "weight", Symmetric())
+    return layer
+
+
+PARAMETRIZED = {
+    "weight_norm_conv": (_weight_normed_conv, lambda: torch.randn(2, 4, 7)),
+    "custom_symmetric": (_symmetric_linear, lambda: torch.randn(3, 5)),
+}
+
+
+@pytest.mark.parametrize("name", PARAMETRIZED)
+def test_parametrized_module_is_one_graph(name):
+    make_module, make_input = PARAMETRIZED[name]
+    torch.manual_seed(0)
+    check(make_module(), make_input(), graphs=1)
+
+
+def test_weight_norm_gradients_reach_the_original_parameters():
+    torch.manual_seed(0)
+    eager = _weight_normed_conv()
+    model = copy.deepcopy(eager)
+    backend = CountingBackend()
+    compiled = capture(model, backend=backend)
+    x = torch.randn(2, 4, 7)
+    eager(x).sin().sum().backward()
+    compiled(x).sin().sum().backward()
+    assert backend.count == 1
+    for (name, a), (_, b) in zip(eager.named_parameters(), model.named_parameters()):
+        torch.testing.assert_close(b.grad, a.grad, msg=lambda m: f"{name}.grad: {m}")
+
+
+def test_parametrization_cache_enabled_between_calls():
+    """Inside `parametrize.cached()` the property reads a module-level cache: the guard on the
+    cache flag must see it switch."""
+    torch.manual_seed(0)
+    layer = _symmetric_linear()
+    entered = []
+
+    def change():
+        ctx = nn.utils.parametrize.cached()
+        ctx.__enter__()
+        entered.append(ctx)
+
+    try:
+        check_state_change(lambda x: layer(x), (torch.randn(3, 5),), change, max_graphs=None)
+    finally:
+        for ctx in entered:
+            ctx.__exit__(None, None, None)
+
+
+def test_parametrized_original_replaced_in_place():
+    torch.manual_seed(0)
+    conv = _weight_normed_conv()
+
+    def change():
+        with torch.no_grad():
+            conv.parametrizations.weight.original0.mul_(3)
+
+    backend = check_state_change(lambda x: conv(x), (torch.randn(2, 4, 7),), change)
+    assert backend.count == 1
