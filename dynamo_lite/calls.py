@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import torch
 
-from . import autograd_function, breaks, config
+from . import autograd_function, breaks, config, numpy_values
 from .breaks import Unsupported
 from .fallback import skip
 from .operators import (BINARY_OPS, binary, compare, contains, identical, is_python_constant, python_value, truthy,
@@ -66,6 +66,8 @@ def _call_function(frame, fn: FunctionValue, args, kwargs):
         return torch_call(frame, f, args, kwargs)
     if f in PURE_LIBRARY_FUNCTIONS:
         return _fold_call(f, [Const(_class_or_value(a)) for a in args], kwargs)
+    if rule == skip.SKIPPED and numpy_values.is_foldable(f):      # np.ones, np.linspace...
+        return numpy_values.fold_call(frame, fn, f, args, kwargs)
     if rule == skip.SKIPPED:
         if f in _PRINTERS or getattr(f, "__module__", "") in ("logging", "warnings"):
             raise Unsupported(breaks.PRINT_OR_LOG, f.__qualname__)
@@ -153,6 +155,8 @@ def _call_object(frame, obj: Value, args, kwargs):
     real = obj.obj if isinstance(obj, ObjectValue) else None
     if type(real) is weakref.ref and not args and not kwargs:
         return _dereference(frame, obj)
+    if numpy_values.is_foldable(real):            # ufuncs, np.where / np.stack dispatchers
+        return numpy_values.fold_call(frame, obj, real, args, kwargs)
     if isinstance(obj, NewObjectValue) or real is not None and not isinstance(real, (type, types.ModuleType)):
         from .attributes import load_attr
         return call(frame, load_attr(frame, obj, "__call__"), args, kwargs)
@@ -179,6 +183,10 @@ def _call_callable(frame, fn: CallableValue, args, kwargs):
     handler = BUILTINS.get(f) if _hashable(f) else None
     if handler is not None:
         return handler(frame, args, kwargs)
+    if numpy_values.converts_array(f, args):
+        return numpy_values.to_tensor(frame, f, args, kwargs)
+    if numpy_values.is_foldable(f):
+        return numpy_values.fold_call(frame, fn, f, args, kwargs)
     if isinstance(f, type):
         return construct(frame, fn, args, kwargs)
     if f in _PRINTERS:
@@ -371,7 +379,34 @@ def tensor_method(frame, obj: TensorValue, name: str, args, kwargs) -> Value:
         return setitem(frame, obj, args[0], args[1])
     if name == "__getitem__":
         return getitem(frame, obj, args[0])
+    if _returns_self(obj, name, args, kwargs):
+        return obj
     return frame.tracer.graph.call("call_method", name, (obj, *args), kwargs)
+
+
+def _returns_self(obj: TensorValue, name, args, kwargs) -> bool:
+    """`t.cpu()` / `t.to(device_or_dtype)` that change nothing return `t` itself in eager: no node
+    (a graph of only such calls, before a `.numpy()` break, would be an empty graph compiled)."""
+    example = obj.example
+    if name == "cpu":
+        return not args and not kwargs and example.device.type == "cpu"
+    if name != "to" or set(kwargs) - {"non_blocking", "copy"} or not args or len(args) > 2:
+        return False
+    if "copy" in kwargs and python_value(kwargs["copy"]) is not False:
+        return False
+    for a in args:
+        value = a.value if isinstance(a, Const) else None
+        if isinstance(value, str):
+            try:
+                value = torch.device(value)
+            except RuntimeError:
+                return False
+        if isinstance(value, torch.device):
+            if value.type != example.device.type or value.index not in (None, example.device.index):
+                return False
+        elif value is not example.dtype:
+            return False
+    return True
 
 
 # ============================================================================================
@@ -558,6 +593,9 @@ def setitem(frame, obj: Value, key: Value, value: Value) -> Value:
     if isinstance(obj, DictValue):
         tracer.mutate(obj)
         obj.items[python_value(key)] = value
+        return Const(None)
+    if isinstance(obj, Const) and numpy_values.is_array(obj.value):
+        numpy_values.setitem(frame, obj.value, key, value)
         return Const(None)
     raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"item assignment on {type(obj).__name__}")
 

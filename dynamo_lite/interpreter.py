@@ -121,6 +121,8 @@ class Tracer:
         self.pending_attrs: dict[int, dict[str, Value]] = {}
         self.global_writes: dict[str, Value] = {}
         self.mutated: list[Value] = []           # sourced lists/dicts whose contents changed
+        self.frozen_arrays: list[tuple] = []     # (numpy array, snapshot): a graph tensor was made from it
+        self.array_inputs: dict[int, Value] = {}  # id(numpy array read from the frame) -> its tensor input
         self.instruction_count = 0
         self.refs: dict[int, Source] = {}
         self.current_frame: Optional[Frame] = None

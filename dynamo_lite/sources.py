@@ -156,6 +156,22 @@ class WeakRefTargetSource(Source):
 
 
 @dataclass(frozen=True)
+class FromNumpySource(Source):
+    """The tensor `torch.from_numpy(owner)` over a numpy array read from the frame."""
+    owner: Source
+
+    def expr(self, scope):
+        import torch
+        return f"{scope.const(torch.from_numpy)}({self.owner.expr(scope)})"
+
+    def name(self):
+        return f"torch.from_numpy({self.owner.name()})"
+
+    def base(self):
+        return self.owner.base()
+
+
+@dataclass(frozen=True)
 class TypeSource(Source):
     owner: Source
 

@@ -319,3 +319,169 @@ def test_parametrized_original_replaced_in_place():
 
     backend = check_state_change(lambda x: conv(x), (torch.randn(2, 4, 7),), change)
     assert backend.count == 1
+
+
+# -- numpy in forward ------------------------------------------------------------------------------
+
+np = pytest.importorskip("numpy")
+
+
+def _sinusoid_table(n_position, d_hid):
+    def cal_angle(position, hid_idx):
+        return position / np.power(10000, 2 * (hid_idx // 2) / d_hid)
+
+    table = np.array([[cal_angle(pos, j) for j in range(d_hid)] for pos in range(n_position)])
+    table[:, 0::2] = np.sin(table[:, 0::2])
+    table[:, 1::2] = np.cos(table[:, 1::2])
+    return torch.FloatTensor(table)
+
+
+def test_numpy_on_constants_folds_into_a_graph_constant():
+    def fn(x):
+        return x + _sinusoid_table(x.size(1), x.size(2)).unsqueeze(0)
+
+    result = check(fn, torch.randn(2, 5, 6), graphs=Graphs(dl=1, torch=None, why="TorchDynamo fails on this model"))
+    check(fn, torch.randn(2, 7, 4), graphs=1)       # other sizes: another table, not the first one
+    assert not any("sin" in str(n.target) for n in result.backend.call_nodes(0))
+
+
+def test_tensor_from_a_folded_array_is_fresh_on_every_call():
+    def fn(x):
+        return torch.from_numpy(np.arange(4, dtype=np.float32)) * 1, torch.as_tensor(np.ones(4)) + x
+
+    backend = CountingBackend()
+    reset()
+    compiled = capture(fn, backend=backend)
+    first, _ = compiled(torch.zeros(4))
+    first.add_(100)                       # the caller changes what it got
+    again, other = compiled(torch.zeros(4))
+    torch.testing.assert_close(again, torch.arange(4, dtype=torch.float32))
+    torch.testing.assert_close(other, torch.ones(4, dtype=torch.float64))
+    assert backend.count == 1
+
+
+def test_returned_folded_array_is_fresh_on_every_call():
+    def fn(x):
+        a = np.arange(3)
+        return x + 1, a, a
+
+    backend = CountingBackend()
+    reset()
+    compiled = capture(fn, backend=backend)
+    _, a, b = compiled(torch.zeros(2))
+    assert a is b                           # one object, as in eager
+    a += 10
+    _, again, _ = compiled(torch.zeros(2))
+    assert again.tolist() == [0, 1, 2]
+    assert backend.count == 1
+
+
+def test_array_changed_after_from_numpy_is_seen_by_the_tensor():
+    def fn(x):
+        a = np.zeros(3, dtype=np.float32)
+        t = torch.from_numpy(a)
+        a[0] = 5.0                          # t shares a's memory in eager
+        return x + t
+
+    check(fn, torch.randn(3), graphs=None)
+
+
+def test_array_argument_becomes_a_graph_input():
+    def fn(x, arr):
+        return x * torch.from_numpy(arr) + torch.tensor(arr)
+
+    backend = CountingBackend()
+    reset()
+    compiled = capture(fn, backend=backend)
+    x = torch.randn(3)
+    for arr in (np.array([1.0, 2.0, 3.0], dtype=np.float32), np.array([7.0, -1.0, 0.5], dtype=np.float32)):
+        torch.testing.assert_close(compiled(x, arr), fn(x, arr))       # new contents, same graph
+    assert backend.count == 1
+    assert len([n for n in backend.graphs[0].graph.nodes if n.op == "placeholder"]) == 2
+    ints = np.array([1, 2, 3])
+    torch.testing.assert_close(compiled(x, ints), fn(x, ints))           # another dtype: recaptured
+    assert backend.count == 2
+    shared = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+
+    def mutate_through_tensor(arr):
+        torch.from_numpy(arr).mul_(2)      # in place, through the shared memory
+        return arr
+
+    reset()
+    eager_arr, captured_arr = shared.copy(), shared.copy()
+    mutate_through_tensor(eager_arr)
+    capture(mutate_through_tensor, backend=CountingBackend())(captured_arr)
+    assert captured_arr.tolist() == eager_arr.tolist()
+
+
+def test_numpy_mask_roundtrip_is_one_graph():
+    class MaskScorer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(6, 6)
+
+        def forward(self, x, lengths):
+            mask = np.arange(x.size(1))[None, :] < lengths.cpu().numpy()[:, None]
+            mask = torch.from_numpy(mask).to(x.device)
+            return self.fc(x).masked_fill(~mask.unsqueeze(-1), 0.0).sum(1)
+
+    torch.manual_seed(0)
+    result = check(MaskScorer(), torch.randn(3, 5, 6), torch.tensor([5, 2, 3]), graphs=1)
+    x, lengths = torch.randn(3, 5, 6), torch.tensor([1, 4, 0])
+    torch.testing.assert_close(result.compiled(x, lengths), MaskScorer.forward(result.compiled, x, lengths))
+
+
+def test_numpy_random_is_not_folded():
+    def fn(x):
+        return x + torch.from_numpy(np.random.rand(3))
+
+    reset()
+    compiled = capture(fn, backend=CountingBackend())
+    for _ in range(2):
+        np.random.seed(1)
+        expected = fn(torch.zeros(3, dtype=torch.float64))
+        np.random.seed(1)
+        torch.testing.assert_close(compiled(torch.zeros(3, dtype=torch.float64)), expected)
+
+
+TABLE = np.arange(3.0)
+
+
+def test_numpy_global_array_is_read_on_every_call():
+    def fn(x):
+        return x + torch.from_numpy(np.sin(TABLE))
+
+    def change():
+        TABLE[:] = [5.0, 6.0, 7.0]
+
+    check_state_change(fn, (torch.zeros(3, dtype=torch.float64),), change, max_graphs=None)
+
+
+def test_cpu_and_to_same_device_are_not_graph_ops():
+    def fn(x):
+        return x.cpu().to("cpu").to(torch.float32) is x, x.cpu() + 1
+
+    result = check(fn, torch.randn(3), graphs=1)
+    assert len(result.backend.call_nodes(0)) == 1
+
+
+def _folded_array_across_a_break(x):
+    a = np.arange(3.0)
+    b = a
+    a += 1                                  # in place: b sees it
+    print("between")
+    b[0] = 10.0
+    return x + torch.from_numpy(a)
+
+
+def _shared_array_changed_after_a_break(x):
+    a = np.zeros(3)
+    t = torch.from_numpy(a)
+    print("between")
+    a[1] = 4.0
+    return x + t
+
+
+@pytest.mark.parametrize("fn", [_folded_array_across_a_break, _shared_array_changed_after_a_break])
+def test_folded_arrays_at_a_graph_break(fn):
+    check(fn, torch.zeros(3, dtype=torch.float64), graphs=None)
