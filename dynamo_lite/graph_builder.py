@@ -124,6 +124,12 @@ class GraphBuilder:
             return Const(None)
         return self._wrap_result(node, example)
 
+    def assertion(self, cond: TensorValue, expected: bool, message: tuple):
+        """`assert` on a tensor's truth value: a node that raises AssertionError(*message) when
+        bool(cond) is not `expected`, in program order (marked side-effectful so it is kept)."""
+        node = self.graph.create_node("call_function", check_assertion, (cond.node, expected, *message), {})
+        node.meta["example_value"] = None
+
     def _run_fake(self, op, target, args, kwargs):
         fn: Callable = target if op == "call_function" else getattr(type(args[0]), target)
         try:
@@ -205,6 +211,12 @@ class GraphBuilder:
 
     def op_count(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+@torch.fx.node.has_side_effect
+def check_assertion(cond, expected, *message):
+    if bool(cond) is not expected:
+        raise AssertionError(*message)
 
 
 _INPLACE_FUNCTIONS = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,

@@ -2,12 +2,14 @@
 references to their flat weights, `_VF.lstm`), custom torch.autograd.Function, weight_norm
 parametrizations and numpy in forward. Each is checked against eager (values, and gradients where
 a backward exists) with the graph count that shows the construct no longer breaks the graph."""
+import contextlib
 import copy
 
 import pytest
 import torch
 import torch.nn as nn
 
+import asserting
 from harness import CountingBackend, Graphs, assert_same, capture, check, check_state_change, reset
 
 
@@ -485,3 +487,42 @@ def _shared_array_changed_after_a_break(x):
 @pytest.mark.parametrize("fn", [_folded_array_across_a_break, _shared_array_changed_after_a_break])
 def test_folded_arrays_at_a_graph_break(fn):
     check(fn, torch.zeros(3, dtype=torch.float64), graphs=None)
+
+
+# -- assert on tensor values -----------------------------------------------------------------------
+
+ASSERT_CASES = [
+    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0, 1, 2])),
+    (torch.tensor([1.0, float("nan"), 3.0]), torch.tensor([0, 1, 2])),
+    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0, 5, 2])),
+    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([-1, 1, 2])),
+]
+
+
+@pytest.mark.parametrize("fn", [asserting.assert_not, asserting.assert_and, asserting.assert_or,
+                                asserting.assert_ambiguous])
+@pytest.mark.parametrize("case", range(len(ASSERT_CASES)))
+def test_assert_on_tensor_values_is_a_graph_node(fn, case):
+    """The same captured graph raises AssertionError (with its message) exactly when eager does."""
+    x, t = ASSERT_CASES[case]
+    # `a or b`: `a` true skips `b`, a real branch (a graph break); `b` then is an assert
+    expected = 2 if fn is asserting.assert_or else 1
+    check(fn, x, t, graphs=Graphs(dl=expected, torch=None, why="TorchDynamo breaks on the `and`/`or` of an assert"))
+
+
+def test_assert_after_a_pending_side_effect_still_breaks():
+    class Counter:
+        calls = 0
+
+    counter = Counter()
+
+    def fn(x):
+        counter.calls += 1                   # replayed after the graph: must happen before a raise
+        return asserting.assert_positive(x)
+
+    for x in (torch.ones(2), -torch.ones(2)):
+        before = counter.calls
+        reset()
+        with pytest.raises(AssertionError) if x[0] < 0 else contextlib.nullcontext():
+            capture(fn, backend=CountingBackend())(x)
+        assert counter.calls == before + 1
