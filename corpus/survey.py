@@ -156,6 +156,20 @@ def _quiet():
         yield buffer
 
 
+def _build(entry: ModelEntry) -> Example:
+    """Build with every RNG seeded the same, so each engine's copy of a model that does not seed
+    itself (a user's model file) gets the same weights and inputs."""
+    import random
+    random.seed(0)
+    torch.manual_seed(0)
+    try:
+        import numpy
+        numpy.random.seed(0)
+    except ImportError:
+        pass
+    return entry.build()
+
+
 def _call(example: Example, fn, grad: bool):
     """Seed, copy the inputs, call; returns (output, printed text, seconds)."""
     args, kwargs = copy.deepcopy((example.args, example.kwargs))
@@ -245,7 +259,7 @@ def run_engine(entry: ModelEntry, engine: str, expected: Any, expected_printed: 
     if engine == "dl" and backend_name != "eager":
         from dynamo_lite.backends import lookup_backend
         backend.inner = lookup_backend(backend_name)
-    example = entry.build()
+    example = _build(entry)
     out = None
     try:
         with _time_limit(timeout):
@@ -298,12 +312,15 @@ def survey_model(entry: ModelEntry, compare_torch: bool = False, grad: bool = Tr
     """Run one corpus model eagerly and under dynamo_lite (and TorchDynamo); see the module docstring."""
     result = SurveyResult(entry.name, entry.tags, "ok")
     try:
-        example = entry.build()
+        example = _build(entry)
         with _time_limit(timeout):
             expected, printed, result.eager_s = _call(example, example.model, grad)
             result.eager_steady_s = min(_call(example, example.model, grad)[2] for _ in range(3))
     except MissingDependency as exc:
         result.status, result.detail = "skipped", str(exc)
+        return result
+    except _Timeout as exc:
+        result.status, result.detail = "timeout", f"the eager run {exc}"
         return result
     except Exception as exc:
         result.status, result.detail = "eager-error", _short(exc)

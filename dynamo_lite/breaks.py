@@ -94,6 +94,23 @@ class Unsupported(Exception):
         self.user_stack: list[tuple[str, int, str]] = []   # (filename, lineno, function), outermost first
 
 
+class TracedException(Unsupported):
+    """The traced code raises `exc` (a real exception object) at a point where the guards make that
+    repeatable: a missing attribute (guarded absent), a missing dict key, an index out of range,
+    an exception raised on constants or by `raise`. The tracer hands it to the except/finally
+    blocks of the traced code, like CPython would; if no frame handles it, it is a graph break
+    (DL010) and the instruction runs eagerly, raising the same exception for real."""
+
+    def __init__(self, exc: BaseException, detail: str = ""):
+        super().__init__(USER_EXCEPTION, detail or f"{type(exc).__name__}: {exc}")
+        self.exc = exc
+
+
+def user_error(exc_type: type, *args) -> TracedException:
+    """`raise user_error(KeyError, key)`: the exception eager Python would raise here."""
+    return TracedException(exc_type(*args))
+
+
 @dataclass
 class GraphBreakError(RuntimeError):
     """Raised instead of falling back when capture(..., fullgraph=True) cannot make one graph."""

@@ -9,7 +9,7 @@ import torch
 
 from . import breaks
 from .autograd_function import CTX_METHODS
-from .breaks import Unsupported
+from .breaks import TracedException, Unsupported, user_error
 from .operators import BINARY_OPS, COMPARE_OPS, binary, compare, python_value, truthy, unary
 from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue, MethodValue,
                      SuperValue,
@@ -58,6 +58,9 @@ def builtin_len(tracer, v: Value) -> int:
         return len(v.module._modules)
     if isinstance(v, ModuleValue) and isinstance(v.module, (torch.nn.ParameterList, torch.nn.ParameterDict)):
         return len(v.module._parameters)
+    from .dict_subclass import call_dunder, is_dict_object
+    if is_dict_object(v):
+        return python_value(call_dunder(tracer.current_frame, v, "__len__", []))
     raise Unsupported(breaks.UNSUPPORTED_VALUE, f"len() of {type(v).__name__}")
 
 
@@ -74,11 +77,15 @@ def _isinstance(frame, args, kwargs):
     try:
         return Const(issubclass(cls, real_class_arg(args[1])))
     except TypeError as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"TypeError: {e}")
+        raise TracedException(e)
 
 
 def _issubclass(frame, args, kwargs):
     return Const(issubclass(real_class_arg(args[0]), real_class_arg(args[1])))
+
+
+def _is_attribute_error(e: Unsupported) -> bool:
+    return isinstance(e, TracedException) and isinstance(e.exc, AttributeError)
 
 
 def _getattr(frame, args, kwargs):
@@ -87,7 +94,7 @@ def _getattr(frame, args, kwargs):
     try:
         return load_attr(frame, args[0], name)
     except Unsupported as e:
-        if len(args) > 2 and e.kind is breaks.USER_EXCEPTION and "AttributeError" in e.detail:
+        if len(args) > 2 and _is_attribute_error(e):
             return args[2]
         raise
 
@@ -98,7 +105,7 @@ def _hasattr(frame, args, kwargs):
         load_attr(frame, args[0], python_value(args[1]))
         return Const(True)
     except Unsupported as e:
-        if e.kind is breaks.USER_EXCEPTION and "AttributeError" in e.detail:
+        if _is_attribute_error(e):
             return Const(False)
         raise
 
@@ -121,7 +128,7 @@ def _minmax(fn, cmp):
         if not items:
             if "default" in kwargs:
                 return kwargs["default"]
-            raise Unsupported(breaks.USER_EXCEPTION, f"ValueError: {fn.__name__}() arg is an empty sequence")
+            raise user_error(ValueError, f"{fn.__name__}() arg is an empty sequence")
         if "key" in kwargs and not (isinstance(kwargs["key"], Const) and kwargs["key"].value is None):
             keys = [python_value(_calls().call(frame, kwargs["key"], [i], {})) for i in items]
             best = fn(range(len(items)), key=lambda i: keys[i])
@@ -167,7 +174,7 @@ def _enumerate(frame, args, kwargs):
 def _zip(frame, args, kwargs):
     columns = [_calls().iterate(frame, a) for a in args]
     if python_value(kwargs.get("strict", Const(False))) and len({len(c) for c in columns}) > 1:
-        raise Unsupported(breaks.USER_EXCEPTION, "ValueError: zip() arguments have different lengths")
+        raise user_error(ValueError, "zip() arguments have different lengths")
     return IteratorValue([SeqValue(list(row), tuple) for row in zip(*columns)])
 
 
@@ -187,11 +194,14 @@ def _set(cls):
 
 
 def _dict(frame, args, kwargs):
+    from .dict_subclass import is_dict_object, mapping_items
     items = {}
     if args:
         src = args[0]
         if isinstance(src, DictValue):
             items.update(src.items)
+        elif is_dict_object(src):
+            items.update(mapping_items(frame, src))
         else:
             for pair in _calls().iterate(frame, src):
                 k, v = _calls().iterate(frame, pair)
@@ -214,7 +224,7 @@ def _next(frame, args, kwargs):
     if item is None:
         if len(args) > 1:
             return args[1]
-        raise Unsupported(breaks.USER_EXCEPTION, "StopIteration")
+        raise user_error(StopIteration)
     return item
 
 
@@ -269,7 +279,7 @@ def _fold(fn):
         except Unsupported:
             raise
         except Exception as e:
-            raise Unsupported(breaks.USER_EXCEPTION, f"{type(e).__name__}: {e}")
+            raise TracedException(e)
     return handler
 
 
@@ -312,16 +322,39 @@ def _operator_unary(fn):
 
 
 def _object_setattr(frame, args, kwargs):
+    from .attributes import generic_setattr
     target, name, value = args
-    if not isinstance(target, NewObjectValue):
-        raise Unsupported(breaks.UNSUPPORTED_MUTATION, "object.__setattr__ on an existing object")
-    target.attrs[python_value(name)] = value
+    if isinstance(target, ObjectValue):
+        from .attributes import store_existing_attr
+        store_existing_attr(frame, target, python_value(name), value, bypass_setattr=True)
+    elif isinstance(target, NewObjectValue):
+        generic_setattr(frame, target, python_value(name), value)
+    else:
+        raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"object.__setattr__ on a {type(target).__name__}")
     return Const(None)
+
+
+def _check_new(base_new, cls):
+    """`base_new(cls)` must work as in eager (object.__new__ refuses e.g. dict subclasses); making
+    an instance without running __init__ has no side effects."""
+    try:
+        base_new(cls)
+    except TypeError as e:
+        raise Unsupported(breaks.USER_EXCEPTION, f"TypeError: {e}")
 
 
 def _object_new(frame, args, kwargs):
     cls = real_class_arg(args[0])
+    _check_new(object.__new__, cls)
     return NewObjectValue(cls)
+
+
+def _dict_new(frame, args, kwargs):
+    from .dict_subclass import dict_base
+    cls = real_class_arg(args[0])
+    if dict_base(cls) is None:
+        raise Unsupported(breaks.UNKNOWN_CALL, f"dict.__new__({getattr(cls, '__qualname__', cls)})")
+    return NewObjectValue(cls, items={})
 
 
 def _tuple_new(frame, args, kwargs):
@@ -384,6 +417,7 @@ BUILTINS = {
     round: _fold(round), divmod: _fold(divmod), pow: _fold(pow), hash: _fold(hash), repr: _fold(repr),
     format: _fold(format), chr: _fold(chr), ord: _fold(ord), id: _isinstance_like_id,
     super: _super, object.__init__: _object_init, functools.wraps: _wraps, object.__setattr__: _object_setattr, object.__new__: _object_new, tuple.__new__: _tuple_new,
+    dict.__new__: _dict_new,
     operator.getitem: _operator_getitem, operator.setitem: _operator_setitem, operator.not_: _operator_not,
     operator.truth: _operator_truth, operator.neg: _operator_unary(operator.neg),
     operator.pos: _operator_unary(operator.pos), operator.invert: _operator_unary(operator.invert),

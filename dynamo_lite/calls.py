@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import inspect
 import math
 import operator
 import types
@@ -19,15 +20,15 @@ from typing import Callable, Optional
 
 import torch
 
-from . import autograd_function, breaks, config, numpy_values
-from .breaks import Unsupported
+from . import autograd_function, breaks, config, dict_subclass, numpy_values
+from .breaks import TracedException, Unsupported, user_error
 from .fallback import skip
 from .operators import (BINARY_OPS, binary, compare, contains, identical, is_python_constant, python_value, truthy,
                         unary)
 from .sources import AttrSource, ItemSource, WeakRefTargetSource
 from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue,
-                     IteratorValue, MethodValue, ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue,
-                     SliceValue, SymValue, TensorValue, Value)
+                     IteratorValue, MethodValue, ModuleValue, NewExceptionValue, NewObjectValue, ObjectValue, SeqValue,
+                     SetValue, SliceValue, SymValue, TensorValue, Value)
 from .wrap import is_torch_namespace, wrap
 
 
@@ -68,6 +69,8 @@ def _call_function(frame, fn: FunctionValue, args, kwargs):
         return _fold_call(f, [Const(_class_or_value(a)) for a in args], kwargs)
     if rule == skip.SKIPPED and numpy_values.is_foldable(f):      # np.ones, np.linspace...
         return numpy_values.fold_call(frame, fn, f, args, kwargs)
+    if f is inspect.signature and len(args) == 1 and not kwargs:
+        return _signature(args[0])
     if rule == skip.SKIPPED:
         if f in _PRINTERS or getattr(f, "__module__", "") in ("logging", "warnings"):
             raise Unsupported(breaks.PRINT_OR_LOG, f.__qualname__)
@@ -118,9 +121,14 @@ def _call_method(frame, m: MethodValue, args, kwargs):
     if isinstance(m.fn, types.FunctionType):
         return call(frame, FunctionValue(m.fn), [m.obj, *args], kwargs)
     if m.fn is object.__getattribute__:            # super().__getattribute__(name) from a custom one
-        from .attributes import generic_object_attr, load_attr
+        from .attributes import generic_new_object_attr, generic_object_attr, load_attr
         name = python_value(args[0])
+        if isinstance(m.obj, NewObjectValue):
+            return generic_new_object_attr(frame, m.obj, name)
         return generic_object_attr(frame, m.obj, name) if isinstance(m.obj, ObjectValue) else load_attr(frame, m.obj, name)
+    if isinstance(m.fn, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+        # a C slot bound to an object (`super().__setitem__`, `self.keys`): call it unbound
+        return call(frame, CallableValue(m.fn), [m.obj, *args], kwargs)
     table = _METHOD_TABLES.get(type(m.obj))
     if table is None:
         raise Unsupported(breaks.UNKNOWN_CALL, f"method {m.fn} of {type(m.obj).__name__}")
@@ -203,6 +211,8 @@ def _call_callable(frame, fn: CallableValue, args, kwargs):
         pargs = [wrap(frame.tracer, a, None) for a in f.args]
         pkw = {k: wrap(frame.tracer, v, None) for k, v in f.keywords.items()}
         return call(frame, inner, [*pargs, *args], {**pkw, **kwargs})
+    if dict_subclass.is_base_method(f) and args and dict_subclass.is_dict_object(args[0]):
+        return dict_subclass.call_method(frame, args[0], f, args[1:], kwargs)
     if isinstance(f, (types.MethodDescriptorType, types.BuiltinMethodType)) and args:
         owner = getattr(f, "__objclass__", None)
         if owner is not None and isinstance(args[0], (SeqValue, DictValue, SetValue, Const)):
@@ -229,13 +239,20 @@ _PRINTERS = {print, builtins.input, breakpoint, _warnings.warn, _warnings.warn_e
 _MODULE_CALLS = {torch.nn.Module.__call__, getattr(torch.nn.Module, "_call_impl", None)} - {None}
 
 
+def plain_exception_class(cls: type) -> bool:
+    """An exception class whose construction runs no Python code (builtin or a plain subclass)."""
+    return all(not isinstance(getattr(k, attr, None), types.FunctionType)
+               for k in cls.__mro__ for attr in ("__init__", "__new__")
+               if attr in k.__dict__)
+
+
 def _fold_call(f, args, kwargs):
     try:
         return Const(f(*[python_value(a) for a in args], **{k: python_value(v) for k, v in kwargs.items()}))
     except Unsupported:
         raise
     except Exception as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"{f.__name__} raised {type(e).__name__}: {e}")
+        raise TracedException(e, f"{f.__name__} raised {type(e).__name__}: {e}")
 
 
 # ============================================================================================
@@ -322,15 +339,29 @@ _TENSOR_METHODS_UNSUPPORTED = {"backward", "register_hook", "retain_grad", "shar
                                "apply_", "map_", "map2_", "tolist", "to_sparse", "numpy"}
 
 
+_COMPILING_QUERIES = {torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling,
+                      getattr(torch._utils, "is_compiling", None)} - {None}
+
+
 def torch_call(frame, f, args, kwargs) -> Value:
     name = getattr(f, "__name__", "")
     module = getattr(f, "__module__", "") or ""
     if f in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode):
         return construct(frame, CallableValue(f), args, kwargs)
+    if name == "clone" and type(getattr(f, "__self__", None)) in (torch.no_grad, torch.enable_grad) and not args:
+        # `@torch.no_grad()` on a function: its wrapper enters `ctx.clone()`, a fresh no_grad()
+        return construct(frame, CallableValue(type(f.__self__)), [], {})
     if f is torch._C._set_grad_enabled:
         enabled = truthy(frame.tracer, args[0])
         frame.tracer.set_grad_enabled(enabled)
         return Const(None)
+    if f is torch.is_grad_enabled:
+        return Const(frame.tracer.graph.grad_enabled)      # the traced grad mode, not the tracer's
+    if f in _COMPILING_QUERIES:
+        # Like TorchDynamo: code being captured is code being compiled, so libraries take their
+        # compile-friendly paths (no data-dependent checks, no ContextVars). Frames that run
+        # eagerly call the real function and see False.
+        return Const(True)
     if name in _CONST_TORCH_FUNCTIONS and not any(isinstance(a, TensorValue) for a in _flat(args, kwargs)):
         return _fold_call(f, args, kwargs)
     if name in _CONST_TORCH_FUNCTIONS and name in ("is_tensor", "is_floating_point", "is_complex", "numel",
@@ -427,6 +458,8 @@ def construct(frame, cls_value: CallableValue, args, kwargs) -> Value:
     if cls in _CONSTANT_CLASSES:
         if any(isinstance(a, TensorValue) for a in args) and cls in (int, float, bool, complex):
             raise Unsupported(breaks.TENSOR_TO_PYTHON, f"{cls.__name__}(tensor)")
+        if cls is bool and len(args) == 1 and not kwargs:     # bool(container): its truth value
+            return Const(truthy(tracer, args[0]))
         return _fold_call(cls, args, kwargs)
     if cls is torch.Size:
         return Const(torch.Size(python_value(args[0]) if args else ()))
@@ -441,7 +474,11 @@ def construct(frame, cls_value: CallableValue, args, kwargs) -> Value:
         items = [bound[f] if f in bound else wrap(tracer, defaults[f], None) for f in cls._fields]
         return SeqValue(items, cls)
     if issubclass(cls, BaseException):
-        raise Unsupported(breaks.USER_EXCEPTION, f"creates {cls.__name__}")
+        if not plain_exception_class(cls) or kwargs:
+            raise Unsupported(breaks.USER_EXCEPTION, f"creates {cls.__name__}")
+        return NewExceptionValue(_fold_call(cls, args, {}).value)   # BaseException's own __init__: no user code
+    if dict_subclass.dict_base(cls) is not None:
+        return dict_subclass.construct(frame, cls, args, kwargs)
     if issubclass(cls, torch.nn.Module) or issubclass(cls, torch.Tensor):
         raise Unsupported(breaks.UNKNOWN_CALL, f"creating a {cls.__name__} inside captured code")
     if type(cls) is type and cls.__new__ is object.__new__ and cls.__module__ not in ("builtins",) \
@@ -475,6 +512,8 @@ def iterate(frame, v: Value) -> list:
         return list(v.items)
     if isinstance(v, DictValue):
         return [Const(k) for k in v.items]
+    if dict_subclass.is_dict_object(v):
+        return iterate(frame, dict_subclass.call_dunder(frame, v, "__iter__", []))
     if isinstance(v, Const):
         value = v.value
         if isinstance(value, (range, tuple, str, bytes, torch.Size, frozenset)):
@@ -519,12 +558,12 @@ def getitem(frame, obj: Value, key: Value) -> Value:
         if isinstance(k, slice):
             return SeqValue(obj.items[k], obj.cls if obj.cls in (list, tuple, torch.Size) else tuple)
         if not -len(obj.items) <= k < len(obj.items):
-            raise Unsupported(breaks.USER_EXCEPTION, "IndexError: index out of range")
+            raise user_error(IndexError, f"{obj.cls.__name__} index out of range")
         return obj.items[k]
     if isinstance(obj, DictValue):
         k = python_value(key)
         if k not in obj.items:
-            raise Unsupported(breaks.USER_EXCEPTION, f"KeyError: {k!r}")
+            raise user_error(KeyError, k)
         return obj.items[k]
     if isinstance(obj, Const):
         try:
@@ -532,7 +571,7 @@ def getitem(frame, obj: Value, key: Value) -> Value:
         except Unsupported:
             raise
         except Exception as e:
-            raise Unsupported(breaks.USER_EXCEPTION, f"{type(e).__name__}: {e}")
+            raise TracedException(e)
     if isinstance(obj, ModuleValue):
         m = obj.module
         from .attributes import guard_module_keys, load_attr
@@ -541,10 +580,12 @@ def getitem(frame, obj: Value, key: Value) -> Value:
             guard_module_keys(tracer, obj)
             keys = list(m._modules)
             if isinstance(k, slice):
-                if isinstance(m, torch.nn.ModuleList) or isinstance(m, torch.nn.Sequential):
+                if type(m) is not torch.nn.ModuleList:
                     raise Unsupported(breaks.UNSUPPORTED_VALUE, "slicing a module container")
+                # `self.layers[:n]`: the modules themselves; rebuilt as a ModuleList if it escapes
+                return SeqValue([load_attr(frame, obj, name) for name in keys[k]], torch.nn.ModuleList)
             if not isinstance(k, int) or not -len(keys) <= k < len(keys):
-                raise Unsupported(breaks.USER_EXCEPTION, "IndexError: module index out of range")
+                raise user_error(IndexError, f"index {k} is out of range")
             return load_attr(frame, obj, keys[k])
         if isinstance(m, torch.nn.ModuleDict):
             guard_module_keys(tracer, obj)
@@ -556,6 +597,8 @@ def getitem(frame, obj: Value, key: Value) -> Value:
         method = inspect.getattr_static(obj.python_type(), "__getitem__", None)
         if isinstance(method, types.FunctionType):          # a user container: run its __getitem__
             return call(frame, FunctionValue(method), [obj, key], {})
+    if dict_subclass.is_dict_object(obj):
+        return dict_subclass.call_dunder(frame, obj, "__getitem__", [key])
     if isinstance(obj, ObjectValue) and isinstance(obj.obj, type):
         return Const(obj.obj[python_value(key)]) if hasattr(obj.obj, "__class_getitem__") else _unsupported_getitem(obj)
     if isinstance(obj, CallableValue) and isinstance(obj.fn, type) and hasattr(obj.fn, "__class_getitem__"):
@@ -587,7 +630,7 @@ def setitem(frame, obj: Value, key: Value, value: Value) -> Value:
             obj.items[k] = iterate(frame, value)
         else:
             if not isinstance(k, int) or not -len(obj.items) <= k < len(obj.items):
-                raise Unsupported(breaks.USER_EXCEPTION, "IndexError: list assignment index out of range")
+                raise user_error(IndexError, "list assignment index out of range")
             obj.items[k] = value
         return Const(None)
     if isinstance(obj, DictValue):
@@ -597,6 +640,8 @@ def setitem(frame, obj: Value, key: Value, value: Value) -> Value:
     if isinstance(obj, Const) and numpy_values.is_array(obj.value):
         numpy_values.setitem(frame, obj.value, key, value)
         return Const(None)
+    if dict_subclass.is_dict_object(obj):
+        return dict_subclass.call_dunder(frame, obj, "__setitem__", [key, value])
     raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"item assignment on {type(obj).__name__}")
 
 
@@ -610,8 +655,11 @@ def delitem(frame, obj: Value, key: Value):
         frame.tracer.mutate(obj)
         k = python_value(key)
         if k not in obj.items:
-            raise Unsupported(breaks.USER_EXCEPTION, f"KeyError: {k!r}")
+            raise user_error(KeyError, k)
         del obj.items[k]
+        return
+    if dict_subclass.is_dict_object(obj):
+        dict_subclass.call_dunder(frame, obj, "__delitem__", [key])
         return
     raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"del on {type(obj).__name__}")
 
@@ -619,6 +667,17 @@ def delitem(frame, obj: Value, key: Value):
 import dataclasses  # noqa: E402
 
 PURE_LIBRARY_FUNCTIONS = {dataclasses.fields, dataclasses.is_dataclass}
+
+
+def _signature(v: Value) -> Const:
+    """`inspect.signature(fn)` of a function the guards pin (an immutable answer, so a constant):
+    transformers' apply_chunking_to_forward counts a forward function's parameters this way."""
+    if isinstance(v, FunctionValue) and isinstance(v.fn, types.FunctionType):
+        return Const(inspect.signature(v.fn))
+    if isinstance(v, MethodValue) and isinstance(v.fn, types.FunctionType):
+        sig = inspect.signature(v.fn)
+        return Const(sig.replace(parameters=list(sig.parameters.values())[1:]))    # bound: no self
+    raise Unsupported(breaks.SKIPPED_FILE, f"inspect.signature of a {type(v).__name__}")
 
 
 def _class_or_value(v: Value):

@@ -16,20 +16,34 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 from . import breaks, numpy_values
 from .breaks import Unsupported
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
-from .sources import (AttrSource, ClosureSource, FromNumpySource, GenericAttrSource, GlobalSource, ItemSource,
-                      LocalSource, ModuleDictSource, ObjectRefSource, Source, TypeSource, WeakRefTargetSource)
+from .sources import (AttrSource, ClosureSource, DictItemSource, FromNumpySource, GenericAttrSource, GlobalSource,
+                      ItemSource, LocalSource, ModuleDictSource, ObjectRefSource, Source, TypeSource,
+                      WeakRefTargetSource)
 from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue,
-                     MethodValue, ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue, SliceValue, SymValue,
+                     MethodValue, ModuleValue, NewExceptionValue, NewObjectValue, ObjectValue, SeqValue, SetValue, SliceValue, SymValue,
                      TensorValue, Value)
 
 GRAPH_OUT = "___graph_out"
 
 
-def _rebuild_object(cls, attrs):
-    obj = cls.__new__(cls)
+def _rebuild_object(cls, attrs, items=None):
+    """An object created while tracing, made for real without running its __init__ again: its
+    dict contents first (dict / OrderedDict subclasses, through the base's own __setitem__, so
+    the order is kept), then its attributes, bypassing any custom __setattr__."""
+    if items is None:
+        obj = object.__new__(cls)
+    else:
+        base = OrderedDict if issubclass(cls, OrderedDict) else dict
+        obj = base.__new__(cls)
+        for key, value in items.items():
+            base.__setitem__(obj, key, value)
     for name, value in attrs.items():
         object.__setattr__(obj, name, value)
     return obj
+
+
+def _rebuild_exception(cls, args):
+    return cls(*args)
 
 
 def _replace_dict(target, new):
@@ -46,10 +60,19 @@ def _replace_set(target, new):
     target.update(new)
 
 
+def _check_rebuildable(v: NewObjectValue):
+    """_rebuild_object must not fail at run time: try making an empty instance now (no __init__
+    runs, so nothing happens but the allocation)."""
+    try:
+        _rebuild_object(v.cls, {}, None if v.items is None else {})
+    except TypeError as e:
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"cannot rebuild a {v.cls.__qualname__} made in captured code: {e}")
+
+
 class Emitter:
-    def __init__(self, code: types.CodeType, lineno: int, output_index: dict, frozen_arrays=()):
+    def __init__(self, code: types.CodeType, lineno: int, output_index: dict, tracer):
         self.code = code
-        self.frozen_arrays = frozen_arrays       # numpy arrays a graph tensor was made from (numpy_values)
+        self.frozen_arrays = tracer.frozen_arrays   # numpy arrays a graph tensor was made from (numpy_values)
         self.arrays: dict[int, tuple] = {}      # id(traced numpy array) -> (array, temporary holding its copy)
         self.lineno = lineno
         self.out: list = []
@@ -57,6 +80,7 @@ class Emitter:
         self.output_index = output_index        # fx node -> position in the graph's output tuple
         self.memo: dict[int, str] = {}
         self.shared: set[int] = set()
+        self.instance_dicts = {id(d) for d in tracer.instance_dicts}
 
     def emit(self, name, arg=None):
         self.out.append(Instr(name, arg, lineno=self.lineno) if arg is not None or name in _ARG_OPS
@@ -99,6 +123,8 @@ class Emitter:
             self.out.append(instr_load_attr(src.table, self.lineno))
             self.const(src.key)
             self.emit("BINARY_SUBSCR")
+        elif isinstance(src, DictItemSource):
+            self.call_const(dict.__getitem__, [lambda: self.load_source(src.owner), lambda: self.const(src.key)])
         elif isinstance(src, ItemSource):
             self.load_source(src.owner)
             self.const(src.key)
@@ -124,9 +150,17 @@ class Emitter:
                 return
             seen.add(id(v))
             children = v.items if isinstance(v, (SeqValue, SetValue)) else \
-                v.items.values() if isinstance(v, DictValue) else v.attrs.values()
+                v.items.values() if isinstance(v, DictValue) else v.children()
             for c in children:
                 self.count_shared(c, seen)
+
+    def count_shared_in_effects(self, tracer, seen: set):
+        """Values written by side effects can also be part of the result (a tuple stored as both
+        an item and an attribute of a ModelOutput): they are built once too."""
+        for effect in tracer.side_effects:
+            values = effect[2] if effect[0] == "call" else [effect[-1]] if effect[0] in ("attr", "global") else []
+            for v in values:
+                self.count_shared(v, seen)
 
     def value(self, v: Value):
         key = id(v)
@@ -167,6 +201,8 @@ class Emitter:
                     self.emit("STORE_FAST", "___seq")
                     self.call_const(rebuild, [lambda: self.emit("LOAD_FAST", "___seq")])
         elif isinstance(v, DictValue):
+            if id(v) in self.instance_dicts:
+                raise Unsupported(breaks.UNSUPPORTED_VALUE, "the __dict__ of an object created in captured code escapes")
             for k, item in v.items.items():
                 self.const(k)
                 self.value(item)
@@ -182,8 +218,11 @@ class Emitter:
                 self.emit("STORE_FAST", "___set")
                 self.call_const(frozenset, [lambda: self.emit("LOAD_FAST", "___set")])
         elif isinstance(v, NewObjectValue):
+            _check_rebuildable(v)
             attrs = DictValue(v.attrs)
-            self.call_const(_rebuild_object, [lambda: self.const(v.cls), lambda: self.value(attrs)])
+            items = Const(None) if v.items is None else DictValue(v.items)
+            self.call_const(_rebuild_object, [lambda: self.const(v.cls), lambda: self.value(attrs),
+                                              lambda: self.value(items)])
         elif isinstance(v, MethodValue) and isinstance(v.fn, str):
             self.value(v.obj)
             self.out.append(instr_load_attr(v.fn, self.lineno))
@@ -197,6 +236,8 @@ class Emitter:
             self.call_const(slice, [lambda: self.value(v.start), lambda: self.value(v.stop), lambda: self.value(v.step)])
         elif isinstance(v, (CallableValue, FunctionValue)):
             self.const(v.fn)
+        elif isinstance(v, NewExceptionValue):
+            self.call_const(_rebuild_exception, [lambda: self.const(type(v.obj)), lambda: self.const(v.obj.args)])
         elif isinstance(v, ObjectValue):
             self.const(v.obj)
         elif isinstance(v, ModuleValue):
@@ -224,6 +265,8 @@ class Emitter:
 
     # ---- side effects -------------------------------------------------------------------------
     def replay(self, tracer):
+        if tracer.context_vars.pending:
+            raise Unsupported(breaks.UNSUPPORTED_MUTATION, "a ContextVar set in captured code is not reset in it")
         for container in tracer.mutated:
             if isinstance(container, SeqValue):
                 for item in container.items:
@@ -244,6 +287,10 @@ class Emitter:
                 self.value(value)
                 self.load_source(obj.source)
                 self.emit("STORE_ATTR", name)
+            elif kind == "call":                 # e.g. OrderedDict.__setitem__(obj, key, value)
+                _, fn, args = effect
+                self.call_const(fn, [lambda a=a: self.value(a) for a in args])
+                self.emit("POP_TOP")
             elif kind == "global":
                 _, name, value = effect
                 self.value(value)
@@ -279,7 +326,7 @@ def tensors_needed(tracer, *roots) -> list[TensorValue]:
             for i in v.items.values():
                 visit(i)
         elif isinstance(v, NewObjectValue):
-            for i in v.attrs.values():
+            for i in v.children():
                 visit(i)
         elif isinstance(v, CellValue) and isinstance(v.contents, Value):
             visit(v.contents)
@@ -295,6 +342,10 @@ def tensors_needed(tracer, *roots) -> list[TensorValue]:
     for container in tracer.mutated:
         visit(container)
     for effect in tracer.side_effects:
+        if effect[0] == "call":
+            for arg in effect[2]:
+                visit(arg)
+            continue
         visit(effect[-1] if effect[0] != "cell" else effect[1])
         if effect[0] == "attr":
             visit(effect[3])
@@ -318,8 +369,10 @@ def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: lis
               outputs: list[TensorValue], lineno: int) -> types.CodeType:
     original = Bytecode.from_code(code)
     prologue = _prologue(original)
-    emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)}, tracer.frozen_arrays)
-    emitter.count_shared(result, set())
+    emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)}, tracer)
+    seen: set = set()
+    emitter.count_shared_in_effects(tracer, seen)
+    emitter.count_shared(result, seen)
     emitter.call_graph(compiled, inputs)
     emitter.replay(tracer)
     emitter.value(result)
@@ -370,8 +423,9 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     lineno = last.positions.lineno if last.positions and last.positions.lineno else code.co_firstlineno
     original = Bytecode.from_code(code)
     prologue = _prologue(original)
-    emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)}, tracer.frozen_arrays)
+    emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)}, tracer)
     seen: set = set()
+    emitter.count_shared_in_effects(tracer, seen)
     for v in frame.stack:
         emitter.count_shared(v, seen)
     for v in frame.locals.values():
@@ -470,7 +524,7 @@ def _closure_over_frame_cells_is_live(frame) -> bool:
         if isinstance(v, DictValue):
             return any(holds(i) for i in v.items.values())
         if isinstance(v, NewObjectValue):
-            return any(holds(i) for i in v.attrs.values())
+            return any(holds(i) for i in v.children())
         if isinstance(v, MethodValue):
             return holds(v.obj)
         if isinstance(v, CellValue):

@@ -15,6 +15,10 @@ def _log_from_env() -> frozenset[str]:
     names = {part.strip() for part in raw.split(",") if part.strip()}
     if "all" in names:
         return frozenset(LOG_ARTIFACTS)
+    if names - set(LOG_ARTIFACTS):
+        import warnings
+        warnings.warn(f"DYNAMO_LITE_LOG: unknown artifacts {sorted(names - set(LOG_ARTIFACTS))} ignored; "
+                      f"choose from all, {', '.join(LOG_ARTIFACTS)}", stacklevel=2)
     return frozenset(names & set(LOG_ARTIFACTS))
 
 
@@ -31,6 +35,24 @@ log: frozenset[str] = _log_from_env()
 _LIMITS = {"cache_size_limit": 1, "inline_depth_limit": 0, "instruction_limit": 1}
 
 
+def _route_logs(artifacts) -> None:
+    """Asking for log artifacts should print them, as TORCH_LOGS does: the "dynamo_lite" logger
+    gets a stderr handler at INFO unless the application configured one itself."""
+    import logging
+    logger = logging.getLogger("dynamo_lite")
+    if not artifacts:
+        return
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[dynamo_lite] %(message)s"))
+        logger.addHandler(handler)
+
+
+_route_logs(log)
+
+
 class _ValidatedConfig(__import__("types").ModuleType):
     """`dynamo_lite.config.cache_size_limit = "8"` fails here, naming the setting, instead of
     breaking the user's next call."""
@@ -40,6 +62,11 @@ class _ValidatedConfig(__import__("types").ModuleType):
             raise ValueError(f"dynamo_lite.config.{name} must be an int >= {_LIMITS[name]}, got {value!r}")
         if name == "log" and not isinstance(value, (set, frozenset)):
             raise TypeError("dynamo_lite.config.log must be a set of artifact names, e.g. {'graph_breaks'}")
+        if name == "log":
+            unknown = set(value) - set(LOG_ARTIFACTS)
+            if unknown:
+                raise ValueError(f"unknown log artifacts {sorted(unknown)}; choose from {', '.join(LOG_ARTIFACTS)}")
+            _route_logs(value)
         super().__setattr__(name, value)
 
 

@@ -214,7 +214,8 @@ def _capture(code, func, args, options, entries, recompile_reason):
         dis.dis(new_code, file=buf)
         log.info("replacement bytecode for %s:\n%s", code.co_name, buf.getvalue())
     if "guards" in config.log:
-        log.info("guards for %s:\n%s", code.co_name, guards.source_code)
+        log.info("guards for %s (%s:%d):\n%s", code.co_name, code.co_filename, code.co_firstlineno,
+                 "\n".join(f"  {g.describe()}" for g in guards.guards))
     if "graph" in config.log and record.graphs:
         log.info("graph for %s:\n%s", code.co_name, record.graphs[0].code)
     return new_code

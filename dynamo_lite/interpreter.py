@@ -14,7 +14,8 @@ from typing import Any, Optional
 import torch
 
 from . import breaks, config
-from .breaks import Unsupported
+from .breaks import TracedException, Unsupported
+from .context_vars import ContextVarSets
 from .graph_builder import GraphBuilder
 from .guards import GlobalStateMatch, Guard
 from .sources import GlobalSource, ItemSource, Source
@@ -117,22 +118,28 @@ class Tracer:
         self._guard_keys: set = set()
         self.wrapped: dict[int, Value] = {}      # id(real object) -> its Value (aliasing, dedup)
         self.keepalive: list[Any] = []           # keeps ids in `wrapped` stable while tracing
-        self.side_effects: list[tuple] = []      # ("attr", obj_value, name, value) / ("global", name, value) ...
+        self.side_effects: list[tuple] = []      # ("attr", obj_value, name, value) / ("global", name, value) /
+                                                 # ("call", fn, [values]) ...
         self.pending_attrs: dict[int, dict[str, Value]] = {}
         self.global_writes: dict[str, Value] = {}
         self.mutated: list[Value] = []           # sourced lists/dicts whose contents changed
         self.frozen_arrays: list[tuple] = []     # (numpy array, snapshot): a graph tensor was made from it
         self.array_inputs: dict[int, Value] = {}  # id(numpy array read from the frame) -> its tensor input
+        self.instance_dicts: list[Value] = []    # `obj.__dict__` of objects made here (must not escape)
+        self.context_vars = ContextVarSets()     # ContextVar.set() calls not yet reset
+        self.dict_contents: dict[int, dict] = {}  # existing dict subclass objects read: their entries now
         self.instruction_count = 0
         self.refs: dict[int, Source] = {}
         self.current_frame: Optional[Frame] = None
         self.stop_at: Optional[int] = None       # offset in the root frame to stop before (graph break)
         self.failed_at: Optional[int] = None     # offset of the root instruction an Unsupported came from
+        self.exc_info: Optional[Value] = None     # the exception being handled (sys.exc_info()), as a value
         self.add_guard(GlobalStateMatch.now())
 
     # ---- guards -----------------------------------------------------------------------------
     def add_guard(self, guard: Guard):
-        key = (type(guard), getattr(guard, "source", None), getattr(guard, "other", None))
+        key = (type(guard), getattr(guard, "source", None), getattr(guard, "other", None), getattr(guard, "key", None),
+               getattr(guard, "attr", None))
         if key not in self._guard_keys:
             self._guard_keys.add(key)
             self.guards.append(guard)
@@ -220,6 +227,14 @@ class Tracer:
                 if in_try and len(self.graph.graph.nodes) != ops_before:
                     # A graph op that fails at run time must reach the user's except/finally.
                     raise Unsupported(breaks.TRY_BLOCK, "a tensor op inside a try block")
+            except TracedException as e:
+                if self._catch(frame, inst, e, in_try and len(self.graph.graph.nodes) != ops_before):
+                    continue
+                if not e.user_stack or e.user_stack[0][:2] != frame.location()[:2]:
+                    e.user_stack.insert(0, frame.location())
+                if root:
+                    self.failed_at = inst.offset
+                raise
             except Unsupported as e:
                 if not e.user_stack or e.user_stack[0][:2] != frame.location()[:2]:
                     e.user_stack.insert(0, frame.location())
@@ -227,6 +242,25 @@ class Tracer:
                     self.failed_at = inst.offset
                 raise
         return frame.return_value
+
+    def _catch(self, frame: Frame, inst, e: TracedException, added_ops: bool) -> bool:
+        """Hand an exception the traced code raised to this frame's handler, as CPython would:
+        unwind the stack to the handler's depth, push the exception and jump. False when the
+        frame has no handler here (the exception propagates to the caller)."""
+        from .resume import facts
+        entry = facts(frame.code).handler_at(inst.offset)
+        if entry is None:
+            return False
+        if added_ops:
+            # ops recorded by this instruction would run in the graph, outside the handler
+            raise Unsupported(breaks.TRY_BLOCK, "a tensor op inside a try block") from e
+        from .values import NewExceptionValue
+        del frame.stack[entry.depth:]
+        if entry.lasti:
+            frame.push(Const(inst.offset))
+        frame.push(NewExceptionValue(e.exc))
+        frame.jump(entry.target)
+        return True
 
 
 def _cell_full(cell) -> bool:

@@ -1,13 +1,16 @@
 """Methods of values we model by table: tensors (graph nodes), lists, tuples, dicts, sets,
-constants (pure methods of immutable values) and grad-mode context managers."""
+constants (pure methods of immutable values), grad-mode context managers and a few existing
+objects (ContextVar)."""
 from __future__ import annotations
+
+import contextvars
 
 import torch
 
-from . import breaks
-from .breaks import Unsupported
+from . import breaks, context_vars
+from .breaks import TracedException, Unsupported, user_error
 from .operators import python_value, truthy
-from .values import Const, DictValue, GradModeValue, SeqValue, SetValue, TensorValue
+from .values import Const, DictValue, GradModeValue, ObjectValue, SeqValue, SetValue, TensorValue
 
 
 def _calls():
@@ -31,7 +34,7 @@ def _list_mutator(frame, obj: SeqValue, name, args, kwargs):
     elif name == "pop":
         index = python_value(args[0]) if args else -1
         if not items:
-            raise Unsupported(breaks.USER_EXCEPTION, "IndexError: pop from empty list")
+            raise user_error(IndexError, "pop from empty list")
         return items.pop(index)
     elif name == "clear":
         items.clear()
@@ -44,7 +47,7 @@ def _list_mutator(frame, obj: SeqValue, name, args, kwargs):
                 del items[i]
                 break
         else:
-            raise Unsupported(breaks.USER_EXCEPTION, "ValueError: list.remove(x): x not in list")
+            raise user_error(ValueError, "list.remove(x): x not in list")
     elif name == "sort":
         values = [python_value(i) for i in items]
         if "key" in kwargs:
@@ -134,7 +137,7 @@ def _dict(frame, obj: DictValue, name, args, kwargs):
             return items.pop(key)
         if len(args) > 1:
             return args[1]
-        raise Unsupported(breaks.USER_EXCEPTION, f"KeyError: {key!r}")
+        raise user_error(KeyError, key)
     if name == "clear":
         items.clear()
         return Const(None)
@@ -154,13 +157,13 @@ def _set(frame, obj: SetValue, name, args, kwargs):
         try:
             result = getattr(real, name)(*[set(python_value(a)) if name == "update" else python_value(a) for a in args])
         except KeyError as e:
-            raise Unsupported(breaks.USER_EXCEPTION, f"KeyError: {e}")
+            raise TracedException(e)
         obj.items = [Const(v) for v in dict.fromkeys(values) if v in real] + [Const(v) for v in real if v not in values]
         return Const(result)
     try:
         result = getattr(obj.cls(values), name)(*[python_value(a) for a in args])
     except Exception as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"{type(e).__name__}: {e}")
+        raise TracedException(e)
     if isinstance(result, (set, frozenset)):
         return SetValue([Const(v) for v in result], type(result))
     return Const(result)
@@ -184,7 +187,7 @@ def _const(frame, obj: Const, name, args, kwargs):
     except Unsupported:
         raise
     except Exception as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"{type(e).__name__}: {e}")
+        raise TracedException(e)
     from .wrap import wrap
     return wrap(frame.tracer, result, None)
 
@@ -204,5 +207,11 @@ def _grad_mode(frame, obj: GradModeValue, name, args, kwargs):
     raise Unsupported(breaks.UNKNOWN_CALL, f"grad mode.{name}")
 
 
+def _existing_object(frame, obj: ObjectValue, name, args, kwargs):
+    if isinstance(obj.obj, contextvars.ContextVar):
+        return context_vars.call_method(frame, obj, name, args, kwargs)
+    raise Unsupported(breaks.UNKNOWN_CALL, f"{type(obj.obj).__name__}.{name}")
+
+
 METHOD_TABLES = {TensorValue: _tensor, SeqValue: _seq, DictValue: _dict, SetValue: _set, Const: _const,
-                 GradModeValue: _grad_mode}
+                 GradModeValue: _grad_mode, ObjectValue: _existing_object}

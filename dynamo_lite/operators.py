@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from . import breaks, numpy_values
-from .breaks import Unsupported
+from .breaks import TracedException, Unsupported, user_error
 from .values import (CallableValue, Const, DictValue, FunctionValue, ModuleValue, NewObjectValue, ObjectValue,
                      SeqValue, SetValue, SymValue, TensorValue, Value, ClosureValue, MethodValue)
 
@@ -87,15 +87,15 @@ def _fold(fn, *args):
     try:
         return Const(fn(*args))
     except Exception as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}")
+        raise TracedException(e, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}")
 
 
 def binary(tracer, fn, a: Value, b: Value) -> Value:
     if isinstance(a, GRAPH_VALUES) or isinstance(b, GRAPH_VALUES):
         if not all(isinstance(x, (TensorValue, SymValue, Const)) or is_python_constant(x) for x in (a, b)):
             raise Unsupported(breaks.UNSUPPORTED_VALUE, f"{fn.__name__} of a tensor and {_kind(a if isinstance(b, TensorValue) else b)}")
-        if not isinstance(a, TensorValue) and not isinstance(b, TensorValue):
-            fn = INPLACE_TO_PLAIN.get(fn, fn)     # sizes are immutable ints
+        if not isinstance(a, TensorValue):
+            fn = INPLACE_TO_PLAIN.get(fn, fn)     # `n += t` with n a number: numbers are immutable, n = n + t
         return tracer.graph.call("call_function", fn, (_as_arg(a), _as_arg(b)), {})
     plain = INPLACE_TO_PLAIN.get(fn, fn)
     if fn is not plain and isinstance(a, Const) and numpy_values.is_array(a.value):
@@ -227,7 +227,7 @@ def truthy(tracer, v: Value) -> bool:
         try:
             return bool(v.value)
         except Exception as e:
-            raise Unsupported(breaks.USER_EXCEPTION, f"bool() raised {e}")
+            raise TracedException(e, f"bool() raised {type(e).__name__}: {e}")
     if isinstance(v, TensorValue):
         raise Unsupported(breaks.DATA_DEPENDENT_BRANCH, "branching on a tensor's value")
     if isinstance(v, SymValue):
@@ -239,6 +239,11 @@ def truthy(tracer, v: Value) -> bool:
             from .calls import builtin_len
             return builtin_len(tracer, v) > 0
         return True
+    from .dict_subclass import call_dunder, is_dict_object
+    if is_dict_object(v):
+        if hasattr(v.python_type(), "__bool__"):
+            return truthy(tracer, call_dunder(tracer.current_frame, v, "__bool__", []))
+        return python_value(call_dunder(tracer.current_frame, v, "__len__", [])) > 0
     if isinstance(v, NewObjectValue):
         if hasattr(v.cls, "__bool__") or hasattr(v.cls, "__len__"):
             raise Unsupported(breaks.UNSUPPORTED_VALUE, f"truth value of a {v.cls.__name__}")
@@ -249,6 +254,19 @@ def truthy(tracer, v: Value) -> bool:
             return True
         raise Unsupported(breaks.UNSUPPORTED_VALUE, f"truth value of a {cls.__name__}")
     return True
+
+
+def _real_set_contains(tracer, container: ObjectValue, item: Value) -> bool:
+    """`key in S` for an existing set S (e.g. a registry of classes): decided now, and guarded
+    so that adding or removing `key` later recaptures."""
+    from .guards import MembershipMatch
+    key = python_value(item)
+    try:
+        found = key in container.obj
+    except TypeError as e:
+        raise Unsupported(breaks.USER_EXCEPTION, f"TypeError: {e}")
+    tracer.add_guard(MembershipMatch(container.source, key, found))
+    return found
 
 
 def contains(tracer, container: Value, item: Value) -> bool:
@@ -284,11 +302,17 @@ def contains(tracer, container: Value, item: Value) -> bool:
         if isinstance(method, _types.FunctionType):
             from .calls import call
             return truthy(tracer, call(tracer.current_frame, FunctionValue(method), [container, item], {}))
+        from .dict_subclass import call_dunder, is_dict_object
+        if is_dict_object(container):
+            return truthy(tracer, call_dunder(tracer.current_frame, container, "__contains__", [item]))
+        if isinstance(container, ObjectValue) and type(container.obj) in (set, frozenset) \
+                and container.source is not None:
+            return _real_set_contains(tracer, container, item)
     if isinstance(container, Const):
         try:
             return python_value(item) in container.value
         except Unsupported:
             raise
         except Exception as e:
-            raise Unsupported(breaks.USER_EXCEPTION, f"`in` raised {e}")
+            raise TracedException(e, f"`in` raised {type(e).__name__}: {e}")
     raise Unsupported(breaks.UNSUPPORTED_VALUE, f"`in` on {_kind(container)}")

@@ -30,7 +30,8 @@ class CodeFacts:
         self.code = code
         self.insts = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
         self.index_of = {inst.offset: i for i, inst in enumerate(self.insts)}
-        self.try_ranges = [(e.start, e.end) for e in dis._parse_exception_table(code)]
+        self.exception_table = dis._parse_exception_table(code)
+        self.try_ranges = [(e.start, e.end) for e in self.exception_table]
         self.catching_ranges = [(e.start, e.end) for e in dis._parse_exception_table(code)
                                 if self._handler_catches(e.target)]
         handlers = [(e.start, e.end, e.target) for e in dis._parse_exception_table(code)]
@@ -55,6 +56,13 @@ class CodeFacts:
             if inst.opname not in self._CLEANUP_ONLY:
                 return True
         return True
+
+    def handler_at(self, offset: int):
+        """The exception table entry (target, depth, lasti) covering `offset`, or None."""
+        for entry in self.exception_table:
+            if entry.start <= offset < entry.end:
+                return entry
+        return None
 
     def in_catching_block(self, offset: int) -> bool:
         return any(start <= offset < end for start, end in self.catching_ranges)

@@ -172,6 +172,23 @@ class FromNumpySource(Source):
 
 
 @dataclass(frozen=True)
+class DictItemSource(Source):
+    """An entry of a dict subclass read with dict.__getitem__, bypassing the subclass's own
+    __getitem__ (transformers' ModelOutput indexes by position)."""
+    owner: Source
+    key: object  # str or int
+
+    def expr(self, scope):
+        return f"{scope.const(dict.__getitem__)}({self.owner.expr(scope)}, {self.key!r})"
+
+    def name(self):
+        return f"{self.owner.name()}[{self.key!r}]"
+
+    def base(self):
+        return self.owner.base()
+
+
+@dataclass(frozen=True)
 class TypeSource(Source):
     owner: Source
 

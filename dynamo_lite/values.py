@@ -201,14 +201,31 @@ class ObjectValue(Value):
         return type(self.obj)
 
 
-class NewObjectValue(Value):
-    """An instance of a plain Python class created while tracing (e.g. a dataclass to return)."""
-    __slots__ = ("cls", "attrs")
+class NewExceptionValue(ObjectValue):
+    """An exception object made while tracing (`raise KeyError(k)`, or one an op raised and an
+    except block caught). Code that rebuilds it makes a fresh one, as each eager run does."""
+    __slots__ = ()
 
-    def __init__(self, cls: type, attrs: Optional[dict] = None, source=None):
+    def __init__(self, exc: BaseException):
+        super().__init__(exc)
+
+
+class NewObjectValue(Value):
+    """An instance of a plain Python class created while tracing (e.g. a dataclass to return).
+    `attrs` is its instance __dict__. For a subclass of dict / OrderedDict (transformers'
+    ModelOutput) `items` holds its dict contents, in order (dict_subclass.py models them);
+    it is None for every other class."""
+    __slots__ = ("cls", "attrs", "items")
+
+    def __init__(self, cls: type, attrs: Optional[dict] = None, items: Optional[dict] = None, source=None):
         super().__init__(source)
         self.cls = cls
         self.attrs = dict(attrs or {})
+        self.items = None if items is None else dict(items)
+
+    def children(self) -> list:
+        """The values this object holds: attribute values, then dict values."""
+        return [*self.attrs.values(), *(self.items or {}).values()]
 
     def python_type(self):
         return self.cls

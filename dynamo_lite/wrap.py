@@ -7,7 +7,6 @@ aliasing in the user's program is preserved in the graph.
 """
 from __future__ import annotations
 
-import builtins
 import enum
 import types
 from collections import OrderedDict
@@ -101,7 +100,7 @@ def _build(tracer, value, source) -> Value:
                                                types.MethodWrapperType, types.WrapperDescriptorType,
                                                types.MethodDescriptorType, types.ClassMethodDescriptorType))
                             or is_torch_namespace(value) or type(value).__module__ == "functools"):
-        if source is not None and not is_torch_namespace(value) and not _is_builtin(value):
+        if source is not None and not is_torch_namespace(value):
             _guard(tracer, IdMatch.of(source, value))
         return CallableValue(value, source)
     if isinstance(value, types.ModuleType):
@@ -124,10 +123,6 @@ def _attr(source, name):
 
 def _equal_guard(source, value):
     return ConstantMatch(source, value)
-
-
-def _is_builtin(value) -> bool:
-    return getattr(builtins, getattr(value, "__name__", ""), None) is value
 
 
 def _is_namedtuple(value) -> bool:

@@ -282,3 +282,22 @@ def test_captured_function_keeps_working_when_called_from_python_loop():
     for r in results:
         torch.testing.assert_close(r, torch.ones(2))
     assert backend.count == 1, f"{ENGINE}: repeated identical calls recaptured (reference={REFERENCE})"
+
+
+def test_inspect_signature_of_a_function_and_a_bound_method():
+    # transformers' apply_chunking_to_forward: len(inspect.signature(forward_fn).parameters)
+    import inspect
+
+    class Block(torch.nn.Module):
+        def chunk(self, x, y):
+            return x * y
+
+        def forward(self, x):
+            n = len(inspect.signature(self.chunk).parameters)
+            m = len(inspect.signature(_two_args).parameters)
+            return self.chunk(x, x) * n + m
+    check(Block(), torch.randn(3), graphs=1)
+
+
+def _two_args(a, b):
+    return a + b

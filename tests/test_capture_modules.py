@@ -293,3 +293,31 @@ def test_captured_module_load_state_dict_roundtrip():
     x = torch.randn(2, 8)
     torch.testing.assert_close(compiled(x), other(x))
     torch.testing.assert_close(module(x), other(x))  # loaded into the shared parameters
+
+
+def test_slicing_a_module_list():
+    # transformers: `for layer in self.layers[: self.config.num_hidden_layers]`
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(4))
+
+        def forward(self, x):
+            for layer in self.layers[:3]:
+                x = layer(x).relu()
+            head = self.layers[1:]
+            return x + head[-1](x), len(head)
+    check(Stack(), torch.randn(2, 4), graphs=1)
+
+
+def test_a_sliced_module_list_returned_is_a_module_list():
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+
+        def forward(self, x):
+            return self.layers[::2], x * 2
+    m = Stack()
+    got, _ = capture(m)(torch.randn(2, 4))
+    assert type(got) is nn.ModuleList and list(got) == [m.layers[0], m.layers[2]]

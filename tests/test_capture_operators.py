@@ -233,3 +233,14 @@ def test_inplace_operator_result_aliases_input(backend):
     assert out is x
     torch.testing.assert_close(x, torch.ones(3))
     assert backend.count == 1
+
+
+def test_number_augmented_by_a_tensor():
+    # T5's relative position buckets: `buckets = 0; buckets += (pos > 0).long() * n`
+    def f(pos):
+        buckets = 0
+        buckets += (pos > 0).to(torch.long) * 16
+        scale = 1.0
+        scale *= pos.float()
+        return buckets, scale
+    check(f, torch.arange(-3, 4), graphs=1)

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from harness import REFERENCE, CountingBackend, assert_same, capture, check_state_change
+from harness import REFERENCE, CountingBackend, assert_same, capture, check, check_state_change
 
 SETTINGS = {"scale": 2.0, "activation": "relu"}
 
@@ -139,3 +139,36 @@ def test_non_contiguous_argument_after_contiguous(make_second):
         return x.view(-1) if x.is_contiguous() else x.reshape(-1) * -1
 
     check_state_change(f, (torch.randn(3, 4),), lambda: None, args_after=(make_second(),))
+
+
+def test_no_grad_decorated_submodule_forward():
+    # transformers' rotary embeddings: `@torch.no_grad()` on forward, called from a module with grad on
+    class Rotary(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("freq", torch.arange(4.0))
+
+        @torch.no_grad()
+        def forward(self, x):
+            return x * self.freq, torch.is_grad_enabled()
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rotary = Rotary()
+            self.proj = nn.Linear(4, 4)
+
+        def forward(self, x):
+            scaled, grad_inside = self.rotary(x)
+            out = self.proj(x) + scaled
+            return out, grad_inside, torch.is_grad_enabled(), out.requires_grad, scaled.requires_grad
+    check(Model(), torch.randn(2, 4, requires_grad=True), graphs=1)
+
+
+def test_is_grad_enabled_reads_the_traced_grad_mode():
+    def f(x):
+        with torch.no_grad():
+            inside = torch.is_grad_enabled()
+            y = x * 2
+        return y, inside, torch.is_grad_enabled()
+    check(f, torch.randn(3, requires_grad=True), graphs=1)

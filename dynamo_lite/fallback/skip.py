@@ -19,11 +19,12 @@ INLINE, GRAPH_OP, SKIPPED, DISABLED, UNWRAP, BREAK = range(6)
 _DYNAMO_LITE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TORCH_NN_MODULES = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
-# Python in torch that only reorganises module state around tensor ops: traced like nn/modules.
-# (parametrize.py: the `module.weight` property of a parametrized module and ParametrizationList;
-# parametrizations.py: weight_norm / orthogonal / spectral_norm modules.)
-_TORCH_INLINED_FILES = tuple(os.path.join(_TORCH_DIR, "nn", "utils", f)
-                             for f in ("parametrize.py", "parametrizations.py"))
+# torch Python code traced like user code (not a graph op): the wrapper that
+# `@torch.no_grad()` / `@torch.enable_grad()` put around a function; Python that only reorganises
+# module state around tensor ops (parametrize.py: the `module.weight` property of a parametrized
+# module and ParametrizationList; parametrizations.py: weight_norm / orthogonal / spectral_norm).
+_TORCH_INLINED_FILES = (os.path.join(_TORCH_DIR, "utils", "_contextlib.py"),
+                        *(os.path.join(_TORCH_DIR, "nn", "utils", f) for f in ("parametrize.py", "parametrizations.py")))
 _STDLIB_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
 _TOOL_PACKAGES = ("numpy", "rich", "pytest", "_pytest", "pluggy", "IPython", "ipykernel", "jupyter_client",
                   "hypothesis", "typing_extensions", "tqdm", "sympy", "triton", "setuptools", "pkg_resources",
@@ -94,8 +95,8 @@ def call_rule(fn) -> int:
         return SKIPPED
     filename = code.co_filename
     if filename.startswith(_TORCH_DIR):
-        if filename.startswith(_TORCH_NN_MODULES) and not filename.endswith("module.py") \
-                or filename in _TORCH_INLINED_FILES:
+        if filename.startswith(_TORCH_NN_MODULES) and not filename.endswith("module.py") or \
+                filename in _TORCH_INLINED_FILES:
             return INLINE
         return GRAPH_OP
     if is_skipped_file(filename) and not filename.endswith(_INLINED_STDLIB):

@@ -244,6 +244,24 @@ class DictKeysMatch(Guard):
         return f"keys of {self.source.name()} changed: {list(self.keys)!r} -> {list(value)!r}"
 
 
+@dataclass(frozen=True, eq=False)
+class MembershipMatch(Guard):
+    """`key in S` gave `found` (S an existing set the traced code only tested membership in)."""
+    source: Source
+    key: Any
+    found: bool
+
+    def code(self, scope, const):
+        x = self.source.expr(scope)
+        return f"type({x}) in (set, frozenset) and ({const(self.key)} in {x}) is {self.found}"
+
+    def describe(self):
+        return f"{_display_const(self.key)} {'in' if self.found else 'not in'} {self.source.name()}"
+
+    def why_not(self, value):
+        return f"{_display_const(self.key)} is {'no longer' if self.found else 'now'} in {self.source.name()}"
+
+
 def global_state() -> tuple:
     """The torch global state a graph may depend on, in GlobalStateMatch's order."""
     return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),
@@ -317,3 +335,31 @@ class AliasMatch(Guard):
 
     def why_not(self, value):
         return f"{self.source.name()} and {self.other.name()} are no longer the same object"
+
+
+def _has_generic_attr(obj, name: str) -> bool:
+    try:
+        object.__getattribute__(obj, name)
+        return True
+    except AttributeError:
+        return False
+
+
+@dataclass(frozen=True, eq=False)
+class AttrAbsent(Guard):
+    """`source` has no attribute `attr`: the graph took the AttributeError path (getattr's default,
+    hasattr() False, an `except AttributeError`). `generic`: looked up with object.__getattribute__
+    (from inside a custom __getattribute__)."""
+    source: Source
+    attr: str
+    generic: bool = False
+
+    def code(self, scope, const):
+        check = const(_has_generic_attr if self.generic else hasattr)
+        return f"not {check}({self.source.expr(scope)}, {self.attr!r})"
+
+    def describe(self):
+        return f"{self.source.name()} has no attribute {self.attr!r}"
+
+    def why_not(self, value):
+        return f"{self.source.name()} now has an attribute {self.attr!r}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 from .. import breaks
 from ..breaks import Unsupported
 from ..calls import delitem, getitem, iterate, setitem
+from ..dict_subclass import is_dict_object, mapping_items
 from ..operators import python_value
 from ..values import Const, DictValue, SeqValue, SetValue, SliceValue, SymValue, TensorValue
 from . import handler
@@ -105,6 +106,8 @@ def set_update(frame, inst):
 @handler("DICT_UPDATE", "DICT_MERGE")
 def dict_update(frame, inst):
     v = frame.pop()
+    if is_dict_object(v):
+        v = DictValue(mapping_items(frame, v), dict)
     if not isinstance(v, DictValue):
         raise Unsupported(breaks.UNSUPPORTED_VALUE, f"** of {type(v).__name__}")
     target = frame.peek(inst.arg)

@@ -1,13 +1,13 @@
-"""Jumps, loops, returns, `with` blocks, generators (inlined genexprs) and raise."""
+"""Jumps, loops, returns, `with` blocks, generators (inlined genexprs), raise and except blocks."""
 from __future__ import annotations
 
 from .. import breaks
-from ..breaks import Unsupported
-from ..calls import call, iterate
+from ..breaks import TracedException, Unsupported
+from ..calls import call, iterate, plain_exception_class
 from ..compat import (FOR_ITER_SKIPS_END_FOR, POP_JUMP_IF_FALSE, POP_JUMP_IF_NONE, POP_JUMP_IF_NOT_NONE,
                       POP_JUMP_IF_TRUE, UNCONDITIONAL_JUMPS)
-from ..operators import truthy
-from ..values import Const, GradModeValue, IteratorValue, TensorValue, Value
+from ..operators import python_value, truthy
+from ..values import Const, GradModeValue, IteratorValue, ObjectValue, TensorValue, Value
 from ..wrap import wrap
 from ..attributes import load_attr
 from . import handler
@@ -165,9 +165,65 @@ def before_with(frame, inst):
     frame.push(entered)
 
 
-@handler("RAISE_VARARGS", "RERAISE")
+# ---- exceptions ----------------------------------------------------------------------------
+# An exception the traced code raises (TracedException) goes to the frame's handler (interpreter
+# `_catch`); these opcodes run the handler's bookkeeping. `tracer.exc_info` is sys.exc_info().
+
+def _exception_object(v: Value):
+    """The real exception `raise v` raises, or None when it is not one we can make."""
+    real = getattr(v, "obj", None) if isinstance(v, ObjectValue) else getattr(v, "fn", None)
+    if isinstance(real, BaseException):
+        return real
+    if isinstance(real, type) and issubclass(real, BaseException) and plain_exception_class(real):
+        return real()       # `raise KeyError`: the class, instantiated
+    return None
+
+
+@handler("RAISE_VARARGS")
 def raise_varargs(frame, inst):
-    raise Unsupported(breaks.USER_EXCEPTION, "the code raises an exception")
+    if inst.arg == 0:
+        current = frame.tracer.exc_info
+        if current is None:
+            raise Unsupported(breaks.USER_EXCEPTION, "RuntimeError: No active exception to reraise")
+        raise TracedException(current.obj)
+    cause = frame.pop() if inst.arg == 2 else None
+    exc = _exception_object(frame.pop())
+    if exc is None:
+        raise Unsupported(breaks.USER_EXCEPTION, "the code raises an exception")
+    if cause is not None:
+        cause_exc = None if isinstance(cause, Const) and cause.value is None else _exception_object(cause)
+        if cause_exc is None and not isinstance(cause, Const):
+            raise Unsupported(breaks.USER_EXCEPTION, f"raise {type(exc).__name__} from an unmodelled value")
+        exc.__cause__ = cause_exc
+    raise TracedException(exc)
+
+
+@handler("RERAISE")
+def reraise(frame, inst):
+    exc = frame.pop()
+    if inst.arg:
+        frame.pop()      # the f_lasti to restore: tracing has no real frame to set it on
+    raise TracedException(exc.obj)
+
+
+@handler("PUSH_EXC_INFO")
+def push_exc_info(frame, inst):
+    exc = frame.pop()
+    frame.push(frame.tracer.exc_info or Const(None))
+    frame.tracer.exc_info = exc
+    frame.push(exc)
+
+
+@handler("POP_EXCEPT")
+def pop_except(frame, inst):
+    previous = frame.pop()
+    frame.tracer.exc_info = None if isinstance(previous, Const) else previous
+
+
+@handler("CHECK_EXC_MATCH")
+def check_exc_match(frame, inst):
+    classes = python_value(frame.pop())
+    frame.push(Const(isinstance(frame.peek().obj, classes)))
 
 
 @handler("LOAD_ASSERTION_ERROR")

@@ -1,0 +1,106 @@
+"""`dynamo-lite report` and `dynamo-lite explain` end to end, as a user runs them: a process per
+model, JSON output, exit status (non-zero only for wrong results), a crash or a hang as one
+failed row, a missing optional dependency as a skip."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+USER_MODELS = textwrap.dedent('''
+    import os, time
+    import torch
+    import dynamo_lite as dl
+    from corpus.registry import model, require
+
+    def wrong_backend(gm, example_inputs):
+        def run(*args):
+            return tuple(o + 1 if isinstance(o, torch.Tensor) else o for o in gm(*args))
+        return run
+
+    if "wrong" not in dl.list_backends():
+        dl.register_backend("wrong", wrong_backend)
+
+    @model("user_ok")
+    def build_ok():
+        return torch.nn.Linear(4, 4).eval(), (torch.randn(2, 4),)
+
+    @model("user_crash")
+    def build_crash():
+        class Crash(torch.nn.Module):
+            def forward(self, x):
+                os._exit(3)            # the model's process dies
+                return x
+        return Crash(), (torch.randn(2),)
+
+    @model("user_hang")
+    def build_hang():
+        class Hang(torch.nn.Module):
+            def forward(self, x):
+                time.sleep(600)
+                return x
+        return Hang(), (torch.randn(2),)
+
+    @model("user_needs_missing_package", requires="package_that_is_not_installed")
+    def build_missing():
+        require("package_that_is_not_installed")
+''')
+
+
+def _cli(*args, timeout=600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
+    return subprocess.run([sys.executable, "-m", "dynamo_lite.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_report_on_a_bundled_model_writes_json(tmp_path):
+    out = tmp_path / "report.json"
+    proc = _cli("report", "-k", "print_in_forward", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    rows = {r["name"]: r for r in data["models"]}
+    assert set(rows) == {"print_in_forward"}
+    row = rows["print_in_forward"]
+    assert row["status"] == "ok" and row["dl"]["graphs"] == 2 and row["dl"]["breaks"] == 1
+    assert "print_in_forward" in proc.stdout and "DL005" in proc.stdout     # the row and the break-kind table
+
+
+def test_report_isolates_crashes_hangs_and_skips(tmp_path):
+    models = tmp_path / "user_models.py"
+    models.write_text(USER_MODELS)
+    out = tmp_path / "report.json"
+    proc = _cli("report", str(models), "--timeout", "20", "--jobs", "2", "--json", str(out))
+    rows = {r["name"]: r for r in json.loads(out.read_text())["models"]}
+    assert rows["user_ok"]["status"] == "ok"
+    assert rows["user_crash"]["status"] not in ("ok", "WRONG") and "died" in rows["user_crash"]["detail"]
+    assert rows["user_hang"]["status"] == "timeout"
+    assert rows["user_needs_missing_package"]["status"] == "skipped"
+    assert "package_that_is_not_installed" in rows["user_needs_missing_package"]["detail"]
+    assert proc.returncode == 0, "no wrong results: crashes, hangs and skips do not fail the report"
+
+
+def test_report_exit_status_is_non_zero_on_a_wrong_result(tmp_path):
+    models = tmp_path / "user_models.py"
+    models.write_text(USER_MODELS)
+    proc = _cli("report", str(models), "-k", "user_ok", "--backend", "wrong")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "WRONG" in proc.stdout
+
+
+def test_explain_command_prints_breaks_with_source_and_hint(tmp_path):
+    out = tmp_path / "explain.json"
+    proc = _cli("explain", "print_in_forward", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "[DL005 print-or-log]" in proc.stdout and "fix:" in proc.stdout and "print(" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["graph_count"] == 2 and data["breaks"][0]["kind_id"] == "DL005"
+
+
+def test_explain_command_unknown_model_suggests_names():
+    proc = _cli("explain", "print_in")
+    assert proc.returncode == 2 and "did you mean print_in_forward" in proc.stderr
