@@ -8,6 +8,7 @@ import operator
 import torch
 
 from . import breaks
+from .autograd_function import CTX_METHODS
 from .breaks import TracedException, Unsupported, user_error
 from .operators import BINARY_OPS, COMPARE_OPS, binary, compare, python_value, truthy, unary
 from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue, MethodValue,
@@ -422,4 +423,5 @@ BUILTINS = {
     operator.pos: _operator_unary(operator.pos), operator.invert: _operator_unary(operator.invert),
     **{fn: _operator_binary(fn) for fn in BINARY_OPS.values()},
     **{fn: _operator_compare(fn) for fn in COMPARE_OPS.values()},
+    **CTX_METHODS,
 }

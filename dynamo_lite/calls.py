@@ -14,17 +14,18 @@ import inspect
 import math
 import operator
 import types
+import weakref
 from collections import OrderedDict
 from typing import Callable, Optional
 
 import torch
 
-from . import breaks, config, dict_subclass
+from . import autograd_function, breaks, config, dict_subclass, numpy_values
 from .breaks import TracedException, Unsupported, user_error
 from .fallback import skip
 from .operators import (BINARY_OPS, binary, compare, contains, identical, is_python_constant, python_value, truthy,
                         unary)
-from .sources import AttrSource, ItemSource
+from .sources import AttrSource, ItemSource, WeakRefTargetSource
 from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue,
                      IteratorValue, MethodValue, ModuleValue, NewExceptionValue, NewObjectValue, ObjectValue, SeqValue,
                      SetValue, SliceValue, SymValue, TensorValue, Value)
@@ -49,6 +50,9 @@ def _call_function(frame, fn: FunctionValue, args, kwargs):
         return modelled(frame, args, kwargs)
     if f in _MODULE_CALLS and args and isinstance(args[0], ModuleValue):
         return _call_module(frame, args[0], args[1:], kwargs)
+    if f is autograd_function.FUNCTION_APPLY and args and isinstance(args[0], CallableValue) \
+            and autograd_function.is_function_class(args[0].fn):
+        return autograd_function.apply(frame, args[0].fn, args[1:], kwargs)
     rule = skip.call_rule(f)
     if rule == skip.UNWRAP:
         return call(frame, wrap(frame.tracer, skip.unwrapped(f), None) if not isinstance(skip.unwrapped(f), types.FunctionType)
@@ -63,6 +67,8 @@ def _call_function(frame, fn: FunctionValue, args, kwargs):
         return torch_call(frame, f, args, kwargs)
     if f in PURE_LIBRARY_FUNCTIONS:
         return _fold_call(f, [Const(_class_or_value(a)) for a in args], kwargs)
+    if rule == skip.SKIPPED and numpy_values.is_foldable(f):      # np.ones, np.linspace...
+        return numpy_values.fold_call(frame, fn, f, args, kwargs)
     if f is inspect.signature and len(args) == 1 and not kwargs:
         return _signature(args[0])
     if rule == skip.SKIPPED:
@@ -155,12 +161,25 @@ def _call_module(frame, mv: ModuleValue, args, kwargs):
 
 def _call_object(frame, obj: Value, args, kwargs):
     real = obj.obj if isinstance(obj, ObjectValue) else None
+    if type(real) is weakref.ref and not args and not kwargs:
+        return _dereference(frame, obj)
+    if numpy_values.is_foldable(real):            # ufuncs, np.where / np.stack dispatchers
+        return numpy_values.fold_call(frame, obj, real, args, kwargs)
     if isinstance(obj, NewObjectValue) or real is not None and not isinstance(real, (type, types.ModuleType)):
         from .attributes import load_attr
         return call(frame, load_attr(frame, obj, "__call__"), args, kwargs)
     if isinstance(real, type):
         return _call_callable(frame, CallableValue(real, obj.source), args, kwargs)
     raise Unsupported(breaks.UNKNOWN_CALL, f"calling {type(real).__name__}")
+
+
+def _dereference(frame, ref: ObjectValue) -> Value:
+    """`ref()` of an existing weak reference (nn.RNN keeps its flat weights' refs): the object it
+    points to now, read through a source that calls the reference again, so the guards of what it
+    returns (an alias of the parameter, or None) are checked on every call."""
+    if ref.source is None:
+        raise Unsupported(breaks.UNKNOWN_CALL, "calling a weak reference the tracer cannot reload")
+    return wrap(frame.tracer, ref.obj(), WeakRefTargetSource(ref.source))
 
 
 def _call_const(frame, c: Const, args, kwargs):
@@ -172,6 +191,10 @@ def _call_callable(frame, fn: CallableValue, args, kwargs):
     handler = BUILTINS.get(f) if _hashable(f) else None
     if handler is not None:
         return handler(frame, args, kwargs)
+    if numpy_values.converts_array(f, args):
+        return numpy_values.to_tensor(frame, f, args, kwargs)
+    if numpy_values.is_foldable(f):
+        return numpy_values.fold_call(frame, fn, f, args, kwargs)
     if isinstance(f, type):
         return construct(frame, fn, args, kwargs)
     if f in _PRINTERS:
@@ -394,7 +417,34 @@ def tensor_method(frame, obj: TensorValue, name: str, args, kwargs) -> Value:
         return setitem(frame, obj, args[0], args[1])
     if name == "__getitem__":
         return getitem(frame, obj, args[0])
+    if _returns_self(obj, name, args, kwargs):
+        return obj
     return frame.tracer.graph.call("call_method", name, (obj, *args), kwargs)
+
+
+def _returns_self(obj: TensorValue, name, args, kwargs) -> bool:
+    """`t.cpu()` / `t.to(device_or_dtype)` that change nothing return `t` itself in eager: no node
+    (a graph of only such calls, before a `.numpy()` break, would be an empty graph compiled)."""
+    example = obj.example
+    if name == "cpu":
+        return not args and not kwargs and example.device.type == "cpu"
+    if name != "to" or set(kwargs) - {"non_blocking", "copy"} or not args or len(args) > 2:
+        return False
+    if "copy" in kwargs and python_value(kwargs["copy"]) is not False:
+        return False
+    for a in args:
+        value = a.value if isinstance(a, Const) else None
+        if isinstance(value, str):
+            try:
+                value = torch.device(value)
+            except RuntimeError:
+                return False
+        if isinstance(value, torch.device):
+            if value.type != example.device.type or value.index not in (None, example.device.index):
+                return False
+        elif value is not example.dtype:
+            return False
+    return True
 
 
 # ============================================================================================
@@ -593,6 +643,9 @@ def setitem(frame, obj: Value, key: Value, value: Value) -> Value:
     if isinstance(obj, DictValue):
         tracer.mutate(obj)
         obj.items[python_value(key)] = value
+        return Const(None)
+    if isinstance(obj, Const) and numpy_values.is_array(obj.value):
+        numpy_values.setitem(frame, obj.value, key, value)
         return Const(None)
     if dict_subclass.is_dict_object(obj):
         return dict_subclass.call_dunder(frame, obj, "__setitem__", [key, value])

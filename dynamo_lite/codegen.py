@@ -13,11 +13,12 @@ from collections import OrderedDict
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
-from . import breaks
+from . import breaks, numpy_values
 from .breaks import Unsupported
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
-from .sources import (AttrSource, ClosureSource, DictItemSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource,
-                      ModuleDictSource, ObjectRefSource, Source, TypeSource)
+from .sources import (AttrSource, ClosureSource, DictItemSource, FromNumpySource, GenericAttrSource, GlobalSource,
+                      ItemSource, LocalSource, ModuleDictSource, ObjectRefSource, Source, TypeSource,
+                      WeakRefTargetSource)
 from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue,
                      MethodValue, ModuleValue, NewExceptionValue, NewObjectValue, ObjectValue, SeqValue, SetValue, SliceValue, SymValue,
                      TensorValue, Value)
@@ -50,6 +51,10 @@ def _replace_dict(target, new):
     target.update(new)
 
 
+def _dereference(ref):
+    return ref()
+
+
 def _replace_set(target, new):
     target.clear()
     target.update(new)
@@ -67,6 +72,8 @@ def _check_rebuildable(v: NewObjectValue):
 class Emitter:
     def __init__(self, code: types.CodeType, lineno: int, output_index: dict, tracer):
         self.code = code
+        self.frozen_arrays = tracer.frozen_arrays   # numpy arrays a graph tensor was made from (numpy_values)
+        self.arrays: dict[int, tuple] = {}      # id(traced numpy array) -> (array, temporary holding its copy)
         self.lineno = lineno
         self.out: list = []
         self.cellvars = set(code.co_cellvars)
@@ -124,6 +131,11 @@ class Emitter:
             self.emit("BINARY_SUBSCR")
         elif isinstance(src, TypeSource):
             self.call_const(type, [lambda: self.load_source(src.owner)])
+        elif isinstance(src, WeakRefTargetSource):
+            self.call_const(_dereference, [lambda: self.load_source(src.owner)])
+        elif isinstance(src, FromNumpySource):
+            import torch
+            self.call_const(torch.from_numpy, [lambda: self.load_source(src.owner)])
         elif isinstance(src, ObjectRefSource):
             self.const(src.obj)
         else:
@@ -170,6 +182,8 @@ class Emitter:
                 self.emit("LOAD_FAST", GRAPH_OUT)
                 self.const(self.output_index[v.node])
                 self.emit("BINARY_SUBSCR")
+        elif isinstance(v, Const) and numpy_values.is_array(v.value):
+            self.traced_array(v.value)
         elif isinstance(v, Const):
             self.const(v.value)
         elif v.source is not None and isinstance(v, (SeqValue, DictValue, SetValue, ModuleValue, ObjectValue,
@@ -230,6 +244,24 @@ class Emitter:
             self.const(v.module)
         else:
             raise Unsupported(breaks.UNSUPPORTED_VALUE, f"cannot return a {type(v).__name__} from captured code")
+
+    def traced_array(self, array):
+        """A numpy array made while tracing, rebuilt as a copy on each call (one copy per array,
+        so two references stay one object). Arrays sharing memory (views) or shared with a
+        graph tensor cannot be rebuilt faithfully."""
+        known = self.arrays.get(id(array))
+        if known is not None:
+            self.emit("LOAD_FAST", known[1])
+            return
+        import numpy as np
+        others = [a for a, _ in self.arrays.values()] + [a for a, _ in self.frozen_arrays]
+        if any(np.shares_memory(array, other) for other in others):
+            raise Unsupported(breaks.UNSUPPORTED_VALUE, "a numpy array sharing memory with another leaves the graph")
+        name = f"___array{len(self.arrays)}"
+        self.arrays[id(array)] = (array, name)
+        self.call_const(numpy_values.fresh_copy, [lambda: self.const(array)])
+        self.emit("COPY", 1)
+        self.emit("STORE_FAST", name)
 
     # ---- side effects -------------------------------------------------------------------------
     def replay(self, tracer):

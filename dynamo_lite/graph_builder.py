@@ -124,6 +124,12 @@ class GraphBuilder:
             return Const(None)
         return self._wrap_result(node, example)
 
+    def assertion(self, cond: TensorValue, expected: bool, message: tuple):
+        """`assert` on a tensor's truth value: a node that raises AssertionError(*message) when
+        bool(cond) is not `expected`, in program order (marked side-effectful so it is kept)."""
+        node = self.graph.create_node("call_function", check_assertion, (cond.node, expected, *message), {})
+        node.meta["example_value"] = None
+
     def _run_fake(self, op, target, args, kwargs):
         fn: Callable = target if op == "call_function" else getattr(type(args[0]), target)
         try:
@@ -195,18 +201,27 @@ class GraphBuilder:
 
     def mutates_inputs(self) -> bool:
         """Whether any node writes into a tensor in place (so input aliasing matters)."""
-        inplace_functions = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
-                             operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior,
-                             operator.ixor, operator.ilshift, operator.irshift, operator.imatmul}
-        for node in self.graph.nodes:
-            name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-            if node.target in inplace_functions or "out" in node.kwargs or \
-                    (name.endswith("_") and not name.endswith("__") and node.op in ("call_method", "call_function")):
-                return True
-        return False
+        return any(self.writes_in_place(node) for node in self.graph.nodes)
+
+    @staticmethod
+    def writes_in_place(node: torch.fx.Node) -> bool:
+        name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+        return node.target in _INPLACE_FUNCTIONS or "out" in node.kwargs or \
+            (name.endswith("_") and not name.endswith("__") and node.op in ("call_method", "call_function"))
 
     def op_count(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+@torch.fx.node.has_side_effect
+def check_assertion(cond, expected, *message):
+    if bool(cond) is not expected:
+        raise AssertionError(*message)
+
+
+_INPLACE_FUNCTIONS = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                      operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
+                      operator.ilshift, operator.irshift, operator.imatmul}
 
 
 def _contains_symbolic(obj) -> bool:

@@ -123,6 +123,8 @@ class Tracer:
         self.pending_attrs: dict[int, dict[str, Value]] = {}
         self.global_writes: dict[str, Value] = {}
         self.mutated: list[Value] = []           # sourced lists/dicts whose contents changed
+        self.frozen_arrays: list[tuple] = []     # (numpy array, snapshot): a graph tensor was made from it
+        self.array_inputs: dict[int, Value] = {}  # id(numpy array read from the frame) -> its tensor input
         self.instance_dicts: list[Value] = []    # `obj.__dict__` of objects made here (must not escape)
         self.context_vars = ContextVarSets()     # ContextVar.set() calls not yet reset
         self.dict_contents: dict[int, dict] = {}  # existing dict subclass objects read: their entries now

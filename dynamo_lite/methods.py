@@ -174,6 +174,9 @@ _PURE_CONST_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset, ra
 
 
 def _const(frame, obj: Const, name, args, kwargs):
+    from . import numpy_values
+    if numpy_values.is_array(obj.value):
+        return numpy_values.array_method(frame, obj.value, name, args, kwargs)
     if not isinstance(obj.value, _PURE_CONST_TYPES):
         raise Unsupported(breaks.UNKNOWN_CALL, f"{type(obj.value).__name__}.{name}")
     if any(isinstance(a, TensorValue) for a in [*args, *kwargs.values()]):

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from . import breaks
+from . import breaks, numpy_values
 from .breaks import TracedException, Unsupported, user_error
 from .values import (CallableValue, Const, DictValue, FunctionValue, ModuleValue, NewObjectValue, ObjectValue,
                      SeqValue, SetValue, SymValue, TensorValue, Value, ClosureValue, MethodValue)
@@ -98,6 +98,8 @@ def binary(tracer, fn, a: Value, b: Value) -> Value:
             fn = INPLACE_TO_PLAIN.get(fn, fn)     # `n += t` with n a number: numbers are immutable, n = n + t
         return tracer.graph.call("call_function", fn, (_as_arg(a), _as_arg(b)), {})
     plain = INPLACE_TO_PLAIN.get(fn, fn)
+    if fn is not plain and isinstance(a, Const) and numpy_values.is_array(a.value):
+        return numpy_values.fold(tracer.current_frame, fn, [a, b], {})    # `a += 1` changes the array itself
     a, b = _as_sequence_if_paired(a, b), _as_sequence_if_paired(b, a)
     if isinstance(a, SeqValue) and isinstance(b, SeqValue) and plain is operator.add:
         if a.is_list and fn is operator.iadd:

@@ -141,6 +141,37 @@ class ItemSource(Source):
 
 
 @dataclass(frozen=True)
+class WeakRefTargetSource(Source):
+    """What a weak reference points to now: `owner()` (None once the object died)."""
+    owner: Source
+
+    def expr(self, scope):
+        return f"{self.owner.expr(scope)}()"
+
+    def name(self):
+        return f"{self.owner.name()}()"
+
+    def base(self):
+        return self.owner.base()
+
+
+@dataclass(frozen=True)
+class FromNumpySource(Source):
+    """The tensor `torch.from_numpy(owner)` over a numpy array read from the frame."""
+    owner: Source
+
+    def expr(self, scope):
+        import torch
+        return f"{scope.const(torch.from_numpy)}({self.owner.expr(scope)})"
+
+    def name(self):
+        return f"torch.from_numpy({self.owner.name()})"
+
+    def base(self):
+        return self.owner.base()
+
+
+@dataclass(frozen=True)
 class DictItemSource(Source):
     """An entry of a dict subclass read with dict.__getitem__, bypassing the subclass's own
     __getitem__ (transformers' ModelOutput indexes by position)."""

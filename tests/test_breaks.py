@@ -137,8 +137,19 @@ def uses_numpy(x):
     return y * float(n)
 
 
-def test_numpy_call_breaks():
-    run_both(uses_numpy, rand3, graphs=2)
+def test_numpy_on_constants_folds_without_a_break():
+    run_both(uses_numpy, rand3, graphs=1)
+
+
+def uses_numpy_on_data(x):
+    y = x + 1
+    n = np.sqrt(x.numpy()).sum()
+    return y * float(n)
+
+
+def test_numpy_on_tensor_data_breaks():
+    run_both(uses_numpy_on_data, lambda: torch.rand(3))
+    assert breaks_of("uses_numpy_on_data")[0].kind.id == "DL003"     # x.numpy(): never folded
 
 
 def explicit(x):

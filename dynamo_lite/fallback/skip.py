@@ -20,8 +20,11 @@ _DYNAMO_LITE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) +
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TORCH_NN_MODULES = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
 # torch Python code traced like user code (not a graph op): the wrapper that
-# `@torch.no_grad()` / `@torch.enable_grad()` put around a function.
-_TORCH_INLINED_FILES = (os.path.join(_TORCH_DIR, "utils", "_contextlib.py"),)
+# `@torch.no_grad()` / `@torch.enable_grad()` put around a function; Python that only reorganises
+# module state around tensor ops (parametrize.py: the `module.weight` property of a parametrized
+# module and ParametrizationList; parametrizations.py: weight_norm / orthogonal / spectral_norm).
+_TORCH_INLINED_FILES = (os.path.join(_TORCH_DIR, "utils", "_contextlib.py"),
+                        *(os.path.join(_TORCH_DIR, "nn", "utils", f) for f in ("parametrize.py", "parametrizations.py")))
 _STDLIB_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
 _TOOL_PACKAGES = ("numpy", "rich", "pytest", "_pytest", "pluggy", "IPython", "ipykernel", "jupyter_client",
                   "hypothesis", "typing_extensions", "tqdm", "sympy", "triton", "setuptools", "pkg_resources",

@@ -29,8 +29,55 @@ def _conditional(test):
     return handle
 
 
-handler(*POP_JUMP_IF_TRUE)(_conditional(lambda f, v: truthy(f.tracer, v)))
-handler(*POP_JUMP_IF_FALSE)(_conditional(lambda f, v: not truthy(f.tracer, v)))
+def _tensor_conditional(jump_when: bool):
+    """POP_JUMP_IF_TRUE/FALSE. On a tensor that only decides an `assert` (one side raises
+    AssertionError at once), the check becomes a graph node raising it like eager, and tracing
+    goes on along the other side: no graph break."""
+    def handle(frame, inst):
+        value = frame.pop()
+        if isinstance(value, TensorValue):
+            taken = _assert_on_tensor(frame, inst, value, jump_when)
+            if taken is not None:
+                if taken:
+                    frame.jump(inst.argval)
+                return
+        if truthy(frame.tracer, value) == jump_when:
+            frame.jump(inst.argval)
+    return handle
+
+
+def _assert_on_tensor(frame, inst, value: TensorValue, jump_when: bool):
+    """Whether the jump is taken after the assert node, or None when this is no assert (or when
+    Python-level side effects are pending: they are replayed after the graph, and must have
+    happened when the assert raises)."""
+    tracer = frame.tracer
+    if tracer.side_effects or tracer.mutated or tracer.global_writes:
+        return None
+    fall_through = frame.instructions[frame.ip].offset
+    for raises_at, taken in ((fall_through, True), (inst.argval, False)):
+        message = _assertion_block(frame, raises_at)
+        if message is not None:
+            # the assert holds when the tensor's truth value sends control away from the raise
+            frame.tracer.graph.assertion(value, jump_when if taken else not jump_when, message)
+            return taken
+    return None
+
+
+def _assertion_block(frame, offset):
+    """The message args of `raise AssertionError(msg)` starting at `offset` ((), (msg,)), else None."""
+    insts = frame.instructions[frame.index_of[offset]:]
+    names = [i.opname for i in insts[:5]]
+    if names[:2] == ["LOAD_ASSERTION_ERROR", "RAISE_VARARGS"]:
+        return ()
+    calls = [n for n in names[2:] if n != "PRECALL"]
+    if names[:2] == ["LOAD_ASSERTION_ERROR", "LOAD_CONST"] and calls[:2] == ["CALL", "RAISE_VARARGS"] \
+            and insts[2 + names[2:].index("CALL")].arg == 0:
+        return (insts[1].argval,)
+    return None
+
+
+handler(*POP_JUMP_IF_TRUE)(_tensor_conditional(True))
+handler(*POP_JUMP_IF_FALSE)(_tensor_conditional(False))
 handler(*POP_JUMP_IF_NONE)(_conditional(lambda f, v: _is_none(v)))
 handler(*POP_JUMP_IF_NOT_NONE)(_conditional(lambda f, v: not _is_none(v)))
 

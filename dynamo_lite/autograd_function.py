@@ -1,0 +1,127 @@
+"""Custom `torch.autograd.Function`s: `Fn.apply(*args)` becomes one graph node calling `Fn.apply`.
+
+The node runs the user's real forward at run time and autograd records the user's real backward,
+so gradients are eager's by construction. Before emitting it, the forward is traced on the side
+(speculatively, with a stand-in ctx) only to check that it does tensor work and nothing else: a
+print, a `.item()`, a write to a global or an in-place change of an input makes the call a graph
+break, exactly as before. The speculative nodes are then erased; the guards it added stay (they
+are conservative).
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+from torch.autograd.function import FunctionCtx, _SingleLevelFunction
+
+from . import breaks
+from .breaks import Unsupported
+from .values import Const, FunctionValue, NewObjectValue, SeqValue, SymValue, TensorValue, Value
+
+FUNCTION_APPLY = inspect.getattr_static(torch.autograd.Function, "apply").__func__
+
+
+def is_function_class(cls) -> bool:
+    return isinstance(cls, type) and issubclass(cls, torch.autograd.Function) and cls is not torch.autograd.Function
+
+
+def apply(frame, cls: type, args: list, kwargs: dict) -> Value:
+    """`cls.apply(*args)` as one graph node, once the forward is known to be plain tensor work."""
+    if kwargs:
+        raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.apply with keyword arguments")
+    if not all(_is_graph_arg(a) for a in args):
+        raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.apply with a non-tensor, non-constant argument")
+    _check_forward(frame, cls, args)
+    return frame.tracer.graph.call("call_function", _apply_of(cls), tuple(args), {})
+
+
+def _apply_of(cls):
+    """A plain function calling `cls.apply`: fx would spell the bound classmethod itself as
+    `torch.autograd.function.apply` (its __module__), which does not exist."""
+    def apply(*args):
+        return cls.apply(*args)
+    apply.__name__ = apply.__qualname__ = f"{cls.__name__}_apply"
+    apply.__module__ = cls.__module__
+    return apply
+
+
+def _is_graph_arg(v: Value) -> bool:
+    if isinstance(v, SeqValue):
+        return all(_is_graph_arg(i) for i in v.items)
+    return isinstance(v, (TensorValue, SymValue, Const))
+
+
+def _user_static(cls, name):
+    fn = inspect.getattr_static(cls, name, None)
+    fn = fn.__func__ if isinstance(fn, staticmethod) else fn
+    if not isinstance(fn, types.FunctionType) or fn is inspect.getattr_static(_SingleLevelFunction, name).__func__:
+        return None
+    return fn
+
+
+def _check_forward(frame, cls, args):
+    from .calls import call
+    forward = _user_static(cls, "forward")
+    if forward is None:
+        raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.forward is not a Python staticmethod")
+    setup_context = _user_static(cls, "setup_context")
+    tracer = frame.tracer
+    graph = tracer.graph
+    state = _State.of(tracer)
+    ctx = NewObjectValue(FunctionCtx, {"needs_input_grad": Const(tuple(
+        isinstance(a, TensorValue) and a.example.requires_grad for a in args))})
+    if setup_context is None:
+        call(frame, FunctionValue(forward), [ctx, *args], {})
+    else:
+        output = call(frame, FunctionValue(forward), list(args), {})
+        call(frame, FunctionValue(setup_context), [ctx, SeqValue(args, tuple), output], {})
+    new_nodes = state.nodes_since(graph)
+    if any(graph.writes_in_place(n) for n in new_nodes):
+        raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.forward changes a tensor in place")
+    if not state.unchanged(tracer):
+        raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.forward has side effects")
+    for node in reversed(new_nodes):
+        if node.op != "placeholder":          # an input first read by forward stays an (unused) input
+            graph.graph.erase_node(node)
+
+
+class _State:
+    """What the speculative trace of a forward must leave as it found it."""
+
+    def __init__(self, last_node, side_effects, global_writes, mutated, pending, grad_enabled):
+        self.last_node = last_node
+        self.side_effects, self.global_writes, self.mutated = side_effects, global_writes, mutated
+        self.pending, self.grad_enabled = pending, grad_enabled
+
+    @staticmethod
+    def of(tracer) -> "_State":
+        return _State(next(iter(reversed(tracer.graph.graph.nodes)), None), len(tracer.side_effects),
+                      dict(tracer.global_writes), len(tracer.mutated),
+                      {k: dict(v) for k, v in tracer.pending_attrs.items()}, tracer.graph.grad_enabled)
+
+    def nodes_since(self, graph) -> list:
+        nodes = list(graph.graph.nodes)
+        start = nodes.index(self.last_node) + 1 if self.last_node is not None else 0
+        return nodes[start:]
+
+    def unchanged(self, tracer) -> bool:
+        return (len(tracer.side_effects) == self.side_effects and tracer.global_writes == self.global_writes
+                and len(tracer.mutated) == self.mutated and tracer.graph.grad_enabled == self.grad_enabled
+                and {k: dict(v) for k, v in tracer.pending_attrs.items()} == self.pending)
+
+
+def _no_op(frame, args, kwargs):
+    return Const(None)
+
+
+def _mark_dirty(frame, args, kwargs):
+    raise Unsupported(breaks.UNKNOWN_CALL, "ctx.mark_dirty: an autograd.Function that changes inputs in place")
+
+
+#: methods of the stand-in ctx while the forward is traced (they only matter to the real backward).
+CTX_METHODS = {
+    FunctionCtx.save_for_backward: _no_op, FunctionCtx.save_for_forward: _no_op,
+    FunctionCtx.mark_non_differentiable: _no_op, FunctionCtx.set_materialize_grads: _no_op,
+    FunctionCtx.mark_dirty: _mark_dirty,
+}

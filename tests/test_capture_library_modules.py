@@ -1,0 +1,528 @@
+"""Library constructs that reach C code or torch internals from a forward: nn.RNN/LSTM/GRU (weak
+references to their flat weights, `_VF.lstm`), custom torch.autograd.Function, weight_norm
+parametrizations and numpy in forward. Each is checked against eager (values, and gradients where
+a backward exists) with the graph count that shows the construct no longer breaks the graph."""
+import contextlib
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import asserting
+from harness import CountingBackend, Graphs, assert_same, capture, check, check_state_change, reset
+
+
+# -- recurrent modules -----------------------------------------------------------------------------
+
+RNNS = {
+    "lstm_2_layers": (lambda: nn.LSTM(4, 5, 2), lambda: (torch.randn(3, 2, 4),)),
+    "lstm_with_state": (lambda: nn.LSTM(4, 5), lambda: (torch.randn(3, 2, 4), (torch.randn(1, 2, 5),
+                                                                                 torch.randn(1, 2, 5)))),
+    "lstm_proj": (lambda: nn.LSTM(4, 6, proj_size=3), lambda: (torch.randn(3, 2, 4),)),
+    "gru_bidirectional_batch_first": (lambda: nn.GRU(4, 5, batch_first=True, bidirectional=True),
+                                      lambda: (torch.randn(2, 3, 4),)),
+    "gru_unbatched": (lambda: nn.GRU(4, 5), lambda: (torch.randn(3, 4), torch.randn(1, 5))),
+    "rnn_relu": (lambda: nn.RNN(4, 5, nonlinearity="relu"), lambda: (torch.randn(3, 2, 4),)),
+    "rnn_no_bias": (lambda: nn.RNN(4, 5, bias=False), lambda: (torch.randn(3, 2, 4),)),
+}
+
+
+@pytest.mark.parametrize("name", RNNS)
+def test_recurrent_module_is_one_graph(name):
+    make_module, make_inputs = RNNS[name]
+    torch.manual_seed(0)
+    check(make_module().eval(), *make_inputs(), graphs=Graphs(
+        dl=1, torch=None, why="TorchDynamo's allow_rnn=False graph-breaks on nn.RNN modules"))
+
+
+def test_lstm_gradients_match_eager():
+    torch.manual_seed(0)
+    eager = nn.LSTM(4, 5, 2)
+    model = copy.deepcopy(eager)
+    backend = CountingBackend()
+    compiled = capture(model, backend=backend)
+    x = torch.randn(3, 2, 4)
+    for net, params in ((eager, eager), (compiled, model)):
+        out, (h, c) = net(x)
+        (out.sum() + h.pow(2).sum() + c.mean()).backward()
+    assert backend.count == 1
+    for (name, a), (_, b) in zip(eager.named_parameters(), model.named_parameters()):
+        torch.testing.assert_close(b.grad, a.grad, msg=lambda m: f"{name}.grad: {m}")
+
+
+def test_rnn_weight_replaced_between_calls():
+    """`ref() is not weight` in _weights_have_changed is decided while tracing; replacing a
+    parameter makes the weak reference stale, which the guard must see."""
+    torch.manual_seed(0)
+    gru = nn.GRU(4, 5)
+    x = torch.randn(3, 2, 4)
+
+    def change():
+        gru.weight_hh_l0 = nn.Parameter(torch.randn(15, 5))
+
+    check_state_change(lambda x: gru(x)[0], (x,), change, max_graphs=None)
+
+
+def test_rnn_weight_updated_in_place_reuses_graph():
+    torch.manual_seed(0)
+    lstm = nn.LSTM(4, 5)
+    x = torch.randn(3, 2, 4)
+
+    def change():
+        with torch.no_grad():
+            lstm.weight_ih_l0.mul_(2)
+
+    backend = check_state_change(lambda x: lstm(x)[0], (x,), change)
+    assert backend.count == 1
+
+
+def test_rnn_train_mode_recaptures():
+    torch.manual_seed(0)
+    lstm = nn.LSTM(4, 5, 2, dropout=0.0).eval()
+    check_state_change(lambda x: lstm(x)[1][0], (torch.randn(3, 2, 4),), lambda: lstm.train())
+
+
+# -- custom autograd.Function ----------------------------------------------------------------------
+
+class GradReverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.neg() * ctx.alpha, None
+
+
+class ClampedExp(torch.autograd.Function):
+    """Saves its output for backward and uses a made-up gradient (so autograd's own would differ)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.exp(x)
+        ctx.save_for_backward(y)
+        ctx.mark_non_differentiable()
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * y.clamp(max=2.0)
+
+
+class ScaleNewStyle(torch.autograd.Function):
+    """forward without ctx plus setup_context (the torch.func-compatible style); two outputs."""
+
+    @staticmethod
+    def forward(x, scale):
+        return x * scale, x + 1
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.scale = inputs[1]
+
+    @staticmethod
+    def backward(ctx, grad_a, grad_b):
+        return grad_a * ctx.scale * 10 + grad_b, None
+
+
+class PrintingFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        print("forward of PrintingFn")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class InPlaceFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def _grad_reverse(x):
+    return GradReverse.apply(torch.relu(x), 0.5).sin().sum()
+
+
+def _clamped_exp(x):
+    return (ClampedExp.apply(x * 3) * x).sum()
+
+
+def _scale_new_style(x):
+    a, b = ScaleNewStyle.apply(x.cos(), 3.0)
+    return (a * b).sum()
+
+
+@pytest.mark.parametrize("fn", [_grad_reverse, _clamped_exp, _scale_new_style])
+def test_autograd_function_is_a_graph_op_with_its_own_backward(fn):
+    torch.manual_seed(0)
+    x = torch.randn(5, requires_grad=True)
+    check(fn, x, graphs=1)
+    backend = CountingBackend()
+    reset()
+    x_eager, x_captured = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+    fn(x_eager).backward()
+    capture(fn, backend=backend)(x_captured).backward()
+    assert backend.count == 1
+    assert any(getattr(n.target, "__name__", "").endswith("_apply") for n in backend.call_nodes(0)), \
+        backend.describe()
+    torch.testing.assert_close(x_captured.grad, x_eager.grad)
+
+
+def test_dann_module_gradients_match_eager():
+    class DANN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Linear(6, 8)
+            self.domain = nn.Linear(8, 2)
+
+        def forward(self, x, alpha: float = 0.5):
+            feats = torch.relu(self.features(x))
+            return self.domain(GradReverse.apply(feats, alpha))
+
+    torch.manual_seed(0)
+    eager = DANN()
+    model = copy.deepcopy(eager)
+    backend = CountingBackend()
+    compiled = capture(model, backend=backend)
+    x = torch.randn(4, 6)
+    eager(x).pow(2).sum().backward()
+    compiled(x).pow(2).sum().backward()
+    assert backend.count == 1
+    for (name, a), (_, b) in zip(eager.named_parameters(), model.named_parameters()):
+        torch.testing.assert_close(b.grad, a.grad, msg=lambda m: f"{name}.grad: {m}")
+
+
+def test_autograd_function_that_prints_is_a_graph_break():
+    def fn(x):
+        return PrintingFn.apply(x + 1) - 1
+
+    check(fn, torch.randn(3), graphs=Graphs(dl=3, torch=None, why="a break at the apply call: the graphs before "
+                                                                 "and after it, and the forward's own after its print"))
+
+
+def test_autograd_function_that_changes_its_input_in_place_is_a_graph_break():
+    def fn(x):
+        y = x + 1
+        return InPlaceFn.apply(y) + y
+
+    check(fn, torch.randn(3), graphs=Graphs(dl=3, torch=None, why="a break at the apply call: the graphs before "
+                                                                 "and after it, and the forward's own"))
+
+
+SCALE = 2.0
+
+
+class GlobalScaleFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * SCALE
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * SCALE
+
+
+def test_autograd_function_reading_a_global_follows_its_changes():
+    def fn(x):
+        return GlobalScaleFn.apply(x)
+
+    def change():
+        global SCALE
+        SCALE = 5.0
+
+    try:
+        check_state_change(fn, (torch.randn(3),), change)
+    finally:
+        globals()["SCALE"] = 2.0
+
+
+# -- parametrizations ------------------------------------------------------------------------------
+
+class Symmetric(nn.Module):
+    def forward(self, w):
+        return w.triu() + w.triu(1).transpose(-1, -2)
+
+
+def _weight_normed_conv():
+    return nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1))
+
+
+def _symmetric_linear():
+    layer = nn.Linear(5, 5)
+    nn.utils.parametrize.register_parametrization(layer, "weight", Symmetric())
+    return layer
+
+
+PARAMETRIZED = {
+    "weight_norm_conv": (_weight_normed_conv, lambda: torch.randn(2, 4, 7)),
+    "custom_symmetric": (_symmetric_linear, lambda: torch.randn(3, 5)),
+}
+
+
+@pytest.mark.parametrize("name", PARAMETRIZED)
+def test_parametrized_module_is_one_graph(name):
+    make_module, make_input = PARAMETRIZED[name]
+    torch.manual_seed(0)
+    check(make_module(), make_input(), graphs=1)
+
+
+def test_weight_norm_gradients_reach_the_original_parameters():
+    torch.manual_seed(0)
+    eager = _weight_normed_conv()
+    model = copy.deepcopy(eager)
+    backend = CountingBackend()
+    compiled = capture(model, backend=backend)
+    x = torch.randn(2, 4, 7)
+    eager(x).sin().sum().backward()
+    compiled(x).sin().sum().backward()
+    assert backend.count == 1
+    for (name, a), (_, b) in zip(eager.named_parameters(), model.named_parameters()):
+        torch.testing.assert_close(b.grad, a.grad, msg=lambda m: f"{name}.grad: {m}")
+
+
+def test_parametrization_cache_enabled_between_calls():
+    """Inside `parametrize.cached()` the property reads a module-level cache: the guard on the
+    cache flag must see it switch."""
+    torch.manual_seed(0)
+    layer = _symmetric_linear()
+    entered = []
+
+    def change():
+        ctx = nn.utils.parametrize.cached()
+        ctx.__enter__()
+        entered.append(ctx)
+
+    try:
+        check_state_change(lambda x: layer(x), (torch.randn(3, 5),), change, max_graphs=None)
+    finally:
+        for ctx in entered:
+            ctx.__exit__(None, None, None)
+
+
+def test_parametrized_original_replaced_in_place():
+    torch.manual_seed(0)
+    conv = _weight_normed_conv()
+
+    def change():
+        with torch.no_grad():
+            conv.parametrizations.weight.original0.mul_(3)
+
+    backend = check_state_change(lambda x: conv(x), (torch.randn(2, 4, 7),), change)
+    assert backend.count == 1
+
+
+# -- numpy in forward ------------------------------------------------------------------------------
+
+np = pytest.importorskip("numpy")
+
+
+def _sinusoid_table(n_position, d_hid):
+    def cal_angle(position, hid_idx):
+        return position / np.power(10000, 2 * (hid_idx // 2) / d_hid)
+
+    table = np.array([[cal_angle(pos, j) for j in range(d_hid)] for pos in range(n_position)])
+    table[:, 0::2] = np.sin(table[:, 0::2])
+    table[:, 1::2] = np.cos(table[:, 1::2])
+    return torch.FloatTensor(table)
+
+
+def test_numpy_on_constants_folds_into_a_graph_constant():
+    def fn(x):
+        return x + _sinusoid_table(x.size(1), x.size(2)).unsqueeze(0)
+
+    result = check(fn, torch.randn(2, 5, 6), graphs=Graphs(dl=1, torch=None, why="TorchDynamo fails on this model"))
+    check(fn, torch.randn(2, 7, 4), graphs=1)       # other sizes: another table, not the first one
+    assert not any("sin" in str(n.target) for n in result.backend.call_nodes(0))
+
+
+def test_tensor_from_a_folded_array_is_fresh_on_every_call():
+    def fn(x):
+        return torch.from_numpy(np.arange(4, dtype=np.float32)) * 1, torch.as_tensor(np.ones(4)) + x
+
+    backend = CountingBackend()
+    reset()
+    compiled = capture(fn, backend=backend)
+    first, _ = compiled(torch.zeros(4))
+    first.add_(100)                       # the caller changes what it got
+    again, other = compiled(torch.zeros(4))
+    torch.testing.assert_close(again, torch.arange(4, dtype=torch.float32))
+    torch.testing.assert_close(other, torch.ones(4, dtype=torch.float64))
+    assert backend.count == 1
+
+
+def test_returned_folded_array_is_fresh_on_every_call():
+    def fn(x):
+        a = np.arange(3)
+        return x + 1, a, a
+
+    backend = CountingBackend()
+    reset()
+    compiled = capture(fn, backend=backend)
+    _, a, b = compiled(torch.zeros(2))
+    assert a is b                           # one object, as in eager
+    a += 10
+    _, again, _ = compiled(torch.zeros(2))
+    assert again.tolist() == [0, 1, 2]
+    assert backend.count == 1
+
+
+def test_array_changed_after_from_numpy_is_seen_by_the_tensor():
+    def fn(x):
+        a = np.zeros(3, dtype=np.float32)
+        t = torch.from_numpy(a)
+        a[0] = 5.0                          # t shares a's memory in eager
+        return x + t
+
+    check(fn, torch.randn(3), graphs=None)
+
+
+def test_array_argument_becomes_a_graph_input():
+    def fn(x, arr):
+        return x * torch.from_numpy(arr) + torch.tensor(arr)
+
+    backend = CountingBackend()
+    reset()
+    compiled = capture(fn, backend=backend)
+    x = torch.randn(3)
+    for arr in (np.array([1.0, 2.0, 3.0], dtype=np.float32), np.array([7.0, -1.0, 0.5], dtype=np.float32)):
+        torch.testing.assert_close(compiled(x, arr), fn(x, arr))       # new contents, same graph
+    assert backend.count == 1
+    assert len([n for n in backend.graphs[0].graph.nodes if n.op == "placeholder"]) == 2
+    ints = np.array([1, 2, 3])
+    torch.testing.assert_close(compiled(x, ints), fn(x, ints))           # another dtype: recaptured
+    assert backend.count == 2
+    shared = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+
+    def mutate_through_tensor(arr):
+        torch.from_numpy(arr).mul_(2)      # in place, through the shared memory
+        return arr
+
+    reset()
+    eager_arr, captured_arr = shared.copy(), shared.copy()
+    mutate_through_tensor(eager_arr)
+    capture(mutate_through_tensor, backend=CountingBackend())(captured_arr)
+    assert captured_arr.tolist() == eager_arr.tolist()
+
+
+def test_numpy_mask_roundtrip_is_one_graph():
+    class MaskScorer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(6, 6)
+
+        def forward(self, x, lengths):
+            mask = np.arange(x.size(1))[None, :] < lengths.cpu().numpy()[:, None]
+            mask = torch.from_numpy(mask).to(x.device)
+            return self.fc(x).masked_fill(~mask.unsqueeze(-1), 0.0).sum(1)
+
+    torch.manual_seed(0)
+    result = check(MaskScorer(), torch.randn(3, 5, 6), torch.tensor([5, 2, 3]), graphs=1)
+    x, lengths = torch.randn(3, 5, 6), torch.tensor([1, 4, 0])
+    torch.testing.assert_close(result.compiled(x, lengths), MaskScorer.forward(result.compiled, x, lengths))
+
+
+def test_numpy_random_is_not_folded():
+    def fn(x):
+        return x + torch.from_numpy(np.random.rand(3))
+
+    reset()
+    compiled = capture(fn, backend=CountingBackend())
+    for _ in range(2):
+        np.random.seed(1)
+        expected = fn(torch.zeros(3, dtype=torch.float64))
+        np.random.seed(1)
+        torch.testing.assert_close(compiled(torch.zeros(3, dtype=torch.float64)), expected)
+
+
+TABLE = np.arange(3.0)
+
+
+def test_numpy_global_array_is_read_on_every_call():
+    def fn(x):
+        return x + torch.from_numpy(np.sin(TABLE))
+
+    def change():
+        TABLE[:] = [5.0, 6.0, 7.0]
+
+    check_state_change(fn, (torch.zeros(3, dtype=torch.float64),), change, max_graphs=None)
+
+
+def test_cpu_and_to_same_device_are_not_graph_ops():
+    def fn(x):
+        return x.cpu().to("cpu").to(torch.float32) is x, x.cpu() + 1
+
+    result = check(fn, torch.randn(3), graphs=1)
+    assert len(result.backend.call_nodes(0)) == 1
+
+
+def _folded_array_across_a_break(x):
+    a = np.arange(3.0)
+    b = a
+    a += 1                                  # in place: b sees it
+    print("between")
+    b[0] = 10.0
+    return x + torch.from_numpy(a)
+
+
+def _shared_array_changed_after_a_break(x):
+    a = np.zeros(3)
+    t = torch.from_numpy(a)
+    print("between")
+    a[1] = 4.0
+    return x + t
+
+
+@pytest.mark.parametrize("fn", [_folded_array_across_a_break, _shared_array_changed_after_a_break])
+def test_folded_arrays_at_a_graph_break(fn):
+    check(fn, torch.zeros(3, dtype=torch.float64), graphs=None)
+
+
+# -- assert on tensor values -----------------------------------------------------------------------
+
+ASSERT_CASES = [
+    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0, 1, 2])),
+    (torch.tensor([1.0, float("nan"), 3.0]), torch.tensor([0, 1, 2])),
+    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0, 5, 2])),
+    (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([-1, 1, 2])),
+]
+
+
+@pytest.mark.parametrize("fn", [asserting.assert_not, asserting.assert_and, asserting.assert_or,
+                                asserting.assert_ambiguous])
+@pytest.mark.parametrize("case", range(len(ASSERT_CASES)))
+def test_assert_on_tensor_values_is_a_graph_node(fn, case):
+    """The same captured graph raises AssertionError (with its message) exactly when eager does."""
+    x, t = ASSERT_CASES[case]
+    # `a or b`: `a` true skips `b`, a real branch (a graph break); `b` then is an assert
+    expected = 2 if fn is asserting.assert_or else 1
+    check(fn, x, t, graphs=Graphs(dl=expected, torch=None, why="TorchDynamo breaks on the `and`/`or` of an assert"))
+
+
+def test_assert_after_a_pending_side_effect_still_breaks():
+    class Counter:
+        calls = 0
+
+    counter = Counter()
+
+    def fn(x):
+        counter.calls += 1                   # replayed after the graph: must happen before a raise
+        return asserting.assert_positive(x)
+
+    for x in (torch.ones(2), -torch.ones(2)):
+        before = counter.calls
+        reset()
+        with pytest.raises(AssertionError) if x[0] < 0 else contextlib.nullcontext():
+            capture(fn, backend=CountingBackend())(x)
+        assert counter.calls == before + 1
