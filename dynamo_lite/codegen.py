@@ -377,6 +377,9 @@ _NOT_BREAKABLE = {"NOP", "RESUME", "EXTENDED_ARG", "CACHE", "LOAD_FAST", "LOAD_F
                   "JUMP_IF_FALSE_OR_POP", "KW_NAMES", "PRECALL", "GET_AWAITABLE", "SETUP_ANNOTATIONS",
                   "CALL_INTRINSIC_2"} | UNCONDITIONAL_JUMPS
 _NO_RESUME_AFTER = {"RAISE_VARARGS", "RERAISE"}
+# With the low oparg bit set these push a NULL or not depending on what they find (3.12's
+# LOAD_SUPER_ATTR even on whether it is specialized), so the stack after them is unknown.
+_NULL_BIT_OPS = {"LOAD_ATTR", "LOAD_GLOBAL", "LOAD_SUPER_ATTR"}
 
 
 def break_start(code: types.CodeType, index: int) -> tuple[int, str]:
@@ -385,7 +388,7 @@ def break_start(code: types.CodeType, index: int) -> tuple[int, str]:
     from .resume import facts
     insts = facts(code).insts
     inst = insts[index]
-    if inst.opname in _NOT_BREAKABLE or (inst.opname in ("LOAD_ATTR", "LOAD_GLOBAL") and inst.arg & 1):
+    if inst.opname in _NOT_BREAKABLE or (inst.opname in _NULL_BIT_OPS and inst.arg & 1):
         return -1, f"cannot resume after {inst.opname}"
     start = index
     while inst.opname == "CALL" and start > 0 and insts[start - 1].opname in ("PRECALL", "KW_NAMES"):
@@ -410,7 +413,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     seen: set = set()
     for v in frame.stack:
         emitter.count_shared(v, seen)
-    for v in frame.locals.values():
+    for v in list(frame.locals.values()) + [cell.contents for cell in frame.cells.values()]:
         if isinstance(v, Value):
             emitter.count_shared(v, seen)
     emitter.call_graph(compiled, inputs, tracer)
