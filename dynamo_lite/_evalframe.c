@@ -59,17 +59,43 @@ static long long stat_hits = 0, stat_misses = 0;
 static inline PyObject *get_callback(void) { return (PyObject *)PyThread_tss_get(&callback_key); }
 
 static PyObject *dl_eval_frame(PyThreadState *, _PyInterpreterFrame *, int);
+static PyObject *evaluate(PyThreadState *, _PyInterpreterFrame *, int);
 
-static void install_if_needed(int delta) {
+/* Deep recursion. While the hook is installed CPython evaluates every Python call in a new C call
+ * of the evaluator (no inlining), so a recursion that eager runs on a flat C stack would overflow
+ * it (a segfault on 3.11) or hit 3.12's C recursion limit. When one thread nests MAX_HOOK_DEPTH
+ * evaluations, the hook is taken off the interpreter until that evaluation returns: deeper frames
+ * (of every thread, meanwhile) run exactly as without dynamo_lite, only not captured. */
+#define MAX_HOOK_DEPTH 200
+static _Thread_local int hook_depth = 0;             /* evaluations of this thread nested in the hook */
+static int deep_threads = 0;                         /* threads past MAX_HOOK_DEPTH */
+
+/* The hook is installed while some thread has a callback and no thread is too deep. */
+static void update_eval_func(void) {
     PyInterpreterState *interp = PyInterpreterState_Get();
-    int before = active_threads;
-    active_threads += delta;
-    if (before == 0 && active_threads > 0) {
-        previous_eval = _PyInterpreterState_GetEvalFrameFunc(interp);
+    _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(interp);
+    int wanted = active_threads > 0 && deep_threads == 0;
+    if (wanted && current != dl_eval_frame) {
+        previous_eval = current;
         _PyInterpreterState_SetEvalFrameFunc(interp, dl_eval_frame);
-    } else if (before > 0 && active_threads == 0) {
+    } else if (!wanted && current == dl_eval_frame) {
         _PyInterpreterState_SetEvalFrameFunc(interp, previous_eval ? previous_eval : _PyEval_EvalFrameDefault);
     }
+}
+
+static void install_if_needed(int delta) {
+    active_threads += delta;
+    update_eval_func();
+}
+
+static PyObject *evaluate(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag) {
+    int deepest = ++hook_depth == MAX_HOOK_DEPTH;
+    if (deepest) { deep_threads++; update_eval_func(); }
+    PyObject *result = previous_eval != NULL && previous_eval != dl_eval_frame
+        ? previous_eval(tstate, frame, throwflag) : _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+    if (deepest) { deep_threads--; update_eval_func(); }
+    hook_depth--;
+    return result;
 }
 
 /* Swap the thread's callback; takes a new reference to `cb` (NULL or None = off), returns the old one (owned). */
@@ -107,24 +133,29 @@ static int swap_code(PyThreadState *tstate, _PyInterpreterFrame *frame, PyCodeOb
     return 1;
 }
 
-/* Try the cache entries; returns a borrowed code object or NULL on a miss. Moves a hit to the front. */
+/* Try the cache entries; returns a new reference to the code to run, or NULL on a miss. Moves a hit
+ * to the front. Guards are Python code: while one runs, another thread may insert or drop entries,
+ * so the size is read again every step, the entry is kept alive across its guard call, and a hit
+ * is found again by identity before it moves. */
 static PyObject *lookup(PyObject *entries, PyObject *const *args, Py_ssize_t nargs) {
-    Py_ssize_t n = PyList_GET_SIZE(entries);
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
         PyObject *entry = PyList_GET_ITEM(entries, i);
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) < 2) continue;
-        PyObject *guard = PyTuple_GET_ITEM(entry, 0);
-        PyObject *ok = PyObject_Vectorcall(guard, args, (size_t)nargs, NULL);
-        if (ok == NULL) { PyErr_Clear(); continue; }   /* a guard that raises fails */
-        int hit = (ok == Py_True);
-        Py_DECREF(ok);
-        if (!hit) continue;
-        if (i > 0) {                                      /* most recently used first */
-            Py_INCREF(entry);
-            if (PySequence_DelItem(entries, i) < 0 || PyList_Insert(entries, 0, entry) < 0) PyErr_Clear();
-            Py_DECREF(entry);
+        Py_INCREF(entry);
+        PyObject *ok = PyObject_Vectorcall(PyTuple_GET_ITEM(entry, 0), args, (size_t)nargs, NULL);
+        int hit = ok == Py_True;
+        if (ok == NULL) PyErr_Clear();                    /* a guard that raises fails */
+        Py_XDECREF(ok);
+        if (!hit) { Py_DECREF(entry); continue; }
+        for (Py_ssize_t j = 1; j < PyList_GET_SIZE(entries); j++) {   /* most recently used first */
+            if (PyList_GET_ITEM(entries, j) != entry) continue;
+            if (PySequence_DelItem(entries, j) < 0 || PyList_Insert(entries, 0, entry) < 0) PyErr_Clear();
+            break;
         }
-        return PyTuple_GET_ITEM(entry, 1);
+        PyObject *code = PyTuple_GET_ITEM(entry, 1);
+        Py_INCREF(code);
+        Py_DECREF(entry);
+        return code;
     }
     return NULL;
 }
@@ -166,7 +197,6 @@ static PyObject *dl_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame
         PyObject *entries = (PyObject *)extra;
         Py_INCREF(entries);
         PyObject *hit = lookup(entries, args, nargs + 1);
-        Py_XINCREF(hit);
         Py_DECREF(entries);
         if (hit != NULL) { stat_hits++; result = hit; goto restore; }
     }
@@ -197,9 +227,7 @@ restore:
     }
     Py_DECREF(result);
 run_default:
-    if (previous_eval != NULL && previous_eval != dl_eval_frame)
-        return previous_eval(tstate, frame, throwflag);
-    return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+    return evaluate(tstate, frame, throwflag);
 }
 
 static void free_extra(void *extra) { Py_XDECREF((PyObject *)extra); }

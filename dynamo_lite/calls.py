@@ -531,7 +531,8 @@ def iterate(frame, v: Value) -> list:
     if isinstance(v, TensorValue):
         if v.example.dim() == 0:
             raise Unsupported(breaks.USER_EXCEPTION, "TypeError: iteration over a 0-d tensor")
-        return [getitem(frame, v, Const(i)) for i in range(v.example.shape[0])]
+        # as Tensor.__iter__ does: the rows are unbind's views, which autograd forbids writing into
+        return list(tracer.graph.call("call_function", torch.unbind, (v, 0), {}).items)
     if isinstance(v, ModuleValue):
         m = v.module
         from .attributes import guard_module_keys, load_attr

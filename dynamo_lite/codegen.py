@@ -2,7 +2,8 @@
 
 The replacement keeps the original signature, cells and free variables (the C hook runs it in
 the original frame), then: loads the graph inputs from their sources, calls the compiled graph,
-replays recorded side effects (attribute/global/cell writes, list and dict contents), rebuilds
+replays recorded side effects (attribute/global/cell writes, list and dict contents; a graph that
+raises first makes the frame run eagerly, see rerun.py), rebuilds
 the Python value the frame returned from graph outputs, constants and reloaded sources, and
 returns it.
 """
@@ -15,7 +16,9 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from . import breaks, numpy_values
 from .breaks import Unsupported
+from ._evalframe import DisabledCall
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
+from .rerun import EagerResult, RerunOnFailure
 from .sources import (AttrSource, ClosureSource, DictItemSource, FromNumpySource, GenericAttrSource, GlobalSource,
                       ItemSource, LocalSource, ModuleDictSource, ObjectRefSource, Source, TypeSource,
                       WeakRefTargetSource)
@@ -81,6 +84,33 @@ class Emitter:
         self.memo: dict[int, str] = {}
         self.shared: set[int] = set()
         self.instance_dicts = {id(d) for d in tracer.instance_dicts}
+        self.pins: list = None                  # (source, local) pairs while sources are pinned
+
+    # ---- pinned sources -----------------------------------------------------------------------
+    # Values read from the frame (an input tensor found at `lst[0]`, an object at `self.sub`) are
+    # rebuilt by loading their source again. That load must see the objects as they were when the
+    # trace read them, i.e. before the replayed side effects (`lst[0] = ...`, `self.sub = ...`)
+    # and before an instruction run eagerly at a break. So between begin_pinning() and
+    # end_pinning() every source load reads a local, and end_pinning() puts the loads of all
+    # those locals where begin_pinning() was called.
+    def begin_pinning(self):
+        self.pins, self.pin_at = [], len(self.out)
+
+    def end_pinning(self):
+        pins, self.pins = self.pins, None
+        body, self.out = self.out[self.pin_at:], self.out[:self.pin_at]
+        for src, name in pins:
+            self.load_source(src)
+            self.emit("STORE_FAST", name)
+        self.out.extend(body)
+
+    def _pinned(self, src: Source) -> str:
+        for known, name in self.pins:
+            if known == src:
+                return name
+        name = f"___src{len(self.pins)}"
+        self.pins.append((src, name))
+        return name
 
     def emit(self, name, arg=None):
         self.out.append(Instr(name, arg, lineno=self.lineno) if arg is not None or name in _ARG_OPS
@@ -96,15 +126,50 @@ class Emitter:
             emit_arg()
         self.out.extend(instrs_call(len(arg_emitters), self.lineno))
 
-    def call_graph(self, compiled, inputs: list[Source]):
-        """Call the compiled graph on its inputs (reloaded from their sources); keep the outputs."""
-        if compiled is not None:
-            self.call_const(compiled, [lambda s=s: self.load_source(s) for s in inputs])
+    def call_graph(self, compiled, inputs: list[Source], tracer):
+        """Call the compiled graph on its inputs (reloaded from their sources); keep the outputs.
+        With side effects to replay after it, a graph that raises runs the frame eagerly instead
+        (rerun.py), and the frame returns what that eager run returned."""
+        if compiled is None:
+            return
+        loads = [lambda s=s: self.load_source(s) for s in inputs]
+        if not (tracer.mutated or tracer.side_effects):
+            self.call_const(compiled, loads)
             self.emit("STORE_FAST", GRAPH_OUT)
+            return
+        guarded = DisabledCall(RerunOnFailure(compiled, self.code, tracer.root_globals, tracer.graph.mutates_inputs()))
+        self.call_const(guarded, [self.closure_tuple, self.frame_arguments] + loads)
+        self.emit("STORE_FAST", GRAPH_OUT)
+        graph_ran = Label()
+        self.call_const(type, [lambda: self.emit("LOAD_FAST", GRAPH_OUT)])
+        self.const(EagerResult)
+        self.emit("IS_OP", 0)
+        self.out.append(Instr(jump_if_opname("FALSE"), graph_ran, lineno=self.lineno))
+        self.emit("LOAD_FAST", GRAPH_OUT)
+        self.out.append(instr_load_attr("value", self.lineno))
+        self.emit("RETURN_VALUE")
+        self.out.append(graph_ran)
+
+    def closure_tuple(self):
+        if not self.code.co_freevars:
+            self.const(None)
+            return
+        for name in self.code.co_freevars:
+            self.emit("LOAD_CLOSURE", FreeVar(name))
+        self.emit("BUILD_TUPLE", len(self.code.co_freevars))
+
+    def frame_arguments(self):
+        code = self.code
+        nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+        for name in code.co_varnames[:nargs]:
+            self.load_source(LocalSource(name))
+        self.emit("BUILD_TUPLE", nargs)
 
     # ---- sources ----------------------------------------------------------------------------
     def load_source(self, src: Source):
-        if isinstance(src, LocalSource):
+        if self.pins is not None:
+            self.emit("LOAD_FAST", self._pinned(src))
+        elif isinstance(src, LocalSource):
             if src.local in self.cellvars:
                 self.emit("LOAD_DEREF", CellVar(src.local))
             else:
@@ -373,9 +438,11 @@ def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: lis
     seen: set = set()
     emitter.count_shared_in_effects(tracer, seen)
     emitter.count_shared(result, seen)
-    emitter.call_graph(compiled, inputs)
+    emitter.call_graph(compiled, inputs, tracer)
+    emitter.begin_pinning()
     emitter.replay(tracer)
     emitter.value(result)
+    emitter.end_pinning()
     emitter.emit("RETURN_VALUE")
     original.clear()
     original.extend(prologue + emitter.out)
@@ -394,6 +461,9 @@ _NOT_BREAKABLE = {"NOP", "RESUME", "EXTENDED_ARG", "CACHE", "LOAD_FAST", "LOAD_F
                   "JUMP_IF_FALSE_OR_POP", "KW_NAMES", "PRECALL", "GET_AWAITABLE", "SETUP_ANNOTATIONS",
                   "CALL_INTRINSIC_2"} | UNCONDITIONAL_JUMPS
 _NO_RESUME_AFTER = {"RAISE_VARARGS", "RERAISE"}
+# With the low oparg bit set these push a NULL or not depending on what they find (3.12's
+# LOAD_SUPER_ATTR even on whether it is specialized), so the stack after them is unknown.
+_NULL_BIT_OPS = {"LOAD_ATTR", "LOAD_GLOBAL", "LOAD_SUPER_ATTR"}
 
 
 def break_start(code: types.CodeType, index: int) -> tuple[int, str]:
@@ -402,7 +472,7 @@ def break_start(code: types.CodeType, index: int) -> tuple[int, str]:
     from .resume import facts
     insts = facts(code).insts
     inst = insts[index]
-    if inst.opname in _NOT_BREAKABLE or (inst.opname in ("LOAD_ATTR", "LOAD_GLOBAL") and inst.arg & 1):
+    if inst.opname in _NOT_BREAKABLE or (inst.opname in _NULL_BIT_OPS and inst.arg & 1):
         return -1, f"cannot resume after {inst.opname}"
     start = index
     while inst.opname == "CALL" and start > 0 and insts[start - 1].opname in ("PRECALL", "KW_NAMES"):
@@ -428,10 +498,11 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     emitter.count_shared_in_effects(tracer, seen)
     for v in frame.stack:
         emitter.count_shared(v, seen)
-    for v in frame.locals.values():
+    for v in list(frame.locals.values()) + [cell.contents for cell in frame.cells.values()]:
         if isinstance(v, Value):
             emitter.count_shared(v, seen)
-    emitter.call_graph(compiled, inputs)
+    emitter.call_graph(compiled, inputs, tracer)
+    emitter.begin_pinning()
     emitter.replay(tracer)
     for v in frame.stack:
         if isinstance(v, NullValue):
@@ -500,6 +571,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
         emitter.out.extend(run)
         if last.opname not in _NO_RESUME_AFTER:
             call_resume(code_facts.insts[end + 1].offset)
+    emitter.end_pinning()
     original.clear()
     original.extend(prologue + emitter.out)
     new_code = original.to_code()

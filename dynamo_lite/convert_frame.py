@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 
 import torch
@@ -27,6 +28,7 @@ from .fallback import records, skip
 from .fallback.records import FrameRecord
 from .guards import compile_guards
 from .interpreter import LazyValue, Tracer
+from .values import Value
 
 log = logging.getLogger("dynamo_lite")
 
@@ -39,6 +41,22 @@ TOUCHED_CODES: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 def set_extra(code: types.CodeType, value) -> None:
     TOUCHED_CODES.add(code)
     _evalframe.set_code_extra(code, value)
+
+
+# Threads capturing one code object at once must share its one entries list: each reads it,
+# captures (other threads run meanwhile) and inserts into it; a list made by one and stored over
+# another's would drop that one's entries. list.insert itself is atomic under the GIL.
+_ENTRIES_LOCK = threading.Lock()
+
+
+def cache_entries(code: types.CodeType) -> list:
+    """The code object's list of cache entries, made and stored on first use."""
+    with _ENTRIES_LOCK:
+        entries = _evalframe.get_code_extra(code)
+        if not isinstance(entries, list):
+            entries = []
+            set_extra(code, entries)
+        return entries
 
 
 @dataclass(frozen=True)
@@ -123,9 +141,7 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
     if skip.skip_frame(code):
         set_extra(code, _evalframe.SKIP)
         return None
-    entries = _evalframe.get_code_extra(code)
-    if not isinstance(entries, list):
-        entries = []
+    entries = cache_entries(code)
     recompile_reason = None
     if entries:
         recompile_reason = recapture_reason(entries, func, args)
@@ -148,6 +164,10 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
             return _capture(code, func, args, options, entries, recompile_reason)
     except (GraphBreakError, KeyboardInterrupt, SystemExit):
         raise
+    except RecursionError:   # captured from deep in the user's stack: run eagerly now, capture another time
+        if options.fullgraph:
+            raise
+        return None
     except BackendError as e:   # the backend's failure, not ours: run eagerly, say so once
         if options.fullgraph:
             raise
@@ -206,7 +226,6 @@ def _capture(code, func, args, options, entries, recompile_reason):
     record.guards = guards
     records.add(record)
     entries.insert(0, (guards.check, new_code, guards, record))
-    set_extra(code, entries)
     _drop_entry_when_objects_die(code, guards)
     if "bytecode" in config.log and new_code is not code:
         import dis, io
@@ -243,7 +262,9 @@ def _drop_entry(code_ref, check_ref):
         return
     entries = _evalframe.get_code_extra(code)
     if isinstance(entries, list):
-        entries[:] = [e for e in entries if e[0] is not check]
+        for entry in [e for e in entries if e[0] is check]:   # one remove() each: other threads may insert
+            with contextlib.suppress(ValueError):
+                entries.remove(entry)
 
 
 def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord):
@@ -276,6 +297,7 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
         record.fallback_reason = "the second trace did not reach the break"
         return code, failed
     roots = [v for v in frame.stack] + [v for v in frame.locals.values() if not isinstance(v, LazyValue)]
+    roots += [cell.contents for cell in frame.cells.values() if isinstance(cell.contents, Value)]   # passed on too
     outputs = tensors_needed(tracer, *roots)
     graph = tracer.graph
     gm = graph.finish(outputs)

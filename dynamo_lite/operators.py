@@ -67,12 +67,23 @@ def _value_is_stable(obj) -> bool:
     """Whether folding an operation on this existing object is sound under the guards its value
     got: classes, modules and enum members are pinned by identity; objects that use identity
     equality are only compared. Mutable values with value semantics (a numpy array, a user
-    container) would be baked into the graph as they are now: never fold those."""
+    container) would be baked into the graph as they are now: never fold those. Nor objects whose
+    class defines __eq__ or __hash__ in Python: folding would run that user code while tracing
+    (where it may raise, or have effects that never reach the real program)."""
+    cls = type(obj)
+    if _defined_in_python(cls, "__eq__") or _defined_in_python(cls, "__hash__"):
+        return False
     if isinstance(obj, (type, types.ModuleType, enum.Enum, types.FunctionType, types.BuiltinFunctionType,
                         types.MethodType, torch.nn.Module)):
         return True
-    cls = type(obj)
-    return cls.__eq__ is object.__eq__ and not hasattr(cls, "__getitem__") and not hasattr(cls, "__array__")
+    return cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__ and not hasattr(cls, "__getitem__") \
+        and not hasattr(cls, "__array__")
+
+
+def _defined_in_python(cls, name: str) -> bool:
+    """Does `cls` get this special method from Python code (other than the enum module's own)?"""
+    fn = getattr(cls, name, None)
+    return isinstance(fn, types.FunctionType) and fn.__module__ != "enum"
 
 
 def is_python_constant(v: Value) -> bool:
@@ -215,6 +226,20 @@ def identical(a: Value, b: Value):
     return None
 
 
+_SCALARS = (int, float, bool, str, bytes, complex, type(None))
+
+
+def _equal_only_if_identical(a: Value, b: Value) -> bool:
+    """Is `a == b` decided by identity? Yes when one side compares by identity (object.__eq__)
+    and the other does too or is a builtin scalar (whose __eq__ gives NotImplemented)."""
+    try:
+        types_ = (a.python_type(), b.python_type())
+    except NotImplementedError:
+        return False
+    by_identity = [t.__eq__ is object.__eq__ for t in types_]
+    return any(by_identity) and all(i or t in _SCALARS for i, t in zip(by_identity, types_))
+
+
 def is_op(a: Value, b: Value) -> bool:
     same = identical(a, b)
     if same is None:
@@ -291,8 +316,8 @@ def contains(tracer, container: Value, item: Value) -> bool:
                 if python_value(x) == python_value(item):
                     return True
                 continue
-            if same is None:
-                raise Unsupported(breaks.UNSUPPORTED_VALUE, f"`in` with {_kind(x)}")
+            if same is None or not _equal_only_if_identical(x, item):
+                raise Unsupported(breaks.UNSUPPORTED_VALUE, f"`in` compares {_kind(item)} with {_kind(x)} by __eq__")
         return False
     if isinstance(container, (ObjectValue, NewObjectValue)):
         import inspect

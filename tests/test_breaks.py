@@ -294,3 +294,23 @@ def fullgraph_target(x):
 def test_fullgraph_raises_graph_break_error():
     with pytest.raises(dl.GraphBreakError, match="print-or-log"):
         dl.capture(fullgraph_target, fullgraph=True)(torch.ones(2))
+
+
+class _Holder:
+    def __init__(self, t):
+        self.t = t
+
+
+def test_values_read_before_a_break_are_the_ones_the_trace_read():
+    """Values read from the frame before the break (`old = holder.t`, `first = d['a']`) are
+    rebuilt for the resume function as they were read, not re-read after the replayed writes."""
+    from harness import check
+
+    def f(x, holder, d):
+        old, first = holder.t, d["a"]
+        holder.t = x * 2
+        d["a"] = x * 3
+        print("break")
+        return old + 1, first + 1, holder.t, d["a"]
+
+    check(f, torch.ones(2), _Holder(torch.zeros(2)), {"a": torch.full((2,), 5.0)}, graphs=2)

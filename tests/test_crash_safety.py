@@ -626,6 +626,52 @@ def case_side_effects_before_a_run_time_error_are_kept():
     _compare(f, torch.ones(3), [])
 
 
+def case_every_kind_of_side_effect_before_a_run_time_error():
+    """Attribute, global, dict and list writes made before the graph raises are all visible, once."""
+    class Box:
+        count = 0
+
+    def f(x, box, d, lst):
+        global _SIDE_EFFECT_CALLS
+        _SIDE_EFFECT_CALLS += 1
+        box.count += 1
+        d["seen"] = x.sum()
+        lst.insert(0, x * 2)
+        y = torch.full((2, 2), 2) @ x        # int64 @ float: raises on real data only
+        return y
+    before = _SIDE_EFFECT_CALLS
+    for _ in range(2):
+        box, d, lst = Box(), {}, []
+        with pytest.raises(RuntimeError):
+            dl.capture(f)(torch.ones(2), box, d, lst)
+        assert (box.count, list(d), len(lst)) == (1, ["seen"], 1)
+    assert _SIDE_EFFECT_CALLS == before + 2
+    _compare(f, torch.ones(2), Box(), {}, [])
+
+
+_SIDE_EFFECT_CALLS = 0
+
+
+def case_graph_failing_at_run_time_reruns_eagerly():
+    """A graph that raises where eager does not (a backend failing at run time): the frame's
+    side effects happen once and the result is eager's."""
+    def failing_backend(gm, example_inputs):
+        def run(*args):
+            raise RuntimeError("backend failed at run time")
+        return run
+
+    def f(x, lst):
+        lst.append(len(lst))
+        return x * 2 + 1
+
+    lst = []
+    dl.reset()
+    got = dl.capture(f, backend=failing_backend)(torch.ones(2), lst)
+    torch.testing.assert_close(got, torch.ones(2) * 3)
+    assert lst == [0]
+    _state_intact()
+
+
 def case_base_exceptions_propagate():
     for exc in (KeyboardInterrupt, SystemExit, GeneratorExit):
         def f(x, exc=exc):
@@ -671,29 +717,7 @@ def case_fullgraph_error_leaves_state_intact():
 # the tests: one per case, each in the child process
 # ---------------------------------------------------------------------------------------------
 
-KNOWN_BUGS = {
-    "case_eq_in_list_membership":
-        "bug: `o in lst` (list argument) with an __eq__ that raises is reported as 'dynamo_lite: internal error' "
-        "(until 943f61c it also ignored an __eq__ returning True)",
-    "case_side_effects_before_a_run_time_error_are_kept":
-        "bug: list.append before an op that fails at run time is lost (side effects replay after the graph)",
-    "case_deep_recursion_with_raised_limit":
-        "bug: recursion 15000 deep (recursion limit raised) segfaults on 3.11 / RecursionError on 3.12; eager works",
-    "case_bool_len_hash_raise":
-        "bug: a key whose __hash__ raises is reported as 'dynamo_lite: internal error' (TypeError in the tracer)",
-}
-if PY312:
-    KNOWN_BUGS.update({
-        "case_recursion_near_the_default_limit":
-            "bug (3.12): a captured function recursing ~750+ deep raises RecursionError; eager works up to ~1000",
-        "case_infinite_recursion_raises_recursion_error":
-            "bug (3.12): the RecursionError comes from the C-level limit ('... while calling a Python object'), "
-            "a different message than eager's",
-        "case_custom_exception_with_super_init":
-            "bug (3.12): SEGFAULT constructing an Exception subclass whose __init__ calls super().__init__()",
-        "case_builtin_subclass_with_super_init":
-            "bug (3.12): SEGFAULT constructing a dict subclass whose __init__ calls super().__init__()",
-    })
+KNOWN_BUGS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,6 @@ The full run is `python bench/fuzz.py --n 10000`.
 """
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from fuzz import driver
@@ -25,18 +23,9 @@ from fuzz.worker import Worker
 SEED = 7
 PROGRAMS = 300
 
-PY312 = sys.version_info >= (3, 12)
-
 #: bug -> the programs of this run that fail because of it (found and shrunk with bench/fuzz.py;
 #: tests/regressions/ holds the minimized programs). Bytecode differs per version, and so do the lists.
-KNOWN_BUGS: dict[str, list[int]] = {
-    "bug: a nested function closing over a graph value is live at a graph break: "
-    "'dynamo_lite: internal error ... KeyError: <op>' (regressions/internal_error_6c32b09d46.py)":
-        [7000281, 7000291] + ([] if PY312 else [7000134, 7000233]),
-}
-if PY312:
-    KNOWN_BUGS["bug (3.12): SEGFAULT constructing an Exception subclass whose __init__ calls super().__init__() "
-               "(test_crash_safety.py::case_custom_exception_with_super_init)"] = [7000108, 7000191, 7000233]
+KNOWN_BUGS: dict[str, list[int]] = {}
 
 
 def _known_programs() -> set[int]:

@@ -332,11 +332,7 @@ def case_concurrent_first_captures_keep_every_cache_entry():
         assert all(c == 1 for c in counts), f"backend calls per thread: {counts} (each thread's graph is captured once)"
 
 
-KNOWN_BUGS = {
-    "case_concurrent_first_captures_keep_every_cache_entry":
-        "bug: convert_frame reads co_extra, captures (GIL released meanwhile), then writes its own list back: "
-        "concurrent captures of one code object drop each other's entries, so graphs are recaptured",
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")

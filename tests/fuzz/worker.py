@@ -30,7 +30,8 @@ from typing import Optional
 from .oracle import Verdict
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
-_BOOT = ("import sys; sys.path.insert(0, {tests!r}); from fuzz.worker import serve; serve()")
+# The repository's own dynamo_lite comes first (not an installed copy of another checkout).
+_BOOT = ("import sys; sys.path[:0] = [{tests!r}, {repo!r}]; from fuzz.worker import serve; serve()")
 
 
 class Worker:
@@ -50,7 +51,7 @@ class Worker:
         self._stderr = tempfile.TemporaryFile()
         self._buffer = b""
         self.served = 0
-        self.proc = subprocess.Popen([self.python, "-c", _BOOT.format(tests=str(TESTS_DIR))],
+        self.proc = subprocess.Popen([self.python, "-c", _BOOT.format(tests=str(TESTS_DIR), repo=str(TESTS_DIR.parent))],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                      env=self.env, cwd=str(TESTS_DIR))
 

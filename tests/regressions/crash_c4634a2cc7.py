@@ -1,7 +1,5 @@
 # dynamo_lite fuzz regression: program 12000144 of bench/fuzz.py --seed 12, shrunk from 37 to 20 lines
 # failure: crash: the worker process died (signal SIGSEGV); stderr tail:
-# xfail-python: 3.12
-# xfail: bug (3.12): SEGFAULT constructing an Exception subclass whose __init__ calls super().__init__() inside captured code
 import torch
 
 class FuzzError(ValueError):

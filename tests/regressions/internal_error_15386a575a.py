@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 12000028 of bench/fuzz.py --seed 12, shrunk from 62 to 22 lines
 # failure: internal-error: call 1 (make_inputs(0)): dynamo_lite: internal error while capturing f (<fuzz-12000028>:25); it runs eagerly. KeyError: narrow
-# xfail: bug: a nested function writing into a graph value (narrow view) is live at a graph break (int(x)): 'internal error ... KeyError: narrow'
 import torch
 
 def f(x, lst, flag, idx):

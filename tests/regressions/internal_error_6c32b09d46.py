@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 1000066 of bench/fuzz.py --seed 1, shrunk from 53 to 21 lines
 # failure: internal-error: call 1 (make_inputs(0)): dynamo_lite: internal error while capturing f (<fuzz-1000066>:14); it runs eagerly. KeyError: iadd
-# xfail: bug: a nested function closing over a graph value (x += 2) is live at a graph break (data-dependent if): 'internal error ... KeyError: iadd'
 import torch
 
 def f(x, idx, *, flag=True, s=None):

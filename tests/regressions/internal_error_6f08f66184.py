@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 92 of bench/fuzz.py --seed 0, shrunk from 47 to 20 lines
 # failure: internal-error: call 1 (make_inputs(0)): dynamo_lite: internal error while capturing f (<fuzz-92>:12); it runs eagerly. KeyError: iadd
-# xfail: bug: a nested function closing over a graph value (x > 0) is live at a graph break (data-dependent if): 'internal error ... KeyError'
 import torch
 
 def f(x, lst, idx):

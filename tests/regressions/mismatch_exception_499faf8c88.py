@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 3955 of bench/fuzz.py --seed 0, shrunk from 88 to 26 lines
 # failure: mismatch:exception: call 1 (make_inputs(0)): eager raised RuntimeError: Output 0 of Unbind is a view and is being modified inplace. This view is the output of a function that returns multiple views. Such functions do not allow the output views to be modified inplace. You should replace the inplace operation by an out-o
-# xfail: bug: in-place on a row of a tensor being iterated (unbind views of a grad-requiring tensor) does not raise as eager does
 import torch
 
 class Mod(torch.nn.Module):

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 4266 of bench/fuzz.py --seed 0, shrunk from 42 to 21 lines
 # failure: mismatch:exception: call 1 (make_inputs(0)): captured raised IndexError: list index out of range but eager returned
-# xfail: bug: `both = lst + lst; lst.pop(); return both` raises IndexError when captured
 import torch
 
 def f(x, n, lst, d, flag):

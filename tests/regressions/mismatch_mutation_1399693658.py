@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 1512 of bench/fuzz.py --seed 0, shrunk from 49 to 22 lines
 # failure: mismatch:mutation: call 1 (make_inputs(0)): inputs after the call[0][2][0]: Tensor-likes are not close! Mismatched elements: 5 / 5 (100.0%) Greatest absolute difference: 8.50910758972168 at index (4,) (up to 1e-05 allowed) Greatest relative difference: 1.21558678150177 at index (4,) (up to 1.3e-06 allowed)
-# xfail: bug: `lst[0] = ...` is lost when a later in-place op fails at run time (x -= x[1]: overlapping memory)
 import torch
 
 def f(x, n, lst, d, flag, s, idx):

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 12001184 of bench/fuzz.py --seed 12, shrunk from 69 to 26 lines
 # failure: mismatch:mutation: call 1 (make_inputs(0)): inputs after the call[0][2].__dict__['count']: 0 != 1
-# xfail: bug: `m.count += 1` is lost when a later in-place op fails at run time (w *= w[0])
 import torch
 
 class Mod(torch.nn.Module):

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 12000973 of bench/fuzz.py --seed 12, shrunk from 47 to 19 lines
 # failure: mismatch:mutation: call 1 (make_inputs(0)): inputs after the call[0][1]: length 1 != 3
-# xfail: bug: lst.append(x) is lost when a later in-place op fails at run time (d['a'].add_(d['a'][0]))
 import torch
 
 def f(x, lst, d):

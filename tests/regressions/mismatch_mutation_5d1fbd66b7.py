@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 8739 of bench/fuzz.py --seed 0, shrunk from 65 to 23 lines
 # failure: mismatch:mutation: call 1 (make_inputs(0)): inputs after the call[0][1]: length 1 != 3
-# xfail: bug: lst.extend(...) is lost when a later in-place op fails at run time (v *= v[0])
 import torch
 
 class Mod(torch.nn.Module):

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 1001093 of bench/fuzz.py --seed 1, shrunk from 73 to 28 lines
 # failure: mismatch:mutation: call 1 (make_inputs(0)): inputs after the call[0][3][1]: Tensor-likes are not close! Mismatched elements: 3 / 3 (100.0%) Greatest absolute difference: 1.6972395181655884 at index (1,) (up to 1e-05 allowed) Greatest relative difference: 1.542098045349121 at index (1,) (up to 1.3e-06 allowed)
-# xfail: bug: after a graph break, `rest[0] = first` (rest from `first, *rest = lst`) writes into the input list lst
 import torch
 
 class Mod(torch.nn.Module):

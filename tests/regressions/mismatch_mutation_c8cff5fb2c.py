@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 1035 of bench/fuzz.py --seed 0, shrunk from 76 to 26 lines
 # failure: mismatch:mutation: call 1 (make_inputs(0)): inputs after the call[0][3].__dict__['count']: 0 != 1
-# xfail: bug: `m.count += 1` is lost when a later op raises (int64 @ float matmul)
 import torch
 
 class Mod(torch.nn.Module):

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 1001679 of bench/fuzz.py --seed 1, shrunk from 65 to 22 lines
 # failure: mismatch:mutation: call 1 (make_inputs(0)): inputs after the call[0][1]: length 3 != 4
-# xfail: bug: lst.insert(0, ...) is lost when a later in-place op fails at run time (x.add_(x[0]): overlapping memory)
 import torch
 
 class Mod(torch.nn.Module):

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: hand-minimized from program 1000527 of bench/fuzz.py --seed 1 (earlier generator)
 # failure: mismatch:mutation: call 1 (make_inputs(0)): inputs after the call[0][0]: x is not decremented by y
-# xfail: bug: after a graph break (int(tensor)), `x -= y` on an input is lost when the resume function raises IndexError later
 import torch
 
 

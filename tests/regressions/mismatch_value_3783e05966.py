@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 2926 of bench/fuzz.py --seed 0, shrunk from 69 to 25 lines
 # failure: mismatch:value: call 1 (make_inputs(0)): result[0]: Tensor-likes are not close! Mismatched elements: 5 / 5 (100.0%) Greatest absolute difference: 1.2282512187957764 at index (1,) (up to 1e-05 allowed) Greatest relative difference: 6.211878299713135 at index (4,) (up to 1.3e-06 allowed)
-# xfail: bug: `first, *rest = lst; lst.insert(0, first + 0.5); return first` returns the inserted value (list item re-read after the mutation)
 import torch
 
 class Mod(torch.nn.Module):

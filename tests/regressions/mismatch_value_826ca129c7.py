@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 12000909 of bench/fuzz.py --seed 12, shrunk from 55 to 20 lines
 # failure: mismatch:value: call 1 (make_inputs(0)): result[1]: Tensor-likes are not close! Mismatched elements: 4 / 4 (100.0%) Greatest absolute difference: 1.5039477348327637 at index (1,) (up to 1e-05 allowed) Greatest relative difference: 3.7287018299102783 at index (1,) (up to 1.3e-06 allowed)
-# xfail: bug: `first, rest = lst; del lst[0]; return first` returns the new lst[0] (list item re-read after the mutation)
 import torch
 
 def f(x, n, lst, idx):

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 5260 of bench/fuzz.py --seed 0 (at 55fc66c), shrunk from 61 to 24 lines, then by hand
 # failure: mismatch:value: call 1 (make_inputs(0)): result[0], the old element, is not incremented (by hand: lst[0] keeps the old element too)
-# xfail: bug: `snapshot = list(lst); lst[0] = new; if p: snapshot[0].add_(1)` with a graph break at the if: the store into lst and the add into the old element are lost
 import torch
 
 

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: hand-minimized from program 45 of bench/fuzz.py --seed 0 (first generator version)
 # failure: mismatch:value: call 1 (make_inputs(0)): result: the captured call returns the value stored into lst[0] after it was read
-# xfail: bug: `old = lst[0]; lst[0] = new; return old` returns new when captured (a read of a list item sees a later pending store)
 import torch
 
 

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 7840 of bench/fuzz.py --seed 0 (at 55fc66c), shrunk from 56 to 22 lines, then by hand
 # failure: mismatch:value: call 1 (make_inputs(0)): result: the captured call returns y * 0.5 instead of the input y
-# xfail: bug: `lst = [y]; v = y * 0.5; if x: lst.insert(0, v)` (graph break at the if) then `return y` returns v
 import torch
 
 
