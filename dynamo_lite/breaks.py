@@ -80,8 +80,9 @@ SKIPPED_FILE = _kind(
 
 
 TRY_BLOCK = _kind(
-    "DL018", "try-block", "ops inside try/except or try/finally run eagerly, so the handler sees their run-time errors",
-    "move the tensor code out of the try block, or catch the error outside the captured function")
+    "DL018", "try-block", "a graph with ops inside a try block also writes into its inputs, so a run-time error "
+    "in it could not be retried eagerly for the except/finally to see it",
+    "move the in-place op out of the try block, or catch the error outside the captured function")
 
 
 class Unsupported(Exception):

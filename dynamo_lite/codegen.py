@@ -128,12 +128,12 @@ class Emitter:
 
     def call_graph(self, compiled, inputs: list[Source], tracer):
         """Call the compiled graph on its inputs (reloaded from their sources); keep the outputs.
-        With side effects to replay after it, a graph that raises runs the frame eagerly instead
-        (rerun.py), and the frame returns what that eager run returned."""
+        With side effects to replay after it, or ops inside a try block, a graph that raises runs
+        the frame eagerly instead (rerun.py), and the frame returns what that eager run returned."""
         if compiled is None:
             return
         loads = [lambda s=s: self.load_source(s) for s in inputs]
-        if not (tracer.mutated or tracer.side_effects):
+        if not (tracer.mutated or tracer.side_effects or tracer.op_in_try):
             self.call_const(compiled, loads)
             self.emit("STORE_FAST", GRAPH_OUT)
             return

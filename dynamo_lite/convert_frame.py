@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 
@@ -203,6 +204,7 @@ def _capture(code, func, args, options, entries, recompile_reason):
         graph = tracer.graph
         gm = graph.finish(outputs)
         compiled = None
+        _check_ops_in_try(tracer)
         if graph.op_count() > 0:
             compiled = _compile(gm, graph, options)
             record.graphs.append(gm)
@@ -302,6 +304,11 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     graph = tracer.graph
     gm = graph.finish(outputs)
     compiled, inputs = None, []
+    try:
+        _check_ops_in_try(tracer)
+    except Unsupported as e:
+        record.fallback_reason = e.detail
+        return code, failed
     if graph.op_count() > 0:
         compiled = _compile(gm, graph, options)
         record.graphs.append(gm)
@@ -318,6 +325,16 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     record.status = "break"
     record.break_offset = code_facts.insts[end].offset
     return new_code, tracer
+
+
+def _check_ops_in_try(tracer) -> None:
+    """Graph ops inside a try block are called through rerun.RerunOnFailure (a run-time error
+    reruns the frame eagerly, so the except/finally sees it); that needs a graph that does not
+    write into its inputs."""
+    if tracer.op_in_try is not None and tracer.graph.mutates_inputs():
+        file, line, _ = tracer.op_in_try
+        raise Unsupported(breaks.TRY_BLOCK, f"a tensor op inside a try block ({os.path.basename(file)}:{line}) "
+                                            f"in a graph that writes into its inputs")
 
 
 class BackendError(RuntimeError):

@@ -134,6 +134,7 @@ class Tracer:
         self.stop_at: Optional[int] = None       # offset in the root frame to stop before (graph break)
         self.failed_at: Optional[int] = None     # offset of the root instruction an Unsupported came from
         self.exc_info: Optional[Value] = None     # the exception being handled (sys.exc_info()), as a value
+        self.op_in_try: Optional[tuple] = None    # where the first graph op inside a catching try block was
         self.add_guard(GlobalStateMatch.now())
 
     # ---- guards -----------------------------------------------------------------------------
@@ -225,10 +226,11 @@ class Tracer:
             try:
                 handler(frame, inst)
                 if in_try and len(self.graph.graph.nodes) != ops_before:
-                    # A graph op that fails at run time must reach the user's except/finally.
-                    raise Unsupported(breaks.TRY_BLOCK, "a tensor op inside a try block")
+                    self._note_op_in_try(frame)
             except TracedException as e:
-                if self._catch(frame, inst, e, in_try and len(self.graph.graph.nodes) != ops_before):
+                if in_try and len(self.graph.graph.nodes) != ops_before:
+                    self._note_op_in_try(frame)
+                if self._catch(frame, inst, e):
                     continue
                 if not e.user_stack or e.user_stack[0][:2] != frame.location()[:2]:
                     e.user_stack.insert(0, frame.location())
@@ -243,7 +245,15 @@ class Tracer:
                 raise
         return frame.return_value
 
-    def _catch(self, frame: Frame, inst, e: TracedException, added_ops: bool) -> bool:
+    def _note_op_in_try(self, frame: Frame):
+        """A graph op inside a try block: if it fails at run time, the user's except/finally must
+        run. The graph is then called through rerun.RerunOnFailure (a failure reruns the frame
+        eagerly, handlers included), which needs a graph that does not write into its inputs
+        (checked when the code is generated: codegen.call_graph)."""
+        if self.op_in_try is None:
+            self.op_in_try = frame.location()
+
+    def _catch(self, frame: Frame, inst, e: TracedException) -> bool:
         """Hand an exception the traced code raised to this frame's handler, as CPython would:
         unwind the stack to the handler's depth, push the exception and jump. False when the
         frame has no handler here (the exception propagates to the caller)."""
@@ -251,9 +261,6 @@ class Tracer:
         entry = facts(frame.code).handler_at(inst.offset)
         if entry is None:
             return False
-        if added_ops:
-            # ops recorded by this instruction would run in the graph, outside the handler
-            raise Unsupported(breaks.TRY_BLOCK, "a tensor op inside a try block") from e
         from .values import NewExceptionValue
         del frame.stack[entry.depth:]
         if entry.lasti:

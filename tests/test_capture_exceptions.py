@@ -10,7 +10,7 @@ import collections.abc
 import pytest
 import torch
 
-from harness import check, check_state_change, graph_break
+from harness import CountingBackend, capture, check, check_state_change, graph_break
 
 
 class Config:
@@ -179,7 +179,7 @@ def test_a_builtin_held_in_a_local_is_guarded():
         assert (type(result.captured.exc) is ValueError) == (exc is ValueError)
 
 
-def test_tensor_op_inside_try_with_a_caught_exception_still_breaks():
+def test_tensor_op_inside_try_with_a_caught_exception():
     def f(x, d):
         try:
             y = x * 2                      # a run-time error here must reach the handler
@@ -187,8 +187,42 @@ def test_tensor_op_inside_try_with_a_caught_exception_still_breaks():
         except KeyError:
             z = 1.0
         return y + z
-    check(f, torch.randn(3), {}, graphs=graph_break(torch=1, dl=0, why="dynamo_lite runs a frame eagerly when a "
-                                                    "tensor op sits in a try block that catches"))
+    check(f, torch.randn(3), {}, graphs=1)
+
+
+def _gather_or_zeros(x, idx, log):
+    log.append("enter")
+    try:
+        out = x.index_select(0, idx) * 2           # out-of-range indexes fail only at run time
+    except IndexError:
+        log.append("caught")
+        out = torch.zeros(idx.numel(), x.size(1))
+    finally:
+        log.append("finally")
+    return out + 1
+
+
+def test_run_time_error_in_a_try_block_reaches_the_handler():
+    backend = CountingBackend()
+    captured = capture(_gather_or_zeros, backend=backend)
+    x = torch.randn(4, 3)
+    for idx in (torch.tensor([0, 2, 1]), torch.tensor([0, 9, 1]), torch.tensor([3, 3, 0])):
+        eager_log, captured_log = [], []
+        torch.testing.assert_close(captured(x, idx, captured_log), _gather_or_zeros(x, idx, eager_log))
+        assert captured_log == eager_log
+    assert backend.count == 1, "the failing call reran eagerly and kept the graph"
+
+
+def test_in_place_op_inside_a_try_block_runs_the_frame_eagerly():
+    def f(x, idx):
+        try:
+            x.index_add_(0, idx, torch.ones(idx.numel(), x.size(1)))
+        except (IndexError, RuntimeError):
+            return x * 0
+        return x
+    result = check(f, torch.zeros(4, 3), torch.tensor([0, 1]), graphs=0)
+    bad = check(f, torch.zeros(4, 3), torch.tensor([0, 7]), graphs=0)
+    assert bad.eager.exc is None and result.eager.exc is None
 
 
 def test_is_compiling_is_true_while_capturing():
