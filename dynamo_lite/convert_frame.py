@@ -331,7 +331,7 @@ def _check_ops_in_try(tracer) -> None:
     """Graph ops inside a try block are called through rerun.RerunOnFailure (a run-time error
     reruns the frame eagerly, so the except/finally sees it); that needs a graph that does not
     write into its inputs."""
-    if tracer.op_in_try is not None and tracer.graph.mutates_inputs():
+    if tracer.op_in_try is not None and tracer.graph.writes_into_inputs():
         file, line, _ = tracer.op_in_try
         raise Unsupported(breaks.TRY_BLOCK, f"a tensor op inside a try block ({os.path.basename(file)}:{line}) "
                                             f"in a graph that writes into its inputs")

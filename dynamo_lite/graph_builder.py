@@ -203,6 +203,25 @@ class GraphBuilder:
         """Whether any node writes into a tensor in place (so input aliasing matters)."""
         return any(self.writes_in_place(node) for node in self.graph.nodes)
 
+    def writes_into_inputs(self) -> bool:
+        """Whether an in-place write lands in the memory of a graph input (a placeholder or a view
+        of one), judged by the example values' storages; writes into the graph's own
+        intermediates do not count. Unknown storage: assume it does."""
+        inputs = set()
+        for node in self.graph.nodes:
+            if node.op == "placeholder":
+                key = _storage_key(node.meta.get("example_value"))
+                if key is not None:
+                    inputs.add(key)
+        for node in self.graph.nodes:
+            if not self.writes_in_place(node):
+                continue
+            target = node.args[0] if node.args else None
+            key = _storage_key(target.meta.get("example_value")) if isinstance(target, torch.fx.Node) else None
+            if key is None or key in inputs or "out" in node.kwargs:
+                return True
+        return False
+
     @staticmethod
     def writes_in_place(node: torch.fx.Node) -> bool:
         name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
@@ -211,6 +230,15 @@ class GraphBuilder:
 
     def op_count(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+def _storage_key(value):
+    if not isinstance(value, torch.Tensor):
+        return None
+    try:
+        return value.untyped_storage()._cdata
+    except Exception:      # no storage to look at (sparse, some subclasses)
+        return None
 
 
 @torch.fx.node.has_side_effect

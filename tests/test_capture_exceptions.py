@@ -238,3 +238,15 @@ def test_is_compiling_is_true_while_capturing():
     assert seen == ["eager", "eager"], "the eager runs take the eager path, the captured runs the compiling one"
     assert not torch.compiler.is_compiling()
     assert result.backend.count == 1
+
+
+def test_in_place_op_on_an_intermediate_inside_a_try_block_is_captured():
+    def f(x, idx):
+        try:
+            y = x.index_select(0, idx)
+            y.mul_(2)                       # writes only the graph's own tensor
+        except IndexError:
+            return x * 0
+        return y
+    check(f, torch.randn(4, 3), torch.tensor([0, 1]), graphs=1)
+    check(f, torch.randn(4, 3), torch.tensor([0, 9]), graphs=1)
