@@ -188,6 +188,10 @@ def _call_const(frame, c: Const, args, kwargs):
 
 def _call_callable(frame, fn: CallableValue, args, kwargs):
     f = fn.fn
+    original = getattr(f, "_torchdynamo_inline", None) if isinstance(f, torch.jit.ScriptFunction) else None
+    if isinstance(original, types.FunctionType):
+        # `@torch.jit.script def f`: torch keeps the Python function for tracers; trace that
+        return call(frame, FunctionValue(original), args, kwargs)
     handler = BUILTINS.get(f) if _hashable(f) else None
     if handler is not None:
         return handler(frame, args, kwargs)

@@ -317,3 +317,19 @@ def test_lru_cached_predicate_folds_to_a_constant():
             x = x + 1
         return x
     check(f, torch.randn(3), graphs=1)
+
+
+def _positions(q: int, k: int) -> torch.Tensor:
+    return torch.arange(q).unsqueeze(1) - torch.arange(k).unsqueeze(0)
+
+
+def test_torch_jit_script_function_is_traced_through_its_python_source():
+    # DeBERTa-v2's build_relative_position helpers are @torch.jit.script functions
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)      # torch.jit.script is deprecated
+        scripted = torch.jit.script(_positions)
+
+    def f(x):
+        return x + scripted(x.size(0), x.size(1))
+    check(f, torch.randn(3, 4), graphs=1)
