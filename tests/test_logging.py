@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def _run(log: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, DYNAMO_LITE_LOG=log, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, DYNAMO_LITE_LOG=log, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
 
 

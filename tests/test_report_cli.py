@@ -53,7 +53,7 @@ USER_MODELS = textwrap.dedent('''
 
 
 def _cli(*args, timeout=600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])), COLUMNS="160")
     return subprocess.run([sys.executable, "-m", "dynamo_lite.cli", *args], env=env, capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT)
 
