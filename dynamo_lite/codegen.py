@@ -137,7 +137,7 @@ class Emitter:
             self.call_const(compiled, loads)
             self.emit("STORE_FAST", GRAPH_OUT)
             return
-        guarded = DisabledCall(RerunOnFailure(compiled, self.code, tracer.root_globals, tracer.graph.writes_into_inputs()))
+        guarded = DisabledCall(RerunOnFailure(compiled, self.code, tracer.root_globals, tracer.graph.written_inputs()))
         self.call_const(guarded, [self.closure_tuple, self.frame_arguments] + loads)
         self.emit("STORE_FAST", GRAPH_OUT)
         graph_ran = Label()

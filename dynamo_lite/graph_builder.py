@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 import torch.fx
@@ -203,24 +203,28 @@ class GraphBuilder:
         """Whether any node writes into a tensor in place (so input aliasing matters)."""
         return any(self.writes_in_place(node) for node in self.graph.nodes)
 
-    def writes_into_inputs(self) -> bool:
-        """Whether an in-place write lands in the memory of a graph input (a placeholder or a view
-        of one), judged by the example values' storages; writes into the graph's own
-        intermediates do not count. Unknown storage: assume it does."""
-        inputs = set()
-        for node in self.graph.nodes:
-            if node.op == "placeholder":
-                key = _storage_key(node.meta.get("example_value"))
-                if key is not None:
-                    inputs.add(key)
+    def written_inputs(self) -> Optional[list[int]]:
+        """Positions of the graph inputs an in-place write lands in (directly or through a view),
+        judged by the example values' storages; writes into the graph's own intermediates do not
+        count. None when that cannot be told (a write through `out=`, a tensor without storage)."""
+        positions: dict = {}
+        for i, node in enumerate(n for n in self.graph.nodes if n.op == "placeholder"):
+            key = _storage_key(node.meta.get("example_value"))
+            if key is not None:
+                positions.setdefault(key, []).append(i)
+        written: set = set()
         for node in self.graph.nodes:
             if not self.writes_in_place(node):
                 continue
             target = node.args[0] if node.args else None
             key = _storage_key(target.meta.get("example_value")) if isinstance(target, torch.fx.Node) else None
-            if key is None or key in inputs or "out" in node.kwargs:
-                return True
-        return False
+            if key is None or "out" in node.kwargs:
+                return None
+            written.update(positions.get(key, ()))
+        return sorted(written)
+
+    def writes_into_inputs(self) -> bool:
+        return self.written_inputs() != []
 
     @staticmethod
     def writes_in_place(node: torch.fx.Node) -> bool:

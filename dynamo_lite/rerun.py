@@ -4,18 +4,20 @@ A captured frame's replacement code calls the graph first and replays the record
 (list/dict contents, attribute, global and cell writes) after it. If the graph raises (a shape
 or dtype error the example values did not show, overlapping memory in an in-place op), the
 replay never happens, yet in eager the mutations the program made before the failing op are
-visible. So for frames with side effects the graph is called through `RerunOnFailure`: when the
-graph raises and has not written into any of its inputs, nothing the user can observe has
-happened yet (everything before the graph call only loads values), and running the frame's code
-eagerly from its start gives exactly eager's state, exception and traceback. When the graph did
-write into an input before raising (its version counter moved), running again would apply those
-writes twice, so the graph's error propagates as it is (the replay is lost, as before).
+visible; and with ops inside a try block, the user's except/finally must see the error. So for
+such frames the graph is called through `RerunOnFailure`: when the graph raises, nothing the user
+can observe has happened yet (everything before the graph call only loads values) except what
+the graph wrote into its inputs. Those inputs are copied before the call and put back after a
+failure, and running the frame's code eagerly from its start then gives exactly eager's state,
+exception and traceback. Where the writes cannot be undone (unknown targets, an input that
+requires grad), a graph that wrote before failing lets its error propagate as it is.
 
 The eager run has the frame hook off (DisabledCall), so it cannot come back to the same graph.
 """
 from __future__ import annotations
 
 import types
+from typing import Optional
 
 import torch
 
@@ -33,25 +35,46 @@ class EagerResult:
 
 
 class RerunOnFailure:
-    """Call `graph(*inputs)`; if it raises without having written into an input, run `code`
-    eagerly on the frame's arguments and hand back its result as an EagerResult."""
+    """Call `graph(*inputs)`; if it raises, put back what it wrote into its inputs, run `code`
+    eagerly on the frame's arguments and hand back its result as an EagerResult.
 
-    def __init__(self, graph, code: types.CodeType, globals_: dict, graph_writes_inputs: bool):
+    `written`: positions of the inputs the graph writes into (graph_builder.written_inputs), or
+    None when unknown. Those inputs are copied before each call, so a graph that fails halfway
+    can be undone; an input that requires grad cannot be restored faithfully (its autograd
+    history changed too), and neither can unknown writes: then the graph's error propagates as
+    it is, as when no rerun is possible."""
+
+    def __init__(self, graph, code: types.CodeType, globals_: dict, written: Optional[list]):
         self.graph = graph
         self.code = code
         self.globals = globals_
-        self.graph_writes_inputs = graph_writes_inputs
+        self.written = written
 
     def __call__(self, closure, frame_args: tuple, *inputs):
-        versions = _versions(inputs) if self.graph_writes_inputs else None
+        saved, versions = self._snapshot(inputs)
         try:
             return self.graph(*inputs)
         except Exception:
             if versions is not None and versions != _versions(inputs):
-                raise
+                if saved is None:
+                    raise
+                with torch.no_grad():
+                    for i, copy in saved:
+                        inputs[i].copy_(copy)
         fn = types.FunctionType(self.code, self.globals, self.code.co_name, None, closure)
         args, kwargs = call_arguments(self.code, frame_args)
         return EagerResult(_evalframe.DisabledCall(fn)(*args, **kwargs))
+
+    def _snapshot(self, inputs):
+        if self.written == []:
+            return None, None
+        versions = _versions(inputs)
+        if self.written is None:
+            return None, versions
+        written = [inputs[i] for i in self.written]
+        if any(not isinstance(t, torch.Tensor) or t.requires_grad for t in written):
+            return None, versions
+        return [(i, inputs[i].clone()) for i in self.written], versions
 
 
 def _versions(inputs) -> list:

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 5047 of bench/fuzz.py --seed 0, shrunk from 54 to 23 lines
 # failure: mismatch:globals: call 1 (make_inputs(0)): program globals['CALLS']: 0 != 1
-# xfail: bug: `CALLS += 1` is lost when the graph raises (v += v[1]: overlapping memory) after it wrote into the input x (x[1] = 0): a partly-run graph cannot rerun eagerly (rerun.py), and the replay after it never happens
 import torch
 CALLS = 0
 

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz regression: program 1035 of bench/fuzz.py --seed 0, shrunk from 76 to 29 lines
 # failure: mismatch:mutation: call 1 (make_inputs(0)): inputs after the call[0][3].__dict__['count']: 0 != 1
-# xfail: bug: `m.count += 1` is lost when the graph raises (int64 @ float matmul, not caught on fake tensors) after it wrote into the input d["a"]: a partly-run graph cannot rerun eagerly (rerun.py)
 import torch
 
 class Mod(torch.nn.Module):
