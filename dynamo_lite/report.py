@@ -47,9 +47,14 @@ def _load_entries(options: ReportOptions):
 def _child(name: str, options: ReportOptions, conn) -> None:
     """Runs in its own process: survey one model, send the result as a dict."""
     try:
+        import logging
         import warnings
         warnings.simplefilter("ignore")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        # the rows and tables are the report: keep libraries' own chatter (TorchDynamo's graph-break
+        # warnings in --compare runs, transformers' fallback notices) off the terminal
+        for noisy in ("torch._dynamo", "torch._inductor", "transformers"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
         from corpus import registry
         from corpus.survey import survey_model, warm_up
         if options.paths:
