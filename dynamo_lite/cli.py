@@ -59,6 +59,8 @@ def _explain(name: str, backend: str, json_path) -> int:
     except MissingDependency as e:
         print(f"dynamo-lite explain: {e}", file=sys.stderr)
         return 2
+    from corpus.survey import warm_up
+    warm_up(False)         # one-off imports and initialisation stay out of the capture time shown
     torch.manual_seed(0)
     with torch.no_grad():
         report = dl.explain(example.model, backend=backend)(*example.args, **example.kwargs)
