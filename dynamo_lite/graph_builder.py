@@ -204,24 +204,8 @@ class GraphBuilder:
         return any(self.writes_in_place(node) for node in self.graph.nodes)
 
     def written_inputs(self) -> Optional[list[int]]:
-        """Positions of the graph inputs an in-place write lands in (directly or through a view),
-        judged by the example values' storages; writes into the graph's own intermediates do not
-        count. None when that cannot be told (a write through `out=`, a tensor without storage)."""
-        positions: dict = {}
-        for i, node in enumerate(n for n in self.graph.nodes if n.op == "placeholder"):
-            key = _storage_key(node.meta.get("example_value"))
-            if key is not None:
-                positions.setdefault(key, []).append(i)
-        written: set = set()
-        for node in self.graph.nodes:
-            if not self.writes_in_place(node):
-                continue
-            target = node.args[0] if node.args else None
-            key = _storage_key(target.meta.get("example_value")) if isinstance(target, torch.fx.Node) else None
-            if key is None or "out" in node.kwargs:
-                return None
-            written.update(positions.get(key, ()))
-        return sorted(written)
+        """Positions of the graph inputs an in-place write lands in (see `written_inputs`)."""
+        return written_inputs(self.graph)
 
     def writes_into_inputs(self) -> bool:
         return self.written_inputs() != []
@@ -234,6 +218,28 @@ class GraphBuilder:
 
     def op_count(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+def written_inputs(graph: torch.fx.Graph) -> Optional[list[int]]:
+    """Positions of the inputs (placeholders) of `graph` an in-place write lands in, directly or
+    through a view, judged by the example values' storages (node.meta["example_value"]); writes
+    into the graph's own intermediates do not count. None when that cannot be told (a write
+    through `out=`, a tensor without example value or storage)."""
+    positions: dict = {}
+    for i, node in enumerate(n for n in graph.nodes if n.op == "placeholder"):
+        key = _storage_key(node.meta.get("example_value"))
+        if key is not None:
+            positions.setdefault(key, []).append(i)
+    written: set = set()
+    for node in graph.nodes:
+        if not GraphBuilder.writes_in_place(node):
+            continue
+        target = node.args[0] if node.args else None
+        key = _storage_key(target.meta.get("example_value")) if isinstance(target, torch.fx.Node) else None
+        if key is None or "out" in node.kwargs:
+            return None
+        written.update(positions.get(key, ()))
+    return sorted(written)
 
 
 def _storage_key(value):

@@ -68,8 +68,6 @@ def test_known_bug_still_fails(bug, eager_run):
 
 
 @pytest.mark.skipif(not triton_runnable()[0], reason="triton backend needs triton and a GPU (or TRITON_INTERPRET=1)")
-@pytest.mark.xfail(strict=True, reason="bugs (triton backend): tests/regressions/triton_*.py; 7 of these 60 programs "
-                                      "fail under TRITON_INTERPRET=1, 26 of 200 (seed 3) on an H200")
 def test_generated_programs_agree_with_triton_backend():
     import torch
     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -1,7 +1,6 @@
 # dynamo_lite fuzz regression: program 7000053 of bench/fuzz.py --seed 7 --backend triton (TRITON_INTERPRET=1), shrunk from 41 to 16 lines
 # failure: mismatch:alias: call 1 (make_inputs(0)): output aliasing [((0,), (0,), None)] != eager [((), (0,), None)]: the output IS the input x instead of a view of it
 # backend: triton
-# xfail: bug (triton backend): returning x.t() of a 0-d input returns x itself, not a new view sharing its storage
 import torch
 
 def f(x):

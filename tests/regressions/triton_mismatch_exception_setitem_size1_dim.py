@@ -1,7 +1,6 @@
 # dynamo_lite fuzz regression: program 3000023 of bench/fuzz.py --seed 3 --backend triton (H200), and 5000005 under TRITON_INTERPRET=1; hand-minimized
 # failure: mismatch:exception: captured raised CompilationError: ... tmp0 = (0).to(tl.int64) ... AttributeError("'int' object has no attribute 'to'") but eager returned
 # backend: triton
-# xfail: bug (triton backend): x[0, 0] = c on a tensor with a size-1 dim generates `(0).to(tl.int64)`, which Triton cannot compile
 import torch
 
 

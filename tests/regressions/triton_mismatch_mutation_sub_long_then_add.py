@@ -1,7 +1,6 @@
 # dynamo_lite fuzz regression: program 3000006 of bench/fuzz.py --seed 3 --backend triton --device cuda (H200), shrunk to 19 lines
 # failure: mismatch:mutation: call 1 (make_inputs(0)): inputs after the call[0][0]: 1 / 3 elements of x off by 1.0
 # backend: triton
-# xfail: bug (triton backend): `y -= idx` (idx an int64 input) then `x += y` leaves a wrong x
 import torch
 
 def f(x, y, s, idx):

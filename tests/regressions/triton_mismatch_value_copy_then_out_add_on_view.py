@@ -1,7 +1,6 @@
 # dynamo_lite fuzz regression: program 3000194 of bench/fuzz.py --seed 3 --backend triton --device cuda (H200), shrunk from 52 to 20 lines
 # failure: mismatch:value: call 1 (make_inputs(0)): result: every element off by exactly 1.0 (x.copy_(w) reads w after the later torch.add(w, 1, out=w))
 # backend: triton
-# xfail: bug (triton backend): in-place ops on a view of an input are reordered: x.copy_(w) sees the value written later by torch.add(w, 1, out=w)
 import torch
 
 def f(x, n, lst, d, idx):

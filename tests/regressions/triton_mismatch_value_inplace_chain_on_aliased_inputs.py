@@ -1,7 +1,6 @@
 # dynamo_lite fuzz regression: program 3000044 of bench/fuzz.py --seed 3 --backend triton --device cuda (H200), shrunk from 62 to 23 lines
 # failure: mismatch:value: call 1 (make_inputs(0)): result: Tensor-likes are not close! Mismatched elements: 3 / 3 (100.0%)
 # backend: triton
-# xfail: bug (triton backend): lst[0].addcmul_(y, y) then `y *= e` for e in lst (twice) returns a wrong y
 import torch
 
 def f(x, y, n, lst, s, z):
