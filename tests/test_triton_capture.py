@@ -34,8 +34,9 @@ def compiled_graphs():
     return list(triton_backend_module.recent)
 
 
-def check_capture(fn, *args, rtol=1e-4, atol=1e-4):
-    """Eager vs dl.capture(fn, backend="triton") on copies of args (outputs and mutated inputs)."""
+def check_capture(fn, *args, rtol=1e-4, atol=1e-4, runs_as_captured=None):
+    """Eager vs dl.capture(fn, backend="triton") on copies of args (outputs and mutated inputs).
+    `runs_as_captured`: the fallback reason expected (the graph is not compiled), else none."""
     eager_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     expected = fn(*eager_args)
     got = dl.capture(fn, backend="triton")(*args)
@@ -44,8 +45,17 @@ def check_capture(fn, *args, rtol=1e-4, atol=1e-4):
         if isinstance(a, torch.Tensor):
             torch.testing.assert_close(a, e, rtol=rtol, atol=atol)
     graphs = compiled_graphs()
+    if runs_as_captured is not None:
+        assert graphs and all(runs_as_captured in (g.fallback_reason or "") for g in graphs), \
+            [g.fallback_reason for g in graphs]
+        return graphs
     assert graphs and all(g.fallback_reason is None for g in graphs), [g.fallback_reason for g in graphs]
     return graphs
+
+
+# Graphs that write into their inputs run as captured, not as Triton kernels: lowering them gave
+# wrong results (tests/regressions/triton_*.py). Results and input mutations must still match.
+WRITES_INPUTS = "writes into its inputs"
 
 
 def test_backend_is_registered_and_exported():
@@ -114,7 +124,7 @@ def test_in_place_ops_setitem_and_grad_mode():
         with torch.no_grad():
             z = x * 2
         return z.softmax(-1)
-    check_capture(fn, torch.randn(4, 8, device=DEVICE), torch.randn(8, device=DEVICE))
+    check_capture(fn, torch.randn(4, 8, device=DEVICE), torch.randn(8, device=DEVICE), runs_as_captured=WRITES_INPUTS)
     assert torch.is_grad_enabled()
 
 
@@ -123,7 +133,7 @@ def test_view_mutation_reaches_the_input():
         v = x.view(2, 8, 4)
         v.mul_(2)
         return v.sum(-1) + x.view(2, 8, 4)[..., 0]
-    check_capture(fn, torch.randn(16, 4, device=DEVICE))
+    check_capture(fn, torch.randn(16, 4, device=DEVICE), runs_as_captured=WRITES_INPUTS)
 
 
 def test_returning_the_mutated_input():
