@@ -138,6 +138,9 @@ def _arg_names(code: types.CodeType) -> list[str]:
     return list(code.co_varnames[:n])
 
 
+_CAPTURE_LOCK = threading.RLock()
+
+
 def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
     if skip.skip_frame(code):
         set_extra(code, _evalframe.SKIP)
@@ -160,8 +163,11 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
             entries.append((_accept_all, code, _ACCEPT_ALL_GUARDS, None))
             return None
     try:
-        with warnings.catch_warnings(), _quiet_torch_logs():   # tracing must not print into the user's program
-            warnings.simplefilter("ignore")
+        # One capture at a time across threads: tracing touches process-wide state that is not
+        # thread-safe (sympy's caches under ShapeEnv, warnings filters, torch loggers). Captures
+        # are rare; calls of captured code never take this lock.
+        with _CAPTURE_LOCK, warnings.catch_warnings(), _quiet_torch_logs():
+            warnings.simplefilter("ignore")    # tracing must not print into the user's program
             return _capture(code, func, args, options, entries, recompile_reason)
     except (GraphBreakError, KeyboardInterrupt, SystemExit):
         raise

@@ -213,8 +213,11 @@ class GraphBuilder:
     @staticmethod
     def writes_in_place(node: torch.fx.Node) -> bool:
         name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-        return node.target in _INPLACE_FUNCTIONS or "out" in node.kwargs or \
-            (name.endswith("_") and not name.endswith("__") and node.op in ("call_method", "call_function"))
+        if node.target in _INPLACE_FUNCTIONS or "out" in node.kwargs:
+            return True
+        if getattr(node.target, "__module__", None) in ("_operator", "operator"):
+            return False            # operator.and_ / or_ / not_ are not in-place (iand, ior are)
+        return name.endswith("_") and not name.endswith("__") and node.op in ("call_method", "call_function")
 
     def op_count(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
