@@ -336,7 +336,7 @@ _GLOBAL_STATE_PREFIXES = ("set_", "manual_seed", "seed", "use_deterministic", "s
                           "get_rng_state", "set_rng_state", "compile", "autocast", "backward", "grad")
 _CONST_TORCH_FUNCTIONS = {"is_scripting", "is_tracing", "_get_tracing_state", "is_compiling", "is_dynamo_compiling",
                           "has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
-                          "is_grad_enabled", "is_inference_mode_enabled", "is_autocast_enabled",
+                          "is_inference_mode_enabled", "is_autocast_enabled",
                           "get_default_dtype", "is_tensor", "is_storage", "is_floating_point", "is_complex",
                           "numel", "result_type", "promote_types", "can_cast", "broadcast_shapes",
                           "is_nonzero", "get_autocast_gpu_dtype", "is_autocast_cpu_enabled", "typename",

@@ -225,24 +225,17 @@ class Tracer:
             ops_before = len(self.graph.graph.nodes) if in_try else 0
             try:
                 handler(frame, inst)
-                if in_try and len(self.graph.graph.nodes) != ops_before:
-                    self._note_op_in_try(frame)
-            except TracedException as e:
-                if in_try and len(self.graph.graph.nodes) != ops_before:
-                    self._note_op_in_try(frame)
-                if self._catch(frame, inst, e):
+            except Unsupported as e:
+                if isinstance(e, TracedException) and self._catch(frame, inst, e):
                     continue
                 if not e.user_stack or e.user_stack[0][:2] != frame.location()[:2]:
                     e.user_stack.insert(0, frame.location())
                 if root:
                     self.failed_at = inst.offset
                 raise
-            except Unsupported as e:
-                if not e.user_stack or e.user_stack[0][:2] != frame.location()[:2]:
-                    e.user_stack.insert(0, frame.location())
-                if root:
-                    self.failed_at = inst.offset
-                raise
+            finally:
+                if in_try and len(self.graph.graph.nodes) != ops_before:
+                    self._note_op_in_try(frame)
         return frame.return_value
 
     def _note_op_in_try(self, frame: Frame):

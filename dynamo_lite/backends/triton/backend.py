@@ -162,12 +162,9 @@ def _fresh_views(call, gm) -> Callable:
 
     def run(*args):
         result = call(*args)
-        if not isinstance(result, (tuple, list)):
+        if not isinstance(result, (tuple, list)) or not any(r is a for r in result for a in args):
             return result
-        inputs = {id(a) for a in args if isinstance(a, torch.Tensor)}
-        if not any(id(r) in inputs for r in result):
-            return result
-        return type(result)(torch.ops.aten.alias(r) if id(r) in inputs and i not in returns_input else r
+        return type(result)(r if i in returns_input or not any(r is a for a in args) else torch.ops.aten.alias(r)
                             for i, r in enumerate(result))
     return run
 
