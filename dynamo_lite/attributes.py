@@ -14,8 +14,8 @@ from .breaks import TracedException, Unsupported, user_error
 from .guards import AttrAbsent, DictKeysMatch
 from .sources import AttrSource, GenericAttrSource, ModuleDictSource
 from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue, MethodValue,
-                     SuperValue,
-                     ModuleValue, NewExceptionValue, NewObjectValue, ObjectValue, SeqValue, SetValue, TensorValue, Value)
+                     ModuleValue, NewExceptionValue, NewModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue,
+                     SuperValue, TensorValue, Value)
 from .wrap import wrap
 
 _MISSING = object()
@@ -349,7 +349,7 @@ def _grad_mode_attr(frame, obj, name):
 
 _LOADERS = {
     TensorValue: _tensor_attr, Const: _const_attr, SeqValue: _seq_attr, DictValue: _container_attr,
-    SetValue: _container_attr, ModuleValue: _module_attr, ObjectValue: _object_attr, NewExceptionValue: _exception_attr,
+    SetValue: _container_attr, ModuleValue: _module_attr, NewModuleValue: _module_attr, ObjectValue: _object_attr, NewExceptionValue: _exception_attr,
     NewObjectValue: _new_object_attr, FunctionValue: _function_attr, ClosureValue: _function_attr,
     CallableValue: _function_attr, MethodValue: _method_attr, GradModeValue: _grad_mode_attr,
     SuperValue: _super_attr,

@@ -11,6 +11,7 @@ from . import breaks
 from .autograd_function import CTX_METHODS
 from .breaks import TracedException, Unsupported, user_error
 from .operators import BINARY_OPS, COMPARE_OPS, binary, compare, python_value, truthy, unary
+from .sources import ObjectRefSource
 from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue, MethodValue,
                      SuperValue,
                      ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue, TensorValue, Value)
@@ -264,7 +265,10 @@ def _callable(frame, args, kwargs):
 def _type(frame, args, kwargs):
     if len(args) != 1:
         raise Unsupported(breaks.UNKNOWN_CALL, "type() with 3 arguments")
-    return CallableValue(python_class(args[0]))
+    cls = python_class(args[0])
+    # Read through a reference to the class itself, so its attributes are guarded like any
+    # object's: `type(self).counter` must not be baked in as the value it had while tracing.
+    return CallableValue(cls, ObjectRefSource(cls))
 
 
 def _fold(fn):

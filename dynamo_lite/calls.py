@@ -20,15 +20,15 @@ from typing import Callable, Optional
 
 import torch
 
-from . import autograd_function, breaks, config, dict_subclass, numpy_values
+from . import autograd_function, breaks, config, dict_subclass, higher_order, numpy_values
 from .breaks import TracedException, Unsupported, user_error
 from .fallback import skip
 from .operators import (BINARY_OPS, binary, compare, contains, identical, is_python_constant, python_value, truthy,
                         unary)
 from .sources import AttrSource, ItemSource, WeakRefTargetSource
 from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue,
-                     IteratorValue, MethodValue, ModuleValue, NewExceptionValue, NewObjectValue, ObjectValue, SeqValue,
-                     SetValue, SliceValue, SymValue, TensorValue, Value)
+                     IteratorValue, MethodValue, ModuleValue, NewExceptionValue, NewModuleValue, NewObjectValue,
+                     ObjectValue, SeqValue, SetValue, SliceValue, SymValue, TensorValue, Value)
 from .wrap import is_torch_namespace, wrap
 
 
@@ -368,6 +368,8 @@ def torch_call(frame, f, args, kwargs) -> Value:
         return Const(None)
     if f is torch.is_grad_enabled:
         return Const(frame.tracer.graph.grad_enabled)      # the traced grad mode, not the tracer's
+    if higher_order.handles(f):
+        return higher_order.call(frame, f, args, kwargs)
     if f in _COMPILING_QUERIES:
         # Like TorchDynamo: code being captured is code being compiled, so libraries take their
         # compile-friendly paths (no data-dependent checks, no ContextVars). Frames that run
@@ -490,7 +492,9 @@ def construct(frame, cls_value: CallableValue, args, kwargs) -> Value:
         return NewExceptionValue(_fold_call(cls, args, {}).value)   # BaseException's own __init__: no user code
     if dict_subclass.dict_base(cls) is not None:
         return dict_subclass.construct(frame, cls, args, kwargs)
-    if issubclass(cls, torch.nn.Module) or issubclass(cls, torch.Tensor):
+    if issubclass(cls, torch.nn.Module):
+        return _new_stateless_module(cls, args, kwargs)
+    if issubclass(cls, torch.Tensor):
         raise Unsupported(breaks.UNKNOWN_CALL, f"creating a {cls.__name__} inside captured code")
     if type(cls) is type and cls.__new__ is object.__new__ and cls.__module__ not in ("builtins",) \
             and not is_torch_namespace(cls):
@@ -504,6 +508,30 @@ def construct(frame, cls_value: CallableValue, args, kwargs) -> Value:
             raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.__init__")
         return obj
     raise Unsupported(breaks.UNKNOWN_CALL, f"constructing {getattr(cls, '__qualname__', cls)}")
+
+
+def _new_stateless_module(cls, args, kwargs) -> NewModuleValue:
+    """`ACT2FN["silu"]` / `nn.ReLU(inplace=True)` inside forward: a module that holds no tensors
+    and whose constructors are torch.nn's own (nothing the user wrote runs, so nothing observable
+    happens) is built now, for real, and its forward inlined like any module's. It must not
+    escape the trace (see NewModuleValue)."""
+    what = f"creating a {cls.__name__} inside captured code"
+    inits = [k for k in cls.__mro__ if "__init__" in k.__dict__ and k is not object]
+    if not all(k is torch.nn.Module or skip.is_torch_nn_class(k) for k in inits):
+        raise Unsupported(breaks.UNKNOWN_CALL, what + " (its __init__ is user code)")
+    if not all(map(is_python_constant, [*args, *kwargs.values()])):
+        raise Unsupported(breaks.UNKNOWN_CALL, what + " from non-constant arguments")
+    args, kwargs = [python_value(a) for a in args], {k: python_value(v) for k, v in kwargs.items()}
+    try:
+        with torch.device("meta"):   # a first build on meta: initialising weights must not draw random numbers
+            probe = cls(*args, **kwargs)
+        if any(True for _ in probe.parameters()) or any(True for _ in probe.buffers()) or probe._modules:
+            raise Unsupported(breaks.UNKNOWN_CALL, what + " (it holds tensors or submodules)")
+        return NewModuleValue(cls(*args, **kwargs))
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise Unsupported(breaks.UNKNOWN_CALL, f"{what}: {type(e).__name__}: {e}") from None
 
 
 _CONSTANT_CLASSES = {int, float, bool, str, complex, bytes, slice, range, torch.device, torch.dtype}
@@ -707,6 +735,6 @@ from .methods import METHOD_TABLES as _METHOD_TABLES   # noqa: E402
 
 _CALLERS: dict[type, Callable] = {
     FunctionValue: _call_function, ClosureValue: _call_closure, MethodValue: _call_method,
-    ModuleValue: _call_module, CallableValue: _call_callable, ObjectValue: _call_object,
+    ModuleValue: _call_module, NewModuleValue: _call_module, CallableValue: _call_callable, ObjectValue: _call_object,
     NewObjectValue: _call_object, Const: _call_const, GradModeValue: _call_grad_mode,
 }

@@ -23,8 +23,8 @@ from .sources import (AttrSource, ClosureSource, DictItemSource, FromNumpySource
                       ItemSource, LocalSource, ModuleDictSource, ObjectRefSource, Source, TypeSource,
                       WeakRefTargetSource)
 from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue,
-                     MethodValue, ModuleValue, NewExceptionValue, NewObjectValue, ObjectValue, SeqValue, SetValue, SliceValue, SymValue,
-                     TensorValue, Value)
+                     MethodValue, ModuleValue, NewExceptionValue, NewModuleValue, NewObjectValue, ObjectValue, SeqValue,
+                     SetValue, SliceValue, SymValue, TensorValue, Value)
 
 GRAPH_OUT = "___graph_out"
 
@@ -305,6 +305,8 @@ class Emitter:
             self.call_const(_rebuild_exception, [lambda: self.const(type(v.obj)), lambda: self.const(v.obj.args)])
         elif isinstance(v, ObjectValue):
             self.const(v.obj)
+        elif isinstance(v, NewModuleValue):
+            raise Unsupported(breaks.UNSUPPORTED_VALUE, f"a {type(v.module).__name__} made in captured code escapes it")
         elif isinstance(v, ModuleValue):
             self.const(v.module)
         else:

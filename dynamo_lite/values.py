@@ -189,6 +189,13 @@ class ModuleValue(Value):
         return type(self.module)
 
 
+class NewModuleValue(ModuleValue):
+    """A tensor-free module built while tracing (an activation made in forward). It is real, so
+    its forward is inlined like any module's; it has no source, and code that would hand it out
+    of the trace (return it, store it) cannot: each eager call makes a new one."""
+    __slots__ = ()
+
+
 class ObjectValue(Value):
     """Any other existing Python object; attributes are read one by one (and guarded)."""
     __slots__ = ("obj",)

@@ -10,7 +10,8 @@ import torch
 import torch.nn as nn
 
 import asserting
-from harness import CountingBackend, Graphs, assert_same, capture, check, check_state_change, reset
+from harness import (CountingBackend, Graphs, assert_same, capture, check, check_state_change, reset,
+                     skip_in_reference)
 
 
 # -- recurrent modules -----------------------------------------------------------------------------
@@ -526,3 +527,113 @@ def test_assert_after_a_pending_side_effect_still_breaks():
         with pytest.raises(AssertionError) if x[0] < 0 else contextlib.nullcontext():
             capture(fn, backend=CountingBackend())(x)
         assert counter.calls == before + 1
+
+
+# -- modules made inside forward -------------------------------------------------------------------
+
+class _Instantier(dict):
+    """transformers' ACT2FN: `ACT2FN["silu"]` builds a fresh activation module on every lookup."""
+
+    def __getitem__(self, key):
+        cls, kwargs = super().__getitem__(key)
+        return cls(**kwargs)
+
+
+ACTIVATIONS = _Instantier(silu=(nn.SiLU, {}), gelu=(nn.GELU, {"approximate": "tanh"}),
+                          leaky=(nn.LeakyReLU, {"negative_slope": 0.2}))
+
+
+class _UserInitActivation(nn.Module):
+    made = 0
+
+    def __init__(self):
+        super().__init__()
+        type(self).made += 1            # user code in __init__: must run once per call, as in eager
+
+    def forward(self, x):
+        return x.relu()
+
+
+@pytest.mark.parametrize("name", ["silu", "gelu", "leaky"])
+def test_activation_module_made_in_forward_stays_in_the_graph(name):
+    def fn(x):
+        return ACTIVATIONS[name](x * 2) + 1
+    check(fn, torch.randn(4, 5), graphs=1)
+
+
+def test_inplace_activation_module_made_in_forward():
+    def fn(x):
+        h = x + 1
+        return nn.ReLU(inplace=True)(h), h
+    check(fn, torch.randn(4, 5), graphs=1)
+
+
+@skip_in_reference("TorchDynamo inlines __init__, guards on the class counter and recompiles on every call")
+def test_module_with_user_init_made_in_forward_runs_init_each_call():
+    def fn(x):
+        return _UserInitActivation()(x) * 3
+    before = _UserInitActivation.made
+    check(fn, torch.randn(3), graphs=Graphs(dl=1, torch=None, why="dynamo_lite breaks at the construction (user "
+                                                                  "__init__); the graph after it holds relu and the product"))
+    assert _UserInitActivation.made - before == 4          # two eager calls, two captured calls
+
+
+def test_module_with_parameters_made_in_forward_is_not_captured_as_a_constant():
+    def fn(x):
+        torch.manual_seed(1)
+        return nn.Linear(3, 2)(x)                            # fresh random weights on every call
+    check(fn, torch.randn(4, 3), graphs=None)
+
+
+def test_module_made_in_forward_that_escapes_is_a_new_object_each_call():
+    def fn(x):
+        act = nn.Tanh()
+        return act(x), act
+    reset()
+    compiled = capture(fn, backend=CountingBackend())
+    x = torch.randn(3)
+    (y1, m1), (y2, m2) = compiled(x), compiled(x)
+    assert_same(torch.tanh(x), y1)
+    assert_same(torch.tanh(x), y2)
+    assert isinstance(m1, nn.Tanh) and m1 is not m2
+
+
+# -- torch's associative_scan (transformers' Mamba on its compile path) -----------------------------
+
+from torch._higher_order_ops.associative_scan import associative_scan  # noqa: E402
+from dynamo_lite.higher_order import MAX_UNROLLED_SCAN  # noqa: E402
+
+
+def _linear_recurrence(left, right):
+    a_left, b_left = left
+    a_right, b_right = right
+    return a_left * a_right, a_right * b_left + b_right
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dim", [0, 2, -1])
+def test_associative_scan_of_a_tuple_is_one_graph(dim, reverse):
+    def fn(a, b):
+        states = associative_scan(_linear_recurrence, (a, b), dim=dim, reverse=reverse, combine_mode="generic")
+        return states[1].sum(dim, keepdim=True) + states[0]
+    torch.manual_seed(0)
+    check(fn, torch.rand(4, 3, 5), torch.randn(4, 3, 5), graphs=1, atol=1e-5, rtol=1e-5)
+
+
+def test_associative_scan_with_a_closure_over_a_tensor():
+    def fn(x, scale):
+        def combine(left, right):
+            return torch.maximum(left, right * scale)
+        return associative_scan(combine, x, 1, combine_mode="generic")
+    torch.manual_seed(0)
+    check(fn, torch.randn(2, 6), torch.tensor(1.0), graphs=1)
+
+
+def test_associative_scan_too_long_to_unroll_still_computes_the_scan():
+    def fn(x):
+        return associative_scan(lambda a, b: a + b, x + 1, 0, combine_mode="generic")
+    x = torch.randn(MAX_UNROLLED_SCAN + 1, 2)
+    result = check(fn, x, graphs=Graphs(
+        dl=2, torch=None, why="dynamo_lite breaks at the scan past its unroll limit; the scan runs eagerly and "
+                              "the combine function's own frame, which it calls, is captured"))
+    torch.testing.assert_close(result.captured.value, (x + 1).cumsum(0))

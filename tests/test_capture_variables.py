@@ -4,7 +4,7 @@ import sys
 
 import torch
 
-from harness import capture, check
+from harness import CountingBackend, assert_same, capture, check, reset
 
 SCALE = 3
 OFFSET = 0.5
@@ -303,3 +303,24 @@ def test_class_attribute_read():
 
     check(lambda x: x * Consts.ALPHA + len(Consts.names), torch.randn(3), graphs=1)
 
+
+
+class _Counted:
+    made = 0
+
+    def __init__(self):
+        type(self).made += 1
+
+
+def test_class_attribute_read_through_type_is_guarded_not_baked_in():
+    """`type(self).made` read while tracing must be re-read on later calls (it changes)."""
+    def fn(x):
+        obj = _Counted()
+        return x + type(obj).made
+    reset()
+    compiled = capture(fn, backend=CountingBackend())
+    x = torch.zeros(2)
+    for _ in range(3):
+        expected_made = _Counted.made + 1
+        assert_same(x + expected_made, compiled(x))
+        assert _Counted.made == expected_made

@@ -66,6 +66,13 @@ def is_skipped_file(filename: str) -> bool:
     return any(filename.startswith(p) for p in _skip_paths)
 
 
+def is_torch_nn_class(cls: type) -> bool:
+    """A class torch.nn defines (nn.ReLU, nn.Linear, ...), by the file its methods live in."""
+    init = cls.__dict__.get("__init__")
+    filename = getattr(getattr(init, "__code__", None), "co_filename", "")
+    return filename.startswith(_TORCH_NN_MODULES)
+
+
 def skip_frame(code: types.CodeType) -> bool:
     """Should the hook leave frames of `code` alone for good?"""
     if code in _disabled_codes:
