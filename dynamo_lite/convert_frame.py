@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import threading
 import time
 
@@ -141,11 +142,51 @@ def _arg_names(code: types.CodeType) -> list[str]:
 _CAPTURE_LOCK = threading.RLock()
 
 
+# The code of the function `capture` returns (eval_frame.py registers it): a frame it calls
+# directly is the captured entry point.
+WRAPPER_CODES: set = set()
+
+
+def _called_from_wrapper(frame) -> bool:
+    """Whether `frame` (the caller of the frame being evaluated) is a `capture` wrapper."""
+    return frame is not None and frame.f_code in WRAPPER_CODES
+
+
+def _runs_eagerly_nested(caller, module) -> bool:
+    """A torch.nn forward reached from eager code runs eagerly (see skip.py) unless a `capture`
+    wrapper calls it or the module holds user modules."""
+    return not _called_from_wrapper(caller) and skip.builtin_subtree(module)
+
+
+def _nested_builtin_module(func, self=None, *rest) -> bool:
+    """The cache check for that: the C hook calls it with (function, *arguments) while the
+    caller's frame is current."""
+    return _runs_eagerly_nested(sys._getframe(1), self)
+
+
+class _NestedBuiltin:
+    guards: list = []
+    source_code = "def ___guard(fn, self, *args):\n    return True   # torch.nn layers called from eager code run eagerly\n"
+
+    def first_failure(self, fn, args):
+        return None
+
+    def failure(self, fn, args):
+        return 0, None
+
+
+_NESTED_BUILTIN_GUARDS = _NestedBuiltin()
+
+
 def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
     if skip.skip_frame(code):
         set_extra(code, _evalframe.SKIP)
         return None
     entries = cache_entries(code)
+    if skip.is_torch_nn_forward(code) and args and _runs_eagerly_nested(sys._getframe(2), args[0]) \
+            and not any(e[2] is _NESTED_BUILTIN_GUARDS for e in entries):
+        entries.append((_nested_builtin_module, code, _NESTED_BUILTIN_GUARDS, None))
+        return None
     recompile_reason = None
     if entries:
         recompile_reason = recapture_reason(entries, func, args)

@@ -13,7 +13,7 @@ import torch
 from . import _evalframe
 from .backends import lookup_backend
 from .compat import SUPPORTED, unsupported_version_message
-from .convert_frame import CaptureOptions, make_callback
+from .convert_frame import WRAPPER_CODES, CaptureOptions, make_callback
 from .fallback import records
 
 
@@ -52,6 +52,7 @@ def _capture_function(fn: Callable, options: CaptureOptions) -> Callable:
         finally:
             set_callback(prior)
 
+    WRAPPER_CODES.add(captured.__code__)
     captured.__dynamo_lite_captured__ = fn
     captured.__dynamo_lite_options__ = options
     return captured

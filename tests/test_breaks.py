@@ -237,6 +237,51 @@ def test_break_inside_a_loop_runs_the_frame_eagerly_with_a_reason():
     assert record.status == "fallback" and "loop" in record.fallback_reason
 
 
+class _UserBlock(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 2
+
+
+_LAYER = torch.nn.Linear(3, 3)
+_BUILTIN_STACK = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+_STACK_WITH_USER_BLOCK = torch.nn.Sequential(torch.nn.Linear(3, 3), _UserBlock())
+
+
+def loop_calling_layers(x):
+    for i in range(2):
+        x = _BUILTIN_STACK(_LAYER(x)) + i
+        print(i)                            # break in the loop: this frame runs eagerly
+    return x
+
+
+def test_torch_layers_called_from_an_eager_frame_run_eagerly():
+    """A lone built-in layer or a stack of them reached from eager code is not worth a graph
+    (TorchDynamo skips them too): no graphs, same values and output."""
+    with torch.no_grad():
+        run_both(loop_calling_layers, rand3, graphs=0)
+
+
+def loop_calling_user_stack(x):
+    for i in range(2):
+        x = _STACK_WITH_USER_BLOCK(x) + i
+        print(i)
+    return x
+
+
+def test_torch_container_holding_user_modules_is_still_captured_from_an_eager_frame():
+    with torch.no_grad():
+        run_both(loop_calling_user_stack, rand3, graphs=1)
+
+
+def test_torch_layer_is_captured_when_it_is_what_capture_was_given():
+    """The same layer, already run eagerly from an eager frame, is captured as the entry."""
+    with torch.no_grad():
+        run_both(loop_calling_layers, rand3, graphs=0)
+        backend = run_both(_LAYER, rand3, graphs=1)
+        run_both(loop_calling_layers, rand3, graphs=0)
+    assert backend.count == 1
+
+
 def try_with_print(x):
     try:
         print("inside")

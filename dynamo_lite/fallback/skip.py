@@ -1,7 +1,10 @@
 """Skip rules: which frames the hook leaves alone and how calls met while tracing are treated.
 
 Frames of the standard library, torch internals (all but nn module `forward`s), dynamo_lite
-itself and a few tool libraries are never captured. Users extend this with `add_skip_path`,
+itself and a few tool libraries are never captured. torch.nn's own modules are captured when
+they are what `capture` was given, and inlined into captured code; reached from code that runs
+eagerly, a module made only of torch.nn layers runs eagerly too (as under TorchDynamo): a lone
+built-in layer is one kernel call already, and a graph of it adds guards and nothing else. Users extend this with `add_skip_path`,
 `dynamo_lite.disable(fn)` (never trace fn) and `dynamo_lite.allow_in_graph(fn)` (put fn in the
 graph as one opaque call).
 """
@@ -71,6 +74,28 @@ def is_torch_nn_class(cls: type) -> bool:
     init = cls.__dict__.get("__init__")
     filename = getattr(getattr(init, "__code__", None), "co_filename", "")
     return filename.startswith(_TORCH_NN_MODULES)
+
+
+def is_torch_nn_forward(code: types.CodeType) -> bool:
+    """The forward of one of torch.nn's own modules (nn.Linear, nn.Sequential, ...)."""
+    return code.co_name == "forward" and code.co_filename.startswith(_TORCH_NN_MODULES)
+
+
+_builtin_subtrees: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def builtin_subtree(module) -> bool:
+    """Whether `module` and every module under it are torch.nn's own classes (no user code
+    anywhere in its forward). Remembered per module: layers are not swapped between calls."""
+    try:
+        known = _builtin_subtrees.get(module)
+    except TypeError:          # not weak-referenceable
+        return False
+    if known is None:
+        known = isinstance(module, torch.nn.Module) and all(
+            type(m).__module__.startswith("torch.nn.") for m in module.modules())
+        _builtin_subtrees[module] = known
+    return known
 
 
 def skip_frame(code: types.CodeType) -> bool:
