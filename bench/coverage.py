@@ -33,7 +33,8 @@ def main() -> int:
     for r in results:
         dl, t = r.get("dl") or {}, r.get("torch") or {}
         ok = dl.get("status", r["status"])
-        fewer = "yes" if dl and t and dl["graphs"] <= t["graphs"] else "no" if dl and t else "-"
+        fewer = "yes" if dl and t and dl["graphs"] <= t["graphs"] else "-" if not (dl and t) \
+            else "no (TorchDynamo captured nothing)" if t["graphs"] == 0 else "no"
         print(f"{r['name']:32} {ok:>8} {dl.get('graphs', '-'):>10} {dl.get('breaks', '-'):>10} "
               f"{t.get('graphs', '-'):>13} {t.get('breaks', '-'):>13}  {fewer}")
     info = summary(results, "torch")

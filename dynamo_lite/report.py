@@ -141,6 +141,12 @@ def summary(results: list[dict], compare: Optional[str]) -> dict:
                                                         for r in ok) / len(ok))
             out["capture_ratio_models"] = len(ok)
         out["models_with_fewer_or_equal_graphs"] = sum(1 for r in ok if r["dl"]["graphs"] <= r["torch"]["graphs"])
+        # Where TorchDynamo captured nothing (it ran the whole model eagerly), any graph of ours is
+        # more capture, not more fragmentation: told apart, never hidden.
+        out["models_with_more_graphs"] = [
+            {"name": r["name"], "dl": r["dl"]["graphs"], "torch": r["torch"]["graphs"],
+             "torch_captured_nothing": r["torch"]["graphs"] == 0}
+            for r in both if r["dl"]["status"] == r["torch"]["status"] == "ok" and r["dl"]["graphs"] > r["torch"]["graphs"]]
     kinds = collections.Counter()
     for r in ran:
         for e in _events(r, "break") + _events(r, "fallback"):
@@ -189,6 +195,11 @@ def _render(results: list[dict], info: dict, options: ReportOptions, console) ->
     if options.compare and "torch_graphs" in info:
         lines.append(f"TorchDynamo: {info['torch_graphs']} graphs, {info['torch_breaks']} breaks; models with "
                      f"graphs <= TorchDynamo's: {info.get('models_with_fewer_or_equal_graphs', 0)}")
+        over = info.get("models_with_more_graphs", [])
+        if over:
+            lines.append("more graphs than TorchDynamo: " + ", ".join(
+                f"{m['name']} ({m['dl']} vs {m['torch']}{': TorchDynamo captured nothing' if m['torch_captured_nothing'] else ''})"
+                for m in over))
         if "capture_ratio_geomean" in info:
             lines.append(f"capture (first call) dynamo_lite / TorchDynamo, geometric mean over "
                          f"{info['capture_ratio_models']} models: {info['capture_ratio_geomean']:.2f}x")

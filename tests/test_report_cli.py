@@ -104,3 +104,22 @@ def test_explain_command_prints_breaks_with_source_and_hint(tmp_path):
 def test_explain_command_unknown_model_suggests_names():
     proc = _cli("explain", "print_in")
     assert proc.returncode == 2 and "did you mean print_in_forward" in proc.stderr
+
+
+def _row(name, dl_graphs, torch_graphs, status="ok"):
+    engine = {"status": status, "graphs": dl_graphs, "breaks": 0, "eager_frames": 0, "events": [],
+              "first_call_s": 0.2, "steady_call_s": 0.001}
+    return {"name": name, "status": "ok", "eager_steady_s": 0.001, "dl": engine,
+            "torch": {**engine, "graphs": torch_graphs, "first_call_s": 0.4}}
+
+
+def test_summary_names_models_with_more_graphs_and_when_torchdynamo_captured_nothing():
+    from dynamo_lite.report import summary
+    info = summary([_row("whole", 1, 1), _row("fewer", 1, 3), _row("more", 3, 2), _row("nothing", 1, 0)],
+                   compare="torch")
+    assert info["dl_graphs"] == 6 and info["torch_graphs"] == 6
+    assert info["models_with_fewer_or_equal_graphs"] == 2
+    assert info["models_with_more_graphs"] == [
+        {"name": "more", "dl": 3, "torch": 2, "torch_captured_nothing": False},
+        {"name": "nothing", "dl": 1, "torch": 0, "torch_captured_nothing": True}]
+    assert info["capture_ratio_geomean"] == pytest.approx(0.5)

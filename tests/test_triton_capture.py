@@ -147,6 +147,21 @@ def test_returning_the_mutated_input():
     torch.testing.assert_close(x, expected)
 
 
+def test_in_place_write_into_overlapping_memory_raises_as_in_eager():
+    """`expand` makes elements share memory; eager refuses to write into it, so must we."""
+    def fn(x):
+        y = (x * 2).expand(3, 4)
+        y.add_(1)
+        return y
+    x = torch.randn(4, device=DEVICE)
+    with pytest.raises(RuntimeError) as eager:
+        fn(x.clone())
+    with pytest.raises(RuntimeError) as captured:
+        dl.capture(fn, backend="triton")(x)
+    assert str(captured.value) == str(eager.value)
+    assert any("overlap in memory" in (g.fallback_reason or "") for g in compiled_graphs())
+
+
 def test_symbolic_sizes_specialize_per_shape():
     def fn(x):
         return (x * 2).softmax(-1).sum(0)

@@ -72,12 +72,27 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
         # Known wrong results when in-place writes into inputs (or views of them) are lowered:
         # tests/regressions/triton_*.py. Such graphs run as captured until that is fixed.
         return _eager(gm, "the graph writes into its inputs in place (not lowered to Triton yet)")
+    if _writes_overlapping_memory(gm.graph):
+        # Eager raises ("more than one element of the written-to tensor refers to a single
+        # memory location"); lowered kernels would just compute. Run as captured: it raises too.
+        return _eager(gm, "an in-place write into a tensor whose elements overlap in memory (an expand)")
     dynamic = _dynamic_positions(gm, example_inputs)
     if dynamic:
         return _specializing(gm, example_inputs, dynamic)
     if _needs_autograd(example_inputs):
         return _with_autograd(gm, example_inputs)
     return compile_graph(gm, example_inputs)
+
+
+def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
+    from ...graph_builder import GraphBuilder
+    for node in graph.nodes:
+        target = node.args[0] if node.args else None
+        if GraphBuilder.writes_in_place(node) and isinstance(target, torch.fx.Node):
+            example = target.meta.get("example_value")
+            if isinstance(example, torch.Tensor) and torch._debug_has_internal_overlap(example) == 1:
+                return True
+    return False
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
