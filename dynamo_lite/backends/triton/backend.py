@@ -75,7 +75,7 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
     if _writes_overlapping_memory(gm.graph):
         # Eager raises ("more than one element of the written-to tensor refers to a single
         # memory location"); lowered kernels would just compute. Run as captured: it raises too.
-        return _eager(gm, "an in-place write into a tensor whose elements overlap in memory (an expand)")
+        return _eager(gm, "an in-place write into memory that overlaps itself or an operand (eager may refuse it)")
     dynamic = _dynamic_positions(gm, example_inputs)
     if dynamic:
         return _specializing(gm, example_inputs, dynamic)
@@ -85,14 +85,29 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
 
 
 def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
-    from ...graph_builder import GraphBuilder
+    """An in-place write eager may refuse: into a tensor whose elements share memory (an
+    expand), or from an operand that is another view of the written memory (`v *= v[1:]`)."""
+    from ...graph_builder import GraphBuilder, _storage_key
     for node in graph.nodes:
         target = node.args[0] if node.args else None
-        if GraphBuilder.writes_in_place(node) and isinstance(target, torch.fx.Node):
-            example = target.meta.get("example_value")
-            if isinstance(example, torch.Tensor) and torch._debug_has_internal_overlap(example) == 1:
+        if not (GraphBuilder.writes_in_place(node) and isinstance(target, torch.fx.Node)):
+            continue
+        written = target.meta.get("example_value")
+        if not isinstance(written, torch.Tensor):
+            continue
+        if torch._debug_has_internal_overlap(written) == 1:
+            return True
+        key = _storage_key(written)
+        for arg in [*node.args[1:], *node.kwargs.values()]:
+            other = arg.meta.get("example_value") if isinstance(arg, torch.fx.Node) else None
+            if isinstance(other, torch.Tensor) and other is not written and _storage_key(other) == key \
+                    and key is not None and not _same_view(other, written):
                 return True
     return False
+
+
+def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.storage_offset() == b.storage_offset() and a.shape == b.shape and a.stride() == b.stride()
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
