@@ -28,8 +28,19 @@ class CodeFacts:
 
     def __init__(self, code: types.CodeType):
         self.code = code
-        self.insts = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+        every = list(dis.get_instructions(code))
+        self.insts = [i for i in every if i.opname != "EXTENDED_ARG"]
         self.index_of = {inst.offset: i for i, inst in enumerate(self.insts)}
+        # A jump may land on the EXTENDED_ARG prefix of its target (a loop's exit onto a long
+        # JUMP_FORWARD): that offset means the instruction it prefixes.
+        pending = []
+        for inst in every:
+            if inst.opname == "EXTENDED_ARG":
+                pending.append(inst.offset)
+            else:
+                for offset in pending:
+                    self.index_of[offset] = self.index_of[inst.offset]
+                pending = []
         self.exception_table = dis._parse_exception_table(code)
         self.try_ranges = [(e.start, e.end) for e in self.exception_table]
         self.catching_ranges = [(e.start, e.end) for e in dis._parse_exception_table(code)
