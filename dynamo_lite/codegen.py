@@ -18,7 +18,7 @@ from . import breaks, numpy_values
 from .breaks import Unsupported
 from ._evalframe import DisabledCall
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
-from .rerun import EagerResult, RerunOnFailure
+from .rerun import EagerResult, RerunOnFailure, draws_random_numbers
 from .sources import (AttrSource, ClosureSource, DictItemSource, FromNumpySource, GenericAttrSource, GlobalSource,
                       ItemSource, LocalSource, ModuleDictSource, ObjectRefSource, Source, TypeSource,
                       WeakRefTargetSource)
@@ -137,7 +137,8 @@ class Emitter:
             self.call_const(compiled, loads)
             self.emit("STORE_FAST", GRAPH_OUT)
             return
-        guarded = DisabledCall(RerunOnFailure(compiled, self.code, tracer.root_globals, tracer.graph.written_inputs()))
+        guarded = DisabledCall(RerunOnFailure(compiled, self.code, tracer.root_globals, tracer.graph.written_inputs(),
+                                              draws_random_numbers(tracer.graph.graph)))
         self.call_const(guarded, [self.closure_tuple, self.frame_arguments] + loads)
         self.emit("STORE_FAST", GRAPH_OUT)
         graph_ran = Label()

@@ -10,7 +10,9 @@ can observe has happened yet (everything before the graph call only loads values
 the graph wrote into its inputs. Those inputs are copied before the call and put back after a
 failure, and running the frame's code eagerly from its start then gives exactly eager's state,
 exception and traceback. Where the writes cannot be undone (unknown targets, an input that
-requires grad), a graph that wrote before failing lets its error propagate as it is.
+requires grad), a graph that wrote before failing lets its error propagate as it is. A graph
+that draws random numbers (dropout, randn) has the generators' states saved before the call and
+put back after a failure, so the eager run draws the numbers eager would have.
 
 The eager run has the frame hook off (DisabledCall), so it cannot come back to the same graph.
 """
@@ -44,14 +46,16 @@ class RerunOnFailure:
     history changed too), and neither can unknown writes: then the graph's error propagates as
     it is, as when no rerun is possible."""
 
-    def __init__(self, graph, code: types.CodeType, globals_: dict, written: Optional[list]):
+    def __init__(self, graph, code: types.CodeType, globals_: dict, written: Optional[list], random: bool = False):
         self.graph = graph
         self.code = code
         self.globals = globals_
         self.written = written
+        self.random = random
 
     def __call__(self, closure, frame_args: tuple, *inputs):
         saved, versions = self._snapshot(inputs)
+        rng = _rng_states() if self.random else None
         try:
             return self.graph(*inputs)
         except Exception:
@@ -61,6 +65,8 @@ class RerunOnFailure:
                 with torch.no_grad():
                     for i, copy in saved:
                         inputs[i].copy_(copy)
+            if rng is not None:
+                _restore_rng_states(rng)
         fn = types.FunctionType(self.code, self.globals, self.code.co_name, None, closure)
         args, kwargs = call_arguments(self.code, frame_args)
         return EagerResult(_evalframe.DisabledCall(fn)(*args, **kwargs))
@@ -75,6 +81,35 @@ class RerunOnFailure:
         if any(not isinstance(t, torch.Tensor) or t.requires_grad for t in written):
             return None, versions
         return [(i, inputs[i].clone()) for i in self.written], versions
+
+
+def _rng_states():
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return torch.random.get_rng_state(), cuda
+
+
+def _restore_rng_states(states) -> None:
+    cpu, cuda = states
+    torch.random.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+
+
+# Graph ops that draw from a random number generator (functional and in-place forms).
+RANDOM_OPS = frozenset({
+    "dropout", "dropout_", "alpha_dropout", "feature_alpha_dropout", "dropout1d", "dropout2d", "dropout3d",
+    "native_dropout", "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal",
+    "normal_", "uniform_", "bernoulli", "bernoulli_", "multinomial", "exponential_", "geometric_", "cauchy_",
+    "log_normal_", "random_", "poisson", "rrelu", "rrelu_", "rrelu_with_noise", "gumbel_softmax"})
+
+
+def draws_random_numbers(graph: torch.fx.Graph) -> bool:
+    for node in graph.nodes:
+        if node.op in ("call_function", "call_method"):
+            name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+            if name in RANDOM_OPS:
+                return True
+    return False
 
 
 def _versions(inputs) -> list:

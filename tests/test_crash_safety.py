@@ -626,6 +626,24 @@ def case_side_effects_before_a_run_time_error_are_kept():
     _compare(f, torch.ones(3), [])
 
 
+def case_random_numbers_drawn_before_a_run_time_error_are_drawn_once():
+    """The graph draws (dropout), then fails; the eager rerun must draw the same numbers eager
+    did, and leave the generator where eager leaves it."""
+    def g(x, lst):
+        lst.append("before")                                   # a side effect: the graph reruns on failure
+        y = torch.nn.functional.dropout(x, 0.5, training=True) + torch.rand(3)
+        return torch.full((2, 3), 2) @ y                       # int64 @ float: raises on real data only
+    outcomes = []
+    for run in (g, dl.capture(g)):
+        torch.manual_seed(7)
+        lst = []
+        with pytest.raises(RuntimeError):
+            run(torch.ones(3), lst)
+        outcomes.append((lst, torch.rand(4)))
+    assert outcomes[0][0] == outcomes[1][0] == ["before"]
+    torch.testing.assert_close(outcomes[1][1], outcomes[0][1], rtol=0, atol=0)
+
+
 def case_every_kind_of_side_effect_before_a_run_time_error():
     """Attribute, global, dict and list writes made before the graph raises are all visible, once."""
     class Box:

@@ -97,7 +97,10 @@ class Worker:
             return Verdict("hang", f"no answer within {timeout:.0f} s (the child was killed)")
         if not line:
             return self._crashed()
-        return Verdict(**json.loads(line))
+        verdict = Verdict(**json.loads(line))
+        if "CUDA error" in verdict.message:
+            self.close()     # a device-side assert poisons the child's CUDA context for every later program
+        return verdict
 
     def _readline(self, timeout: float) -> Optional[bytes]:
         """The next line from the child; b"" when it died, None on timeout."""
