@@ -12,18 +12,20 @@ from __future__ import annotations
 import types
 from collections import OrderedDict
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
+import torch
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from . import breaks, numpy_values
 from .breaks import Unsupported
 from ._evalframe import DisabledCall
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
 from .rerun import EagerResult, RerunOnFailure, draws_random_numbers
+from .resume import reenter_grad_mode
 from .sources import (AttrSource, ClosureSource, DictItemSource, FromNumpySource, GenericAttrSource, GlobalSource,
                       ItemSource, LocalSource, ModuleDictSource, ObjectRefSource, Source, TypeSource,
                       WeakRefTargetSource)
-from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue,
-                     MethodValue, ModuleValue, NewExceptionValue, NewModuleValue, NewObjectValue, ObjectValue, SeqValue,
+from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue,
+                     IteratorValue, MethodValue, ModuleValue, NewExceptionValue, NewModuleValue, NewObjectValue, ObjectValue, SeqValue,
                      SetValue, SliceValue, SymValue, TensorValue, Value)
 
 GRAPH_OUT = "___graph_out"
@@ -289,6 +291,9 @@ class Emitter:
             items = Const(None) if v.items is None else DictValue(v.items)
             self.call_const(_rebuild_object, [lambda: self.const(v.cls), lambda: self.value(attrs),
                                               lambda: self.value(items)])
+        elif isinstance(v, MethodValue) and isinstance(v.obj, GradModeValue) and v.fn == "__exit__":
+            # the `__exit__` of a grad-mode `with` block a break interrupts: enter it again for real
+            self.call_const(reenter_grad_mode, [lambda: self.const(v.obj.enabled), lambda: self.const(v.obj.previous)])
         elif isinstance(v, MethodValue) and isinstance(v.fn, str):
             self.value(v.obj)
             self.out.append(instr_load_attr(v.fn, self.lineno))
@@ -563,17 +568,41 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
         emitter.out.extend(instrs_call(bool(first) + len(live) + len(cells) + nulls.count(False), lineno))
         emitter.emit("RETURN_VALUE")
 
+    # Inside grad-mode `with` blocks (their `__exit__`s were rebuilt above, entering them again),
+    # an exception from the break's own instructions must leave the blocks as eager would.
+    exits = [v for v in frame.stack if isinstance(v, MethodValue) and isinstance(v.obj, GradModeValue)
+             and v.fn == "__exit__"]
+    if len(exits) != code_facts.with_depth(last.offset):
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, "the break is inside a `with` block the tracer did not enter")
+    restore = next((e.obj.previous for e in exits if e.obj.enabled is not None), None)
+    handler = Label() if restore is not None else None
+    try_begin = TryBegin(handler, push_lasti=False, stack_depth=len(frame.stack)) if handler is not None else None
+    if try_begin is not None:
+        emitter.out.append(try_begin)
+
     if last.opname in JUMP_OPS:                      # a branch on a tensor: resume on both sides
         test = last.opname.rsplit("_IF_", 1)[1]
         taken = Label()
         emitter.out.append(Instr(jump_if_opname(test), taken, lineno=lineno))
+        if try_begin is not None:
+            emitter.out.append(TryEnd(try_begin))
         call_resume(code_facts.insts[end + 1].offset)
         emitter.out.append(taken)
         call_resume(last.argval)
     else:
         emitter.out.extend(run)
+        if try_begin is not None:
+            emitter.out.append(TryEnd(try_begin))
         if last.opname not in _NO_RESUME_AFTER:
             call_resume(code_facts.insts[end + 1].offset)
+    if handler is not None:                          # the exception is on the stack: restore, re-raise
+        emitter.out.append(handler)
+        emitter.emit("PUSH_NULL")
+        emitter.const(torch._C._set_grad_enabled)
+        emitter.const(restore)
+        emitter.out.extend(instrs_call(1, lineno))
+        emitter.emit("POP_TOP")
+        emitter.emit("RERAISE", 0)
     emitter.end_pinning()
     original.clear()
     original.extend(prologue + emitter.out)

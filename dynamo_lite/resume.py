@@ -12,7 +12,8 @@ import dis
 import types
 import weakref
 
-from bytecode import Bytecode, CellVar, Instr, Label
+import torch
+from bytecode import Bytecode, CellVar, Instr, Label, TryBegin, TryEnd
 
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS
 
@@ -42,12 +43,20 @@ class CodeFacts:
                     self.index_of[offset] = self.index_of[inst.offset]
                 pending = []
         self.exception_table = dis._parse_exception_table(code)
-        self.try_ranges = [(e.start, e.end) for e in self.exception_table]
         self.catching_ranges = [(e.start, e.end) for e in dis._parse_exception_table(code)
                                 if self._handler_catches(e.target)]
         handlers = [(e.start, e.end, e.target) for e in dis._parse_exception_table(code)]
         self.loop_ranges = [(inst.argval, inst.offset) for inst in self.insts
                             if inst.opname in JUMP_OPS and isinstance(inst.argval, int) and inst.argval <= inst.offset]
+        # Each handler's protected span, from its first to its last protected offset (the flat
+        # exception table splits a block around the blocks nested in it): `with` blocks (their
+        # handler runs WITH_EXCEPT_START) and every other handler.
+        spans: dict = {}
+        for e in self.exception_table:
+            lo, hi = spans.get(e.target, (e.start, e.end))
+            spans[e.target] = (min(lo, e.start), max(hi, e.end))
+        self.with_spans = [span for target, span in spans.items() if self._with_handler(target)]
+        self.other_spans = [span for target, span in spans.items() if not self._with_handler(target)]
         self.live_in = self._liveness(handlers)
 
     _CLEANUP_ONLY = {"PUSH_EXC_INFO", "SWAP", "POP_TOP", "COPY", "STORE_FAST", "CALL_INTRINSIC_1", "NOP",
@@ -67,6 +76,15 @@ class CodeFacts:
             if inst.opname not in self._CLEANUP_ONLY:
                 return True
         return True
+
+    def _with_handler(self, target: int) -> bool:
+        start = self.index_of.get(target)
+        head = [i.opname for i in self.insts[start:start + 3]] if start is not None else []
+        return "WITH_EXCEPT_START" in head
+
+    def with_depth(self, offset: int) -> int:
+        """How many `with` blocks enclose `offset`."""
+        return sum(1 for lo, hi in self.with_spans if lo <= offset < hi)
 
     def handler_at(self, offset: int):
         """The exception table entry (target, depth, lasti) covering `offset`, or None."""
@@ -116,9 +134,32 @@ class CodeFacts:
         """'' if a break at `offset` can resume, else the reason the frame must run eagerly."""
         if any(start <= offset <= end for start, end in self.loop_ranges):
             return "the break is inside a for/while loop"
-        if any(start <= offset < end for start, end in self.try_ranges):
-            return "the break is inside a try/except or with block"
-        return ""
+        if any(start <= offset < end for start, end in self.other_spans):
+            return "the break is inside a try/except block"
+        return ""        # inside `with` blocks: codegen resumes when they are grad modes (GradModeBlock)
+
+
+class GradModeBlock:
+    """A grad-mode `with` block (no_grad, enable_grad, set_grad_enabled) that a graph break
+    interrupted, entered again at the break: the break's code pushes `GradModeBlock(...).__exit__`
+    where the block's own `__exit__` was on the stack, so the resume function leaves the block
+    (or unwinds it on an exception) as the original code would. `enabled=None` is a
+    contextlib.nullcontext()."""
+    __slots__ = ("enabled", "previous")
+
+    def __init__(self, enabled, previous):
+        self.enabled, self.previous = enabled, previous
+        if enabled is not None:
+            torch._C._set_grad_enabled(enabled)
+
+    def __exit__(self, *exc_info):
+        if self.enabled is not None:
+            torch._C._set_grad_enabled(self.previous)
+        return False
+
+
+def reenter_grad_mode(enabled, previous):
+    return GradModeBlock(enabled, previous).__exit__
 
 
 def facts(code: types.CodeType) -> CodeFacts:
@@ -148,6 +189,7 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
     target_index = facts(code).index_of[offset]
     body, seen, label = [], -1, Label()
     started = False
+    open_try, reopened = None, {}
     for item in bc:
         if isinstance(item, Instr):
             seen += 1
@@ -156,9 +198,23 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
                     started = True
                 continue
             if seen == target_index:
-                body.append(label)
+                if open_try is None:
+                    body.append(label)
+                else:
+                    # The jump lands inside a protected range (a `with` block): end the range
+                    # before the landing point and open it again there, so the entry into it is
+                    # on the prologue's path (the stack-size computation follows TryBegin).
+                    again = TryBegin(open_try.target, open_try.push_lasti, open_try.stack_depth)
+                    reopened[id(open_try)] = again
+                    body.extend([TryEnd(open_try), label, again])
         elif not started:
             continue
+        elif isinstance(item, TryBegin):
+            open_try = item
+        elif isinstance(item, TryEnd):
+            open_try = None
+            if id(item.entry) in reopened:
+                item = TryEnd(reopened[id(item.entry)])
         body.append(item)
     lineno = next((i.lineno for i in body if isinstance(i, Instr) and i.lineno), code.co_firstlineno)
     prologue = [Instr("MAKE_CELL", CellVar(name), lineno=lineno) for name in code.co_cellvars]

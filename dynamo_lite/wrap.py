@@ -17,6 +17,7 @@ import torch
 from . import breaks
 from .breaks import Unsupported
 from .guards import AliasMatch, ConstantMatch, DictKeysMatch, IdMatch, LengthMatch, TensorMatch, TypeMatch
+from .resume import GradModeBlock
 from .sources import ItemSource, Source
 from .values import (CallableValue, Const, DictValue, FunctionValue, ModuleValue, ObjectValue, SeqValue,
                      TensorValue, Value)
@@ -107,6 +108,8 @@ def _build(tracer, value, source) -> Value:
         if source is not None and not is_torch_namespace(value):
             _guard(tracer, IdMatch.of(source, value))
         return ObjectValue(value, source)
+    if isinstance(value, types.MethodType) and type(value.__self__) is GradModeBlock:
+        return _reentered_grad_mode(tracer, value.__self__, source)
     if isinstance(value, types.MethodType):
         from .values import MethodValue
         return MethodValue(wrap(tracer, value.__self__, None if source is None else _attr(source, "__self__")),
@@ -114,6 +117,20 @@ def _build(tracer, value, source) -> Value:
     if source is not None:
         _guard(tracer, TypeMatch(source, type(value)))
     return ObjectValue(value, source)
+
+
+def _reentered_grad_mode(tracer, block, source):
+    """`__exit__` of a grad-mode `with` block a graph break re-entered (resume.GradModeBlock), as
+    a resume function gets it on its stack: the block, left by the traced code as usual."""
+    from .values import GradModeValue, MethodValue
+    if source is not None:
+        owner = _attr(source, "__self__")
+        _guard(tracer, TypeMatch(owner, GradModeBlock))
+        for name in ("enabled", "previous"):
+            _guard(tracer, ConstantMatch(_attr(owner, name), getattr(block, name)))
+    mode = GradModeValue(block.enabled)
+    mode.previous = block.previous
+    return MethodValue(mode, "__exit__", source)
 
 
 def _attr(source, name):

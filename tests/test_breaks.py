@@ -296,6 +296,138 @@ def test_break_inside_try_runs_the_frame_eagerly():
     assert "try" in [r for r in RECORDS if r.name == "try_with_print"][-1].fallback_reason
 
 
+def print_in_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        print("inside", y.shape[0])
+        z = y + 1
+    return z * x, z.requires_grad
+
+
+def item_in_nested_grad_modes(x):
+    with torch.no_grad():
+        a = x.sin()
+        with torch.enable_grad():
+            b = (x * 3).sum()
+            s = b.item()                      # a break two `with` blocks deep
+            c = x * s
+        d = a + c
+    return d, c.requires_grad, d.requires_grad, torch.is_grad_enabled()
+
+
+def branch_in_set_grad_enabled(x):
+    with torch.set_grad_enabled(False):
+        y = x.cos()
+        if y.sum() > 0:                       # a data-dependent branch: both sides resume in the block
+            y = y * 2
+        else:
+            y = y - 1
+    return y + x, y.requires_grad
+
+
+def print_in_nullcontext(x):
+    with contextlib.nullcontext():
+        y = x + 1
+        print("null")
+    return y * 2
+
+
+def grad_input():
+    return torch.randn(3, requires_grad=True)
+
+
+@pytest.mark.parametrize("fn", [print_in_no_grad, item_in_nested_grad_modes, branch_in_set_grad_enabled,
+                                print_in_nullcontext])
+def test_break_inside_grad_mode_with_block_resumes(fn):
+    """Values, printed output, requires_grad of results and the grad mode afterwards match eager;
+    graphs on both sides of the break (TorchDynamo also resumes inside these blocks)."""
+    expected = {print_in_no_grad: 2, item_in_nested_grad_modes: 2, branch_in_set_grad_enabled: 2,
+                print_in_nullcontext: 2}[fn]
+    run_both(fn, grad_input, graphs=expected)
+    assert torch.is_grad_enabled()
+    statuses = {r.status for r in RECORDS if r.name == fn.__name__}
+    assert "break" in statuses and "fallback" not in statuses
+
+
+def _raises_inside(x):
+    raise ValueError("from inside the block")
+
+
+def raise_at_break_in_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        dl.disable(_raises_inside)(y)         # the break's own call raises
+    return y
+
+
+def raise_after_break_in_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        print("before")
+        if x.shape[0] == 3:
+            raise KeyError("in the resumed part")
+    return y
+
+
+@pytest.mark.parametrize("fn,exc", [(raise_at_break_in_no_grad, ValueError), (raise_after_break_in_no_grad, KeyError)])
+def test_exception_inside_interrupted_grad_mode_block_restores_grad_mode(fn, exc):
+    for run in (fn, dl.capture(fn, backend=CountingBackend())):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), pytest.raises(exc):
+            run(grad_input())
+        assert torch.is_grad_enabled(), f"{run} left grad mode off"
+
+
+class _UserError(ValueError):
+    def __init__(self, k):
+        super().__init__(f"user error {k}")
+
+
+def raise_user_exception_in_no_grad(x):
+    y = x + 1
+    with torch.set_grad_enabled(False):
+        raise _UserError(2)                   # a break at the construction; the raise is in the resumed part
+    return y
+
+
+def caught_exception_leaves_no_grad_block(x, d):
+    y = x + 1
+    try:
+        with torch.no_grad():
+            z = y * 2
+            z = z + d["missing"]              # KeyError leaves the block through its __exit__
+    except KeyError:
+        z = y * 3
+    return z, torch.is_grad_enabled()
+
+
+def test_user_exception_raised_in_resumed_grad_mode_block():
+    for run in (raise_user_exception_in_no_grad, dl.capture(raise_user_exception_in_no_grad)):
+        with pytest.raises(_UserError, match="user error 2"):
+            run(grad_input())
+        assert torch.is_grad_enabled()
+
+
+def test_exception_caught_outside_a_grad_mode_block_is_one_graph():
+    backend = run_both(caught_exception_leaves_no_grad_block, grad_input, dict, graphs=1)
+    assert backend.count == 1
+
+
+def print_in_no_grad_in_try(x):
+    try:
+        with torch.no_grad():
+            y = x * 2
+            print("in try")
+    except ValueError:
+        y = x
+    return y
+
+
+def test_break_inside_with_inside_try_runs_the_frame_eagerly():
+    run_both(print_in_no_grad_in_try, rand3, graphs=0)
+    assert "try" in [r for r in RECORDS if r.name == "print_in_no_grad_in_try"][-1].fallback_reason
+
+
 def raises_after_work(x, out):
     out.add_(1)
     y = x * 2

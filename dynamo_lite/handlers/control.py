@@ -7,7 +7,7 @@ from ..calls import call, iterate, plain_exception_class
 from ..compat import (FOR_ITER_SKIPS_END_FOR, POP_JUMP_IF_FALSE, POP_JUMP_IF_NONE, POP_JUMP_IF_NOT_NONE,
                       POP_JUMP_IF_TRUE, UNCONDITIONAL_JUMPS)
 from ..operators import python_value, truthy
-from ..values import Const, GradModeValue, IteratorValue, ObjectValue, TensorValue, Value
+from ..values import Const, GradModeValue, IteratorValue, MethodValue, ObjectValue, TensorValue, Value
 from ..wrap import wrap
 from ..attributes import load_attr
 from . import handler
@@ -204,6 +204,17 @@ def reraise(frame, inst):
     if inst.arg:
         frame.pop()      # the f_lasti to restore: tracing has no real frame to set it on
     raise TracedException(exc.obj)
+
+
+@handler("WITH_EXCEPT_START")
+def with_except_start(frame, inst):
+    """An exception leaving a grad-mode `with` block: its __exit__ runs (restoring the mode) and
+    does not suppress it. Stack: exit function, lasti, previous exception, exception."""
+    exit_fn, exc = frame.stack[-4], frame.stack[-1]
+    if not (isinstance(exit_fn, MethodValue) and isinstance(exit_fn.obj, GradModeValue)
+            and isinstance(exc, ObjectValue) and isinstance(exc.obj, BaseException)):
+        raise Unsupported(breaks.UNSUPPORTED_OPCODE, "WITH_EXCEPT_START (an exception leaving a `with` block)")
+    frame.push(call(frame, exit_fn, [Const(type(exc.obj)), exc, Const(exc.obj.__traceback__)], {}))
 
 
 @handler("PUSH_EXC_INFO")
