@@ -13,9 +13,9 @@ from . import breaks, context_vars
 from .breaks import TracedException, Unsupported, user_error
 from .guards import AttrAbsent, DictKeysMatch
 from .sources import AttrSource, GenericAttrSource, ModuleDictSource
-from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue, MethodValue,
-                     ModuleValue, NewExceptionValue, NewModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue,
-                     SuperValue, TensorValue, Value)
+from .values import (AutocastValue, CallableValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue,
+                     MethodValue, ModuleValue, NewExceptionValue, NewModuleValue, NewObjectValue, ObjectValue, SeqValue,
+                     SetValue, SuperValue, TensorValue, Value)
 from .wrap import wrap
 
 _MISSING = object()
@@ -342,9 +342,10 @@ def _is_dict_base_method_of(obj: Value, attr) -> bool:
 
 
 def _grad_mode_attr(frame, obj, name):
+    """A grad-mode or autocast context manager: only entering and leaving it are modelled."""
     if name in ("__enter__", "__exit__"):
         return MethodValue(obj, name)
-    raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"grad mode.{name}")
+    raise Unsupported(breaks.UNSUPPORTED_ATTRIBUTE, f"{type(obj).__name__}.{name}")
 
 
 _LOADERS = {
@@ -352,6 +353,7 @@ _LOADERS = {
     SetValue: _container_attr, ModuleValue: _module_attr, NewModuleValue: _module_attr, ObjectValue: _object_attr, NewExceptionValue: _exception_attr,
     NewObjectValue: _new_object_attr, FunctionValue: _function_attr, ClosureValue: _function_attr,
     CallableValue: _function_attr, MethodValue: _method_attr, GradModeValue: _grad_mode_attr,
+    AutocastValue: _grad_mode_attr,
     SuperValue: _super_attr,
 }
 

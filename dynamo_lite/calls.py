@@ -26,9 +26,9 @@ from .fallback import skip
 from .operators import (BINARY_OPS, binary, compare, contains, identical, is_python_constant, python_value, truthy,
                         unary)
 from .sources import AttrSource, ItemSource, WeakRefTargetSource
-from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue,
-                     IteratorValue, MethodValue, ModuleValue, NewExceptionValue, NewModuleValue, NewObjectValue,
-                     ObjectValue, SeqValue, SetValue, SliceValue, SymValue, TensorValue, Value)
+from .values import (AutocastValue, CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue,
+                     GradModeValue, IteratorValue, MethodValue, ModuleValue, NewExceptionValue, NewModuleValue,
+                     NewObjectValue, ObjectValue, SeqValue, SetValue, SliceValue, SymValue, TensorValue, Value)
 from .wrap import is_torch_namespace, wrap
 
 
@@ -368,6 +368,10 @@ def torch_call(frame, f, args, kwargs) -> Value:
         return Const(None)
     if f is torch.is_grad_enabled:
         return Const(frame.tracer.graph.grad_enabled)      # the traced grad mode, not the tracer's
+    if f in (torch.is_autocast_enabled, torch.get_autocast_dtype) and len(args) == 1 and not kwargs \
+            and isinstance(args[0], Const) and args[0].value in frame.tracer.graph.autocast:
+        enabled, dtype = frame.tracer.graph.autocast[args[0].value]     # the traced autocast state
+        return Const(enabled if f is torch.is_autocast_enabled else dtype)
     if higher_order.handles(f):
         return higher_order.call(frame, f, args, kwargs)
     if f in _COMPILING_QUERIES:
@@ -468,6 +472,8 @@ def construct(frame, cls_value: CallableValue, args, kwargs) -> Value:
         return GradModeValue(None)            # enabled=None: a context manager that does nothing
     if cls is torch.inference_mode:
         raise Unsupported(breaks.UNKNOWN_CALL, "torch.inference_mode inside captured code")
+    if cls in _AUTOCAST_CLASSES:
+        return _autocast(cls, args, kwargs)
     if cls in _CONSTANT_CLASSES:
         if any(isinstance(a, TensorValue) for a in args) and cls in (int, float, bool, complex):
             raise Unsupported(breaks.TENSOR_TO_PYTHON, f"{cls.__name__}(tensor)")
@@ -532,6 +538,28 @@ def _new_stateless_module(cls, args, kwargs) -> NewModuleValue:
         raise
     except Exception as e:
         raise Unsupported(breaks.UNKNOWN_CALL, f"{what}: {type(e).__name__}: {e}") from None
+
+
+_AUTOCAST_CLASSES = {torch.autocast, torch.amp.autocast, getattr(torch.cpu.amp, "autocast", None),
+                     getattr(torch.cuda.amp, "autocast", None)} - {None}
+
+
+def _autocast(cls, args, kwargs) -> AutocastValue:
+    """`torch.autocast(device_type, dtype=..., enabled=..., cache_enabled=...)`: built for real
+    (its constructor checks and normalises the arguments, and warns), then modelled."""
+    if not all(map(is_python_constant, [*args, *kwargs.values()])):
+        raise Unsupported(breaks.UNKNOWN_CALL, "torch.autocast with non-constant arguments")
+    import warnings
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            real = cls(*map(python_value, args), **{k: python_value(v) for k, v in kwargs.items()})
+    except Exception as e:
+        raise Unsupported(breaks.USER_EXCEPTION, f"torch.autocast(...) raised {type(e).__name__}: {e}") from None
+    from .graph_builder import AUTOCAST_DEVICES
+    if real.device not in AUTOCAST_DEVICES:
+        raise Unsupported(breaks.UNKNOWN_CALL, f"torch.autocast on {real.device!r}")
+    return AutocastValue(real.device, bool(real._enabled), real.fast_dtype, bool(real._cache_enabled))
 
 
 _CONSTANT_CLASSES = {int, float, bool, str, complex, bytes, slice, range, torch.device, torch.dtype}

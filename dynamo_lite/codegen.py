@@ -570,10 +570,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
 
     # Inside grad-mode `with` blocks (their `__exit__`s were rebuilt above, entering them again),
     # an exception from the break's own instructions must leave the blocks as eager would.
-    exits = [v for v in frame.stack if isinstance(v, MethodValue) and isinstance(v.obj, GradModeValue)
-             and v.fn == "__exit__"]
-    if len(exits) != code_facts.with_depth(last.offset):
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, "the break is inside a `with` block the tracer did not enter")
+    exits = grad_mode_exits(frame, code_facts, last.offset)
     restore = next((e.obj.previous for e in exits if e.obj.enabled is not None), None)
     handler = Label() if restore is not None else None
     try_begin = TryBegin(handler, push_lasti=False, stack_depth=len(frame.stack)) if handler is not None else None
@@ -609,6 +606,17 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     new_code = original.to_code()
     _check_layout(code, new_code)
     return new_code
+
+
+def grad_mode_exits(frame, code_facts, offset: int) -> list:
+    """The `__exit__`s of the grad-mode `with` blocks around a break at `offset`, outermost first;
+    Unsupported when another kind of block (torch.autocast) encloses it."""
+    exits = [v for v in frame.stack if isinstance(v, MethodValue) and isinstance(v.obj, GradModeValue)
+             and v.fn == "__exit__"]
+    if len(exits) != code_facts.with_depth(offset):
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, "the break is inside a `with` block other than a grad mode "
+                                                    "(torch.autocast)")
+    return exits
 
 
 def _closure_over_frame_cells_is_live(frame) -> bool:

@@ -28,6 +28,7 @@ from .breaks import GraphBreakError, Unsupported
 from .codegen import make_code, tensors_needed
 from .fallback import records, skip
 from .fallback.records import FrameRecord
+from .graph_builder import AUTOCAST_DEVICES, enter_autocast
 from .guards import compile_guards
 from .interpreter import LazyValue, Tracer
 from .values import Value
@@ -320,7 +321,7 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     """Compile what came before the unsupported instruction, run that instruction as CPython
     would and continue in a resume function. Returns (code, tracer whose guards to use); the
     original code (run eagerly) when the break cannot resume."""
-    from .codegen import break_start, make_break_code
+    from .codegen import break_start, grad_mode_exits, make_break_code
     from .resume import facts
     record.status = "fallback"
     if failed.failed_at is None or record.kind in (breaks.INSTRUCTION_LIMIT,):
@@ -353,6 +354,7 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     compiled, inputs = None, []
     try:
         _check_ops_in_try(tracer)
+        grad_mode_exits(frame, code_facts, code_facts.insts[end].offset)     # before compiling anything
     except Unsupported as e:
         record.fallback_reason = e.detail
         return code, failed
@@ -404,6 +406,30 @@ def _restoring_grad_mode(fn):
     return run
 
 
+def _restoring_autocast(fn):
+    """Likewise for a graph that enters an autocast block and raises inside it."""
+    def run(*args):
+        prior = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES]
+        cache, nesting = torch.is_autocast_cache_enabled(), _autocast_nesting()
+        try:
+            return fn(*args)
+        except BaseException:
+            for device, enabled, dtype in prior:
+                torch.set_autocast_enabled(device, enabled)
+                torch.set_autocast_dtype(device, dtype)
+            torch.set_autocast_cache_enabled(cache)
+            for _ in range(_autocast_nesting() - nesting):      # blocks the graph entered and did not leave
+                torch.autocast_decrement_nesting()
+            raise
+    return run
+
+
+def _autocast_nesting() -> int:
+    depth = torch.autocast_increment_nesting() - 1      # torch has no getter
+    torch.autocast_decrement_nesting()
+    return depth
+
+
 def _guard_distinct_inputs(tracer) -> None:
     from .guards import DistinctMatch
     sources = tuple(src for (_, _, src) in tracer.graph.inputs if src is not None)
@@ -421,6 +447,8 @@ def _compile(gm, graph, options):
             raise BackendError(options.backend_name, e) from e
     if any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes):
         fn = _restoring_grad_mode(fn)
+    if any(n.target is enter_autocast for n in gm.graph.nodes):
+        fn = _restoring_autocast(fn)
     if not callable(fn):
         raise BackendError(options.backend_name, TypeError(f"it returned {type(fn).__name__}, not a callable"))
     return _evalframe.DisabledCall(fn)

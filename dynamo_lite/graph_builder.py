@@ -6,6 +6,7 @@ the only place that creates nodes (the STYLE's "one builder").
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 import re
 from typing import Any, Callable, Optional
@@ -70,6 +71,11 @@ class GraphBuilder:
         self.has_symbolic_inputs = False
         self.inputs: list[tuple[torch.fx.Node, torch.Tensor, Any]] = []   # (placeholder, real tensor, source)
         self.grad_enabled = torch.is_grad_enabled()
+        # The traced autocast state per device type, (enabled, dtype), and the cache flag; the
+        # real state while tracing stays as it was when the frame started.
+        self.autocast = {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES}
+        self.autocast_cache = torch.is_autocast_cache_enabled()
+        self._real_autocast = dict(self.autocast)
         self._placeholder_names: set[str] = set()
 
     # ---- inputs -----------------------------------------------------------------------------
@@ -133,7 +139,7 @@ class GraphBuilder:
     def _run_fake(self, op, target, args, kwargs):
         fn: Callable = target if op == "call_function" else getattr(type(args[0]), target)
         try:
-            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), self._traced_autocast():
                 return fn(*args, **kwargs)
         except (DataDependentOutputException,) as e:
             raise Unsupported(breaks.TENSOR_TO_PYTHON, f"{_target_name(target)}: {e}") from None
@@ -143,6 +149,20 @@ class GraphBuilder:
             raise
         except Exception as e:  # the op itself failed: the eager run will raise the user's error
             raise Unsupported(breaks.USER_EXCEPTION, f"{_target_name(target)} raised {type(e).__name__}: {e}") from None
+
+    def _traced_autocast(self):
+        """Run an example op under the traced autocast state (inside a traced `autocast` block)."""
+        if self.autocast == self._real_autocast:
+            return contextlib.nullcontext()
+        return _AutocastState(self.autocast)
+
+    def set_autocast(self, device: str, enabled: bool, dtype, cache: bool, entering: bool):
+        """Enter or leave an autocast block: one graph node doing what torch.autocast does."""
+        node = self.graph.create_node("call_function", enter_autocast if entering else exit_autocast,
+                                      (device, enabled, dtype, cache), {})
+        node.meta["example_value"] = None
+        self.autocast = {**self.autocast, device: (enabled, dtype)}
+        self.autocast_cache = cache
 
     def _wrap_result(self, node: torch.fx.Node, example) -> Value:
         node.meta["example_value"] = example
@@ -252,6 +272,47 @@ def _storage_key(value):
         return value.untyped_storage()._cdata
     except Exception:      # no storage to look at (sparse, some subclasses)
         return None
+
+
+AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+@torch.fx.node.has_side_effect
+def enter_autocast(device, enabled, dtype, cache):
+    """torch.autocast(device, dtype, enabled, cache).__enter__(), as a graph node."""
+    torch.set_autocast_enabled(device, enabled)
+    torch.set_autocast_dtype(device, dtype)
+    torch.autocast_increment_nesting()
+    torch.set_autocast_cache_enabled(cache)
+
+
+@torch.fx.node.has_side_effect
+def exit_autocast(device, enabled, dtype, cache):
+    """Its __exit__: back to the state (enabled, dtype, cache) it entered from."""
+    if torch.autocast_decrement_nesting() == 0:
+        torch.clear_autocast_cache()
+    torch.set_autocast_enabled(device, enabled)
+    torch.set_autocast_dtype(device, dtype)
+    torch.set_autocast_cache_enabled(cache)
+
+
+class _AutocastState:
+    """Switch the real autocast state to `state` for one example op, and back."""
+
+    def __init__(self, state: dict):
+        self.state, self.saved = state, {}
+
+    def __enter__(self):
+        for device, (enabled, dtype) in self.state.items():
+            self.saved[device] = (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+
+    def __exit__(self, *exc):
+        for device, (enabled, dtype) in self.saved.items():
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+        return False
 
 
 @torch.fx.node.has_side_effect

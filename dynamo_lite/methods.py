@@ -10,7 +10,7 @@ import torch
 from . import breaks, context_vars
 from .breaks import TracedException, Unsupported, user_error
 from .operators import python_value, truthy
-from .values import Const, DictValue, GradModeValue, ObjectValue, SeqValue, SetValue, TensorValue
+from .values import AutocastValue, Const, DictValue, GradModeValue, ObjectValue, SeqValue, SetValue, TensorValue
 
 
 def _calls():
@@ -207,6 +207,18 @@ def _grad_mode(frame, obj: GradModeValue, name, args, kwargs):
     raise Unsupported(breaks.UNKNOWN_CALL, f"grad mode.{name}")
 
 
+def _autocast(frame, obj: AutocastValue, name, args, kwargs):
+    graph = frame.tracer.graph
+    if name == "__enter__":
+        obj.previous = (*graph.autocast[obj.device], graph.autocast_cache)
+        graph.set_autocast(obj.device, obj.enabled, obj.dtype, obj.cache, entering=True)
+        return Const(None)
+    if name == "__exit__" and obj.previous is not None:
+        graph.set_autocast(obj.device, *obj.previous, entering=False)
+        return Const(False)
+    raise Unsupported(breaks.UNKNOWN_CALL, f"autocast.{name}")
+
+
 def _existing_object(frame, obj: ObjectValue, name, args, kwargs):
     if isinstance(obj.obj, contextvars.ContextVar):
         return context_vars.call_method(frame, obj, name, args, kwargs)
@@ -214,4 +226,4 @@ def _existing_object(frame, obj: ObjectValue, name, args, kwargs):
 
 
 METHOD_TABLES = {TensorValue: _tensor, SeqValue: _seq, DictValue: _dict, SetValue: _set, Const: _const,
-                 GradModeValue: _grad_mode, ObjectValue: _existing_object}
+                 GradModeValue: _grad_mode, AutocastValue: _autocast, ObjectValue: _existing_object}

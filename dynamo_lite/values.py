@@ -298,6 +298,21 @@ class GradModeValue(Value):
         return object
 
 
+class AutocastValue(Value):
+    """torch.autocast(...) as a context manager: the state it switches `device` to, and (once
+    entered) the traced state it restores on exit."""
+    __slots__ = ("device", "enabled", "dtype", "cache", "previous")
+
+    def __init__(self, device: str, enabled: bool, dtype, cache: bool, source=None):
+        super().__init__(source)
+        self.device, self.enabled, self.dtype, self.cache = device, enabled, dtype, cache
+        self.previous: Optional[tuple] = None
+
+    def python_type(self):
+        import torch
+        return torch.autocast
+
+
 class NullValue(Value):
     """The NULL CPython pushes before a callable (PUSH_NULL, LOAD_GLOBAL with the low bit set)."""
     __slots__ = ()

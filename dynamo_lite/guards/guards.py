@@ -265,14 +265,17 @@ class MembershipMatch(Guard):
 def global_state() -> tuple:
     """The torch global state a graph may depend on, in GlobalStateMatch's order."""
     return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),
-            torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda"))
+            torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda"),
+            torch.get_autocast_dtype("cpu"), torch.get_autocast_dtype("cuda"))
 
 
 _STATE_CHECKS = ((torch.is_grad_enabled, (), "torch.is_grad_enabled()"),
                  (torch.get_default_dtype, (), "torch.get_default_dtype()"),
                  (torch.are_deterministic_algorithms_enabled, (), "torch.are_deterministic_algorithms_enabled()"),
                  (torch.is_autocast_enabled, ("cpu",), "torch.is_autocast_enabled('cpu')"),
-                 (torch.is_autocast_enabled, ("cuda",), "torch.is_autocast_enabled('cuda')"))
+                 (torch.is_autocast_enabled, ("cuda",), "torch.is_autocast_enabled('cuda')"),
+                 (torch.get_autocast_dtype, ("cpu",), "torch.get_autocast_dtype('cpu')"),
+                 (torch.get_autocast_dtype, ("cuda",), "torch.get_autocast_dtype('cuda')"))
 
 
 @dataclass(frozen=True, eq=False)
@@ -293,9 +296,13 @@ class GlobalStateMatch(Guard):
         return " and ".join(parts)
 
     def describe(self):
-        grad, dtype, deterministic, autocast_cpu, autocast_cuda = self.state
+        grad, dtype, deterministic, autocast_cpu, autocast_cuda, cast_cpu, cast_cuda = self.state
+
+        def autocast(on, to):
+            return f"{str(to).replace('torch.', '')}" if on else "off"
         return (f"torch state: grad {'on' if grad else 'off'}, default dtype {str(dtype).replace('torch.', '')}, "
-                f"deterministic {deterministic}, autocast cpu/cuda {autocast_cpu}/{autocast_cuda}")
+                f"deterministic {deterministic}, autocast cpu/cuda {autocast(autocast_cpu, cast_cpu)}/"
+                f"{autocast(autocast_cuda, cast_cuda)}")
 
     def why_not(self, value):
         now = global_state()

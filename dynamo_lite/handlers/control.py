@@ -7,7 +7,7 @@ from ..calls import call, iterate, plain_exception_class
 from ..compat import (FOR_ITER_SKIPS_END_FOR, POP_JUMP_IF_FALSE, POP_JUMP_IF_NONE, POP_JUMP_IF_NOT_NONE,
                       POP_JUMP_IF_TRUE, UNCONDITIONAL_JUMPS)
 from ..operators import python_value, truthy
-from ..values import Const, GradModeValue, IteratorValue, MethodValue, ObjectValue, TensorValue, Value
+from ..values import AutocastValue, Const, GradModeValue, IteratorValue, MethodValue, ObjectValue, TensorValue, Value
 from ..wrap import wrap
 from ..attributes import load_attr
 from . import handler
@@ -157,8 +157,9 @@ def yield_value(frame, inst):
 @handler("BEFORE_WITH")
 def before_with(frame, inst):
     manager = frame.pop()
-    if not isinstance(manager, GradModeValue):
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"`with` on {type(manager).__name__} (only torch grad modes)")
+    if not isinstance(manager, (GradModeValue, AutocastValue)):
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"`with` on {type(manager).__name__} (only torch grad modes "
+                                                    "and autocast)")
     exit_fn = load_attr(frame, manager, "__exit__")
     entered = call(frame, load_attr(frame, manager, "__enter__"), [], {})
     frame.push(exit_fn)
@@ -208,10 +209,10 @@ def reraise(frame, inst):
 
 @handler("WITH_EXCEPT_START")
 def with_except_start(frame, inst):
-    """An exception leaving a grad-mode `with` block: its __exit__ runs (restoring the mode) and
-    does not suppress it. Stack: exit function, lasti, previous exception, exception."""
+    """An exception leaving a grad-mode or autocast `with` block: its __exit__ runs (restoring the
+    state) and does not suppress it. Stack: exit function, lasti, previous exception, exception."""
     exit_fn, exc = frame.stack[-4], frame.stack[-1]
-    if not (isinstance(exit_fn, MethodValue) and isinstance(exit_fn.obj, GradModeValue)
+    if not (isinstance(exit_fn, MethodValue) and isinstance(exit_fn.obj, (GradModeValue, AutocastValue))
             and isinstance(exc, ObjectValue) and isinstance(exc.obj, BaseException)):
         raise Unsupported(breaks.UNSUPPORTED_OPCODE, "WITH_EXCEPT_START (an exception leaving a `with` block)")
     frame.push(call(frame, exit_fn, [Const(type(exc.obj)), exc, Const(exc.obj.__traceback__)], {}))

@@ -1,0 +1,129 @@
+"""`torch.autocast` blocks inside captured code: entering and leaving them are graph nodes, the
+ops inside are traced (and run) under the block's state, and the state after a call is what
+eager leaves, also when the graph raises inside a block. Compared with eager: values, dtypes,
+and the autocast state afterwards."""
+import contextlib
+
+import pytest
+import torch
+import torch.nn as nn
+
+from dynamo_lite.convert_frame import _autocast_nesting
+from harness import CountingBackend, Graphs, assert_same, capture, check, reset
+
+_LINEAR = nn.Linear(4, 4)
+
+
+def autocast_state():
+    return (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"), torch.is_autocast_cache_enabled(),
+            _autocast_nesting())
+
+
+def bf16_block(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = _LINEAR(x)                         # bfloat16 inside the block
+        inside = torch.is_autocast_enabled("cpu")
+    return y, y.float() + 1, inside
+
+
+def disabled_inside_outer(x):
+    """transformers' maybe_autocast(enabled=False) inside a model run under autocast."""
+    with torch.autocast("cpu", enabled=False):
+        y = x.float() @ x.float().t()          # float32 even under the caller's autocast
+    return y, _LINEAR(x)
+
+
+def nested_blocks(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        a = _LINEAR(x)
+        with torch.autocast("cpu", enabled=False):
+            b = _LINEAR(x)
+        c = _LINEAR(x)
+    return a, b, c
+
+
+def amp_namespace(x):
+    with torch.amp.autocast(device_type="cpu", dtype=torch.bfloat16, cache_enabled=False):
+        return _LINEAR(x) * 2
+
+
+@pytest.mark.parametrize("fn", [bf16_block, nested_blocks, amp_namespace])
+def test_autocast_block_is_one_graph(fn):
+    before = autocast_state()
+    check(fn, torch.randn(3, 4), graphs=1, atol=1e-2, rtol=1e-2)
+    assert autocast_state() == before
+
+
+def test_autocast_disabled_inside_a_callers_autocast():
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        before = autocast_state()
+        check(disabled_inside_outer, torch.randn(3, 4), graphs=1, atol=1e-2, rtol=1e-2)
+        assert autocast_state() == before
+
+
+def test_autocast_dtype_of_the_caller_is_guarded():
+    reset()
+    backend = CountingBackend()
+    compiled = capture(disabled_inside_outer, backend=backend)
+    x = torch.randn(3, 4)
+    for dtype in (torch.bfloat16, torch.float16, torch.bfloat16):
+        with torch.autocast("cpu", dtype=dtype):
+            expected, got = disabled_inside_outer(x), compiled(x)
+        assert_same(expected, got, atol=1e-2, rtol=1e-2)
+        assert got[1].dtype == dtype
+    assert backend.count == 2
+
+
+def fails_inside_block(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = _LINEAR(x)
+        return torch.full((2, 3), 2) @ y           # int64 @ bfloat16: raises on real data only
+
+
+def test_graph_failing_inside_an_autocast_block_restores_the_state():
+    before = autocast_state()
+    reset()
+    for run in (fails_inside_block, capture(fails_inside_block, backend=CountingBackend())):
+        with pytest.raises(RuntimeError):
+            run(torch.randn(3, 4))
+        assert autocast_state() == before
+
+
+def caught_inside(x, d):
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = _LINEAR(x)
+            y = y + d["missing"]               # KeyError leaves the block through its __exit__
+    except KeyError:
+        y = _LINEAR(x)
+    return y, torch.is_autocast_enabled("cpu")
+
+
+def test_exception_leaving_an_autocast_block_is_caught_in_one_graph():
+    before = autocast_state()
+    check(caught_inside, torch.randn(3, 4), {}, graphs=Graphs(dl=1, torch=None, why="TorchDynamo breaks on the try"))
+    assert autocast_state() == before
+
+
+def print_inside(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = _LINEAR(x)
+        print("dtype", y.dtype)
+    return y
+
+
+def test_break_inside_an_autocast_block_runs_the_frame_eagerly():
+    before = autocast_state()
+    check(print_inside, torch.randn(3, 4), graphs=Graphs(dl=0, torch=2, why="dynamo_lite does not resume inside "
+                                                                                "autocast blocks yet"))
+    assert autocast_state() == before
+
+
+def test_hf_llama_under_autocast_is_one_graph():
+    pytest.importorskip("transformers")
+    from corpus.registry import get, load_all
+    load_all()
+    example = get("hf_llama").build()
+    with torch.autocast("cpu", dtype=torch.bfloat16), contextlib.redirect_stdout(None):
+        result = check(example.model, *example.args, graphs=1, atol=5e-2, rtol=5e-2, **example.kwargs)
+    assert result.backend.count == 1
