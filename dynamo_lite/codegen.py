@@ -20,11 +20,11 @@ from .breaks import Unsupported
 from ._evalframe import DisabledCall
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
 from .rerun import EagerResult, RerunOnFailure, draws_random_numbers
-from .resume import reenter_grad_mode
+from .resume import autocast_exit, grad_mode_exit
 from .sources import (AttrSource, ClosureSource, DictItemSource, FromNumpySource, GenericAttrSource, GlobalSource,
                       ItemSource, LocalSource, ModuleDictSource, ObjectRefSource, Source, TypeSource,
                       WeakRefTargetSource)
-from .values import (CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue,
+from .values import (AutocastValue, CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue,
                      IteratorValue, MethodValue, ModuleValue, NewExceptionValue, NewModuleValue, NewObjectValue, ObjectValue, SeqValue,
                      SetValue, SliceValue, SymValue, TensorValue, Value)
 
@@ -292,8 +292,13 @@ class Emitter:
             self.call_const(_rebuild_object, [lambda: self.const(v.cls), lambda: self.value(attrs),
                                               lambda: self.value(items)])
         elif isinstance(v, MethodValue) and isinstance(v.obj, GradModeValue) and v.fn == "__exit__":
-            # the `__exit__` of a grad-mode `with` block a break interrupts: enter it again for real
-            self.call_const(reenter_grad_mode, [lambda: self.const(v.obj.enabled), lambda: self.const(v.obj.previous)])
+            # the `__exit__` of a grad-mode `with` block a break interrupts (the block is in force)
+            self.call_const(grad_mode_exit, [lambda: self.const(v.obj.enabled), lambda: self.const(v.obj.previous)])
+        elif isinstance(v, MethodValue) and isinstance(v.obj, AutocastValue) and v.fn == "__exit__":
+            block = v.obj              # likewise for an autocast block
+            self.call_const(autocast_exit, [lambda: self.const((block.device, block.enabled, block.dtype,
+                                                                    block.cache)),
+                                               lambda: self.const(block.previous)])
         elif isinstance(v, MethodValue) and isinstance(v.fn, str):
             self.value(v.obj)
             self.out.append(instr_load_attr(v.fn, self.lineno))
@@ -512,11 +517,20 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     emitter.call_graph(compiled, inputs, tracer)
     emitter.begin_pinning()
     emitter.replay(tracer)
+    # Inside grad-mode / autocast `with` blocks (in force at the break: the graph entered them, or
+    # an earlier frame did), their `__exit__`s on the stack are rebuilt as callables that leave
+    # them; an exception from the break's own instructions must leave them (innermost first) as
+    # eager would: kept in temporaries for the handler.
+    exits = block_exits(frame, code_facts, code_facts.insts[end].offset)
     for v in frame.stack:
         if isinstance(v, NullValue):
             emitter.emit("PUSH_NULL")
         else:
             emitter.value(v)
+            k = next((i for i, e in enumerate(exits) if e is v), None)
+            if k is not None:
+                emitter.emit("COPY", 1)
+                emitter.emit("STORE_FAST", f"___block_exit{k}")
 
     original_instrs = abstract_instructions(code)
     run = [original_instrs[i].copy() for i in range(start, end + 1)]   # keep their own source locations
@@ -568,11 +582,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
         emitter.out.extend(instrs_call(bool(first) + len(live) + len(cells) + nulls.count(False), lineno))
         emitter.emit("RETURN_VALUE")
 
-    # Inside grad-mode `with` blocks (their `__exit__`s were rebuilt above, entering them again),
-    # an exception from the break's own instructions must leave the blocks as eager would.
-    exits = grad_mode_exits(frame, code_facts, last.offset)
-    restore = next((e.obj.previous for e in exits if e.obj.enabled is not None), None)
-    handler = Label() if restore is not None else None
+    handler = Label() if exits else None
     try_begin = TryBegin(handler, push_lasti=False, stack_depth=len(frame.stack)) if handler is not None else None
     if try_begin is not None:
         emitter.out.append(try_begin)
@@ -592,13 +602,13 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
             emitter.out.append(TryEnd(try_begin))
         if last.opname not in _NO_RESUME_AFTER:
             call_resume(code_facts.insts[end + 1].offset)
-    if handler is not None:                          # the exception is on the stack: restore, re-raise
+    if handler is not None:                          # the exception is on the stack: leave the blocks, re-raise
         emitter.out.append(handler)
-        emitter.emit("PUSH_NULL")
-        emitter.const(torch._C._set_grad_enabled)
-        emitter.const(restore)
-        emitter.out.extend(instrs_call(1, lineno))
-        emitter.emit("POP_TOP")
+        for k in reversed(range(len(exits))):
+            emitter.emit("PUSH_NULL")
+            emitter.emit("LOAD_FAST", f"___block_exit{k}")
+            emitter.out.extend(instrs_call(0, lineno))
+            emitter.emit("POP_TOP")
         emitter.emit("RERAISE", 0)
     emitter.end_pinning()
     original.clear()
@@ -608,14 +618,14 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     return new_code
 
 
-def grad_mode_exits(frame, code_facts, offset: int) -> list:
-    """The `__exit__`s of the grad-mode `with` blocks around a break at `offset`, outermost first;
-    Unsupported when another kind of block (torch.autocast) encloses it."""
-    exits = [v for v in frame.stack if isinstance(v, MethodValue) and isinstance(v.obj, GradModeValue)
+def block_exits(frame, code_facts, offset: int) -> list:
+    """The `__exit__`s of the grad-mode / autocast `with` blocks around a break at `offset`,
+    outermost first; Unsupported when another kind of block encloses it."""
+    exits = [v for v in frame.stack if isinstance(v, MethodValue) and isinstance(v.obj, (GradModeValue, AutocastValue))
              and v.fn == "__exit__"]
     if len(exits) != code_facts.with_depth(offset):
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, "the break is inside a `with` block other than a grad mode "
-                                                    "(torch.autocast)")
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, "the break is inside a `with` block on a context manager "
+                                                    "other than a grad mode or autocast")
     return exits
 
 

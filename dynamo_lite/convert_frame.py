@@ -321,7 +321,7 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     """Compile what came before the unsupported instruction, run that instruction as CPython
     would and continue in a resume function. Returns (code, tracer whose guards to use); the
     original code (run eagerly) when the break cannot resume."""
-    from .codegen import break_start, grad_mode_exits, make_break_code
+    from .codegen import break_start, block_exits, make_break_code
     from .resume import facts
     record.status = "fallback"
     if failed.failed_at is None or record.kind in (breaks.INSTRUCTION_LIMIT,):
@@ -354,7 +354,7 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     compiled, inputs = None, []
     try:
         _check_ops_in_try(tracer)
-        grad_mode_exits(frame, code_facts, code_facts.insts[end].offset)     # before compiling anything
+        block_exits(frame, code_facts, code_facts.insts[end].offset)     # before compiling anything
     except Unsupported as e:
         record.fallback_reason = e.detail
         return code, failed

@@ -51,6 +51,7 @@ def _child(name: str, options: ReportOptions, conn) -> None:
         import warnings
         warnings.simplefilter("ignore")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")   # it resets its logger's level on import
         # the rows and tables are the report: keep libraries' own chatter (TorchDynamo's graph-break
         # warnings in --compare runs, transformers' fallback notices) off the terminal
         for noisy in ("torch._dynamo", "torch._inductor", "transformers"):

@@ -141,16 +141,16 @@ class CodeFacts:
 
 class GradModeBlock:
     """A grad-mode `with` block (no_grad, enable_grad, set_grad_enabled) that a graph break
-    interrupted, entered again at the break: the break's code pushes `GradModeBlock(...).__exit__`
-    where the block's own `__exit__` was on the stack, so the resume function leaves the block
-    (or unwinds it on an exception) as the original code would. `enabled=None` is a
-    contextlib.nullcontext()."""
+    interrupted. At the break the block is in force already (the graph before it switched the
+    mode, or an earlier frame did); the break's code pushes `GradModeBlock(...).__exit__` where
+    the block's own `__exit__` was on the stack, so the resume function leaves (or unwinds) the
+    block as the original code would. `enabled=None` is a contextlib.nullcontext()."""
     __slots__ = ("enabled", "previous")
 
     def __init__(self, enabled, previous):
         self.enabled, self.previous = enabled, previous
-        if enabled is not None:
-            torch._C._set_grad_enabled(enabled)
+        if enabled is not None:       # in force already with our backends; a backend that folded the
+            torch._C._set_grad_enabled(enabled)      # graph's mode switches away may not have left it set
 
     def __exit__(self, *exc_info):
         if self.enabled is not None:
@@ -158,8 +158,29 @@ class GradModeBlock:
         return False
 
 
-def reenter_grad_mode(enabled, previous):
+def grad_mode_exit(enabled, previous):
     return GradModeBlock(enabled, previous).__exit__
+
+
+class AutocastBlock:
+    """Likewise for a `torch.autocast` block: `state` is what it switched to (device, enabled,
+    dtype, cache), `previous` what its exit restores (enabled, dtype, cache). Entering changed
+    autocast's nesting count, so it cannot be entered twice: the graph before the break ran the
+    enter node (our backends run graphs with autocast nodes as captured)."""
+    __slots__ = ("device", "enabled", "dtype", "cache", "previous")
+
+    def __init__(self, state: tuple, previous: tuple):
+        self.device, self.enabled, self.dtype, self.cache = state
+        self.previous = previous
+
+    def __exit__(self, *exc_info):
+        from .graph_builder import exit_autocast
+        exit_autocast(self.device, *self.previous)
+        return False
+
+
+def autocast_exit(state, previous):
+    return AutocastBlock(state, previous).__exit__
 
 
 def facts(code: types.CodeType) -> CodeFacts:

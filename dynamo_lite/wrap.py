@@ -17,7 +17,7 @@ import torch
 from . import breaks
 from .breaks import Unsupported
 from .guards import AliasMatch, ConstantMatch, DictKeysMatch, IdMatch, LengthMatch, TensorMatch, TypeMatch
-from .resume import GradModeBlock
+from .resume import AutocastBlock, GradModeBlock
 from .sources import ItemSource, Source
 from .values import (CallableValue, Const, DictValue, FunctionValue, ModuleValue, ObjectValue, SeqValue,
                      TensorValue, Value)
@@ -108,8 +108,8 @@ def _build(tracer, value, source) -> Value:
         if source is not None and not is_torch_namespace(value):
             _guard(tracer, IdMatch.of(source, value))
         return ObjectValue(value, source)
-    if isinstance(value, types.MethodType) and type(value.__self__) is GradModeBlock:
-        return _reentered_grad_mode(tracer, value.__self__, source)
+    if isinstance(value, types.MethodType) and type(value.__self__) in (GradModeBlock, AutocastBlock):
+        return _reentered_block(tracer, value.__self__, source)
     if isinstance(value, types.MethodType):
         from .values import MethodValue
         return MethodValue(wrap(tracer, value.__self__, None if source is None else _attr(source, "__self__")),
@@ -119,16 +119,24 @@ def _build(tracer, value, source) -> Value:
     return ObjectValue(value, source)
 
 
-def _reentered_grad_mode(tracer, block, source):
-    """`__exit__` of a grad-mode `with` block a graph break re-entered (resume.GradModeBlock), as
-    a resume function gets it on its stack: the block, left by the traced code as usual."""
-    from .values import GradModeValue, MethodValue
-    if source is not None:
-        owner = _attr(source, "__self__")
-        _guard(tracer, TypeMatch(owner, GradModeBlock))
-        for name in ("enabled", "previous"):
-            _guard(tracer, ConstantMatch(_attr(owner, name), getattr(block, name)))
-    mode = GradModeValue(block.enabled)
+def _reentered_block(tracer, block, source):
+    """`__exit__` of a grad-mode or autocast `with` block a graph break entered again
+    (resume.GradModeBlock / AutocastBlock), as a resume function gets it on its stack: the
+    block's value, left by the traced code as usual. Its fields are guarded like attributes."""
+    from .values import AutocastValue, GradModeValue, MethodValue
+    owner = _attr(source, "__self__") if source is not None else None
+    if owner is not None:
+        _guard(tracer, TypeMatch(owner, type(block)))
+
+    def field(name):
+        return wrap(tracer, getattr(block, name), _attr(owner, name) if owner is not None else None)
+    if isinstance(block, GradModeBlock):
+        field("enabled"), field("previous")
+        mode = GradModeValue(block.enabled)
+    else:
+        for name in ("device", "enabled", "dtype", "cache", "previous"):
+            field(name)
+        mode = AutocastValue(block.device, block.enabled, block.dtype, block.cache)
     mode.previous = block.previous
     return MethodValue(mode, "__exit__", source)
 

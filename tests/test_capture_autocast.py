@@ -8,6 +8,8 @@ import pytest
 import torch
 import torch.nn as nn
 
+import dynamo_lite as dl
+
 from dynamo_lite.convert_frame import _autocast_nesting
 from harness import CountingBackend, Graphs, assert_same, capture, check, reset
 
@@ -112,11 +114,43 @@ def print_inside(x):
     return y
 
 
-def test_break_inside_an_autocast_block_runs_the_frame_eagerly():
+def item_inside_nested(x):
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = _LINEAR(x)
+            scale = y.float().abs().max().item()      # a break two blocks deep
+            z = _LINEAR(x) * scale
+        w = _LINEAR(x)
+    return y, z, w
+
+
+def _fail(y):
+    raise ValueError("inside the block")
+
+
+def raises_at_break_inside(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = _LINEAR(x)
+        dl.disable(_fail)(y)                    # the break's own call raises: the block must be left
+    return y
+
+
+@pytest.mark.parametrize("fn", [print_inside, item_inside_nested])
+def test_break_inside_an_autocast_block_resumes_inside_it(fn):
     before = autocast_state()
-    check(print_inside, torch.randn(3, 4), graphs=Graphs(dl=0, torch=2, why="dynamo_lite does not resume inside "
-                                                                                "autocast blocks yet"))
+    with contextlib.redirect_stdout(None):
+        check(fn, torch.randn(3, 4), graphs=2, atol=1e-2, rtol=1e-2)
     assert autocast_state() == before
+
+
+def test_exception_at_a_break_inside_an_autocast_block_leaves_the_block():
+    before = autocast_state()
+    reset()
+    for run in (raises_at_break_inside, capture(raises_at_break_inside, backend=CountingBackend())):
+        with pytest.raises(ValueError, match="inside the block"):
+            run(torch.randn(3, 4))
+        assert autocast_state() == before
+        assert torch.is_grad_enabled()
 
 
 def test_hf_llama_under_autocast_is_one_graph():
