@@ -20,7 +20,7 @@ from .breaks import Unsupported
 from ._evalframe import DisabledCall
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
 from .rerun import EagerResult, RerunOnFailure, draws_random_numbers
-from .resume import autocast_exit, grad_mode_exit
+from .resume import enter_autocast_block, grad_mode_exit
 from .sources import (AttrSource, ClosureSource, DictItemSource, FromNumpySource, GenericAttrSource, GlobalSource,
                       ItemSource, LocalSource, ModuleDictSource, ObjectRefSource, Source, TypeSource,
                       WeakRefTargetSource)
@@ -295,10 +295,13 @@ class Emitter:
             # the `__exit__` of a grad-mode `with` block a break interrupts (the block is in force)
             self.call_const(grad_mode_exit, [lambda: self.const(v.obj.enabled), lambda: self.const(v.obj.previous)])
         elif isinstance(v, MethodValue) and isinstance(v.obj, AutocastValue) and v.fn == "__exit__":
-            block = v.obj              # likewise for an autocast block
-            self.call_const(autocast_exit, [lambda: self.const((block.device, block.enabled, block.dtype,
-                                                                    block.cache)),
-                                               lambda: self.const(block.previous)])
+            block = v.obj
+            if v.source is not None:    # entered by an earlier frame: still in force, pass it on
+                self.load_source(v.source)
+            else:                       # entered by this trace, left at the graph's end: enter it for real
+                self.call_const(enter_autocast_block, [lambda: self.const((block.device, block.enabled, block.dtype,
+                                                                           block.cache)),
+                                                       lambda: self.const(block.previous)])
         elif isinstance(v, MethodValue) and isinstance(v.fn, str):
             self.value(v.obj)
             self.out.append(instr_load_attr(v.fn, self.lineno))

@@ -28,7 +28,7 @@ from .breaks import GraphBreakError, Unsupported
 from .codegen import make_code, tensors_needed
 from .fallback import records, skip
 from .fallback.records import FrameRecord
-from .graph_builder import AUTOCAST_DEVICES, enter_autocast
+from .graph_builder import AUTOCAST_DEVICES, enter_autocast, exit_autocast
 from .guards import compile_guards
 from .interpreter import LazyValue, Tracer
 from .values import Value
@@ -350,6 +350,7 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     roots += [cell.contents for cell in frame.cells.values() if isinstance(cell.contents, Value)]   # passed on too
     outputs = tensors_needed(tracer, *roots)
     graph = tracer.graph
+    _leave_autocast_blocks_entered_here(frame, graph)
     gm = graph.finish(outputs)
     compiled, inputs = None, []
     try:
@@ -374,6 +375,18 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     record.status = "break"
     record.break_offset = code_facts.insts[end].offset
     return new_code, tracer
+
+
+def _leave_autocast_blocks_entered_here(frame, graph) -> None:
+    """The graph before a break inside autocast blocks this trace entered leaves them again at its
+    end (innermost first), and the break's code enters them for real (codegen, resume.py): so
+    the state at the break does not depend on a backend running the graph's enter node at run
+    time (a compiling backend bakes the casts in and drops it)."""
+    from .values import AutocastValue, MethodValue
+    entered = [v.obj for v in frame.stack if isinstance(v, MethodValue) and isinstance(v.obj, AutocastValue)
+               and v.fn == "__exit__" and v.source is None and v.obj.previous is not None]
+    for block in reversed(entered):
+        graph.set_autocast(block.device, *block.previous, entering=False)
 
 
 def _check_ops_in_try(tracer) -> None:
@@ -406,22 +419,34 @@ def _restoring_grad_mode(fn):
     return run
 
 
-def _restoring_autocast(fn):
-    """Likewise for a graph that enters an autocast block and raises inside it."""
+def _autocast_as_traced(fn, final: dict, cache: bool, delta: int):
+    """A graph that enters or leaves autocast blocks: after it, the autocast state is the one
+    traced at its end (nesting moved by `delta`), also under a backend that compiled the enter
+    and exit nodes away (their casts are baked in, the switch itself would not happen); when it
+    raises, the state it started from."""
     def run(*args):
         prior = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES]
-        cache, nesting = torch.is_autocast_cache_enabled(), _autocast_nesting()
+        prior_cache, nesting = torch.is_autocast_cache_enabled(), _autocast_nesting()
         try:
-            return fn(*args)
+            out = fn(*args)
         except BaseException:
-            for device, enabled, dtype in prior:
-                torch.set_autocast_enabled(device, enabled)
-                torch.set_autocast_dtype(device, dtype)
-            torch.set_autocast_cache_enabled(cache)
-            for _ in range(_autocast_nesting() - nesting):      # blocks the graph entered and did not leave
-                torch.autocast_decrement_nesting()
+            _set_autocast(prior, prior_cache, nesting)
             raise
+        _set_autocast([(d, *final[d]) for d in AUTOCAST_DEVICES], cache, nesting + delta)
+        return out
     return run
+
+
+def _set_autocast(state, cache: bool, nesting: int) -> None:
+    for device, enabled, dtype in state:
+        torch.set_autocast_enabled(device, enabled)
+        torch.set_autocast_dtype(device, dtype)
+    torch.set_autocast_cache_enabled(cache)
+    now = _autocast_nesting()
+    for _ in range(now - nesting):
+        torch.autocast_decrement_nesting()
+    for _ in range(nesting - now):
+        torch.autocast_increment_nesting()
 
 
 def _autocast_nesting() -> int:
@@ -439,16 +464,22 @@ def _guard_distinct_inputs(tracer) -> None:
 
 def _compile(gm, graph, options):
     example_inputs = [real for (_, real, _) in graph.inputs]
+    autocast = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES]
+    autocast_cache, nesting = torch.is_autocast_cache_enabled(), _autocast_nesting()
     with warnings.catch_warnings():      # the backend's own warnings reach the user (tracing's do not)
         warnings.simplefilter("default")
         try:
             fn = options.backend(gm, example_inputs)
         except Exception as e:
             raise BackendError(options.backend_name, e) from e
+        finally:     # a backend that traces the graph (inductor) ran its autocast switches for real
+            _set_autocast(autocast, autocast_cache, nesting)
     if any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes):
         fn = _restoring_grad_mode(fn)
-    if any(n.target is enter_autocast for n in gm.graph.nodes):
-        fn = _restoring_autocast(fn)
+    switches = [n.target for n in gm.graph.nodes if n.target in (enter_autocast, exit_autocast)]
+    if switches:
+        fn = _autocast_as_traced(fn, dict(graph.autocast), graph.autocast_cache,
+                                 switches.count(enter_autocast) - switches.count(exit_autocast))
     if not callable(fn):
         raise BackendError(options.backend_name, TypeError(f"it returned {type(fn).__name__}, not a callable"))
     return _evalframe.DisabledCall(fn)

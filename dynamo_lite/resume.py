@@ -163,15 +163,18 @@ def grad_mode_exit(enabled, previous):
 
 
 class AutocastBlock:
-    """Likewise for a `torch.autocast` block: `state` is what it switched to (device, enabled,
-    dtype, cache), `previous` what its exit restores (enabled, dtype, cache). Entering changed
-    autocast's nesting count, so it cannot be entered twice: the graph before the break ran the
-    enter node (our backends run graphs with autocast nodes as captured)."""
+    """Likewise for a `torch.autocast` block: `state` is what it switches to (device, enabled,
+    dtype, cache), `previous` what its exit restores (enabled, dtype, cache). Entering changes
+    autocast's nesting count, so a block is entered exactly once: the graph before the break
+    leaves the blocks its trace entered (convert_frame), and the break's code enters them here;
+    a block entered by an earlier frame is passed on as it is."""
     __slots__ = ("device", "enabled", "dtype", "cache", "previous")
 
     def __init__(self, state: tuple, previous: tuple):
+        from .graph_builder import enter_autocast
         self.device, self.enabled, self.dtype, self.cache = state
         self.previous = previous
+        enter_autocast(*state)
 
     def __exit__(self, *exc_info):
         from .graph_builder import exit_autocast
@@ -179,7 +182,7 @@ class AutocastBlock:
         return False
 
 
-def autocast_exit(state, previous):
+def enter_autocast_block(state, previous):
     return AutocastBlock(state, previous).__exit__
 
 

@@ -161,3 +161,25 @@ def test_hf_llama_under_autocast_is_one_graph():
     with torch.autocast("cpu", dtype=torch.bfloat16), contextlib.redirect_stdout(None):
         result = check(example.model, *example.args, graphs=1, atol=5e-2, rtol=5e-2, **example.kwargs)
     assert result.backend.count == 1
+
+
+def retracing_backend(gm, example_inputs):
+    """What a compiling backend (inductor) does first: retrace the graph to aten ops with make_fx.
+    The autocast casts are baked in, and the enter/exit switches run at compile time only."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    return make_fx(gm)(*example_inputs).forward
+
+
+@pytest.mark.parametrize("fn", [bf16_block, print_inside])
+def test_autocast_state_is_right_under_a_backend_that_compiles_the_switches_away(fn):
+    before = autocast_state()
+    x = torch.randn(3, 4)
+    with contextlib.redirect_stdout(None):
+        expected = fn(x)
+        reset()
+        got = capture(fn, backend=retracing_backend)(x)
+        assert autocast_state() == before
+        again = capture(fn, backend=retracing_backend)(x)
+    for value in (got, again):
+        assert_same(expected, value, atol=1e-2, rtol=1e-2)
+    assert autocast_state() == before
