@@ -291,13 +291,13 @@ class Emitter:
             items = Const(None) if v.items is None else DictValue(v.items)
             self.call_const(_rebuild_object, [lambda: self.const(v.cls), lambda: self.value(attrs),
                                               lambda: self.value(items)])
-        elif isinstance(v, MethodValue) and isinstance(v.obj, GradModeValue) and v.fn == "__exit__":
-            # the `__exit__` of a grad-mode `with` block a break interrupts (the block is in force)
-            self.call_const(grad_mode_exit, [lambda: self.const(v.obj.enabled), lambda: self.const(v.obj.previous)])
-        elif isinstance(v, MethodValue) and isinstance(v.obj, AutocastValue) and v.fn == "__exit__":
+        elif isinstance(v, MethodValue) and isinstance(v.obj, (GradModeValue, AutocastValue)) and v.fn == "__exit__":
+            # the `__exit__` of a `with` block a break interrupts (see make_break_code)
             block = v.obj
             if v.source is not None:    # entered by an earlier frame: still in force, pass it on
                 self.load_source(v.source)
+            elif isinstance(block, GradModeValue):
+                self.call_const(grad_mode_exit, [lambda: self.const(block.enabled), lambda: self.const(block.previous)])
             else:                       # entered by this trace, left at the graph's end: enter it for real
                 self.call_const(enter_autocast_block, [lambda: self.const((block.device, block.enabled, block.dtype,
                                                                            block.cache)),

@@ -28,7 +28,7 @@ from .breaks import GraphBreakError, Unsupported
 from .codegen import make_code, tensors_needed
 from .fallback import records, skip
 from .fallback.records import FrameRecord
-from .graph_builder import AUTOCAST_DEVICES, enter_autocast, exit_autocast
+from .graph_builder import autocast_snapshot, enter_autocast, exit_autocast, restore_autocast
 from .guards import compile_guards
 from .interpreter import LazyValue, Tracer
 from .values import Value
@@ -96,9 +96,13 @@ def _accept_all(*args) -> bool:
     return True
 
 
-class _AcceptAll:
+class _RunsEagerly:
+    """The guards object of an entry whose code is the original (the frame runs eagerly): its
+    check is a plain function; explain and recapture reasons see no guards."""
     guards: list = []
-    source_code = "def ___guard(*args):\n    return True   # cache_size_limit reached: run eagerly\n"
+
+    def __init__(self, source_code: str):
+        self.source_code = source_code
 
     def first_failure(self, fn, args):
         return None
@@ -107,7 +111,7 @@ class _AcceptAll:
         return 0, None
 
 
-_ACCEPT_ALL_GUARDS = _AcceptAll()
+_ACCEPT_ALL_GUARDS = _RunsEagerly("def ___guard(*args):\n    return True   # cache_size_limit reached: run eagerly\n")
 
 
 _TORCH_LOGGERS = ("torch._subclasses.fake_tensor", "torch.fx.experimental.symbolic_shapes")
@@ -165,18 +169,8 @@ def _nested_builtin_module(func, self=None, *rest) -> bool:
     return _runs_eagerly_nested(sys._getframe(1), self)
 
 
-class _NestedBuiltin:
-    guards: list = []
-    source_code = "def ___guard(fn, self, *args):\n    return True   # torch.nn layers called from eager code run eagerly\n"
-
-    def first_failure(self, fn, args):
-        return None
-
-    def failure(self, fn, args):
-        return 0, None
-
-
-_NESTED_BUILTIN_GUARDS = _NestedBuiltin()
+_NESTED_BUILTIN_GUARDS = _RunsEagerly("def ___guard(fn, self, *args):\n    return True   # torch.nn layers called "
+                                      "from eager code run eagerly\n")
 
 
 def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
@@ -425,34 +419,15 @@ def _autocast_as_traced(fn, final: dict, cache: bool, delta: int):
     and exit nodes away (their casts are baked in, the switch itself would not happen); when it
     raises, the state it started from."""
     def run(*args):
-        prior = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES]
-        prior_cache, nesting = torch.is_autocast_cache_enabled(), _autocast_nesting()
+        before = autocast_snapshot()
         try:
             out = fn(*args)
         except BaseException:
-            _set_autocast(prior, prior_cache, nesting)
+            restore_autocast(before)
             raise
-        _set_autocast([(d, *final[d]) for d in AUTOCAST_DEVICES], cache, nesting + delta)
+        restore_autocast((final, cache, before[2] + delta))
         return out
     return run
-
-
-def _set_autocast(state, cache: bool, nesting: int) -> None:
-    for device, enabled, dtype in state:
-        torch.set_autocast_enabled(device, enabled)
-        torch.set_autocast_dtype(device, dtype)
-    torch.set_autocast_cache_enabled(cache)
-    now = _autocast_nesting()
-    for _ in range(now - nesting):
-        torch.autocast_decrement_nesting()
-    for _ in range(nesting - now):
-        torch.autocast_increment_nesting()
-
-
-def _autocast_nesting() -> int:
-    depth = torch.autocast_increment_nesting() - 1      # torch has no getter
-    torch.autocast_decrement_nesting()
-    return depth
 
 
 def _guard_distinct_inputs(tracer) -> None:
@@ -464,19 +439,20 @@ def _guard_distinct_inputs(tracer) -> None:
 
 def _compile(gm, graph, options):
     example_inputs = [real for (_, real, _) in graph.inputs]
-    autocast = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES]
-    autocast_cache, nesting = torch.is_autocast_cache_enabled(), _autocast_nesting()
+    switches = [n.target for n in gm.graph.nodes if n.target in (enter_autocast, exit_autocast)]
+    # a backend that retraces the graph (inductor) runs its autocast switches for real
+    before = autocast_snapshot() if switches else None
     with warnings.catch_warnings():      # the backend's own warnings reach the user (tracing's do not)
         warnings.simplefilter("default")
         try:
             fn = options.backend(gm, example_inputs)
         except Exception as e:
             raise BackendError(options.backend_name, e) from e
-        finally:     # a backend that traces the graph (inductor) ran its autocast switches for real
-            _set_autocast(autocast, autocast_cache, nesting)
+        finally:
+            if before is not None:
+                restore_autocast(before)
     if any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes):
         fn = _restoring_grad_mode(fn)
-    switches = [n.target for n in gm.graph.nodes if n.target in (enter_autocast, exit_autocast)]
     if switches:
         fn = _autocast_as_traced(fn, dict(graph.autocast), graph.autocast_cache,
                                  switches.count(enter_autocast) - switches.count(exit_autocast))

@@ -73,7 +73,7 @@ class GraphBuilder:
         self.grad_enabled = torch.is_grad_enabled()
         # The traced autocast state per device type, (enabled, dtype), and the cache flag; the
         # real state while tracing stays as it was when the frame started.
-        self.autocast = {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES}
+        self.autocast = autocast_devices()
         self.autocast_cache = torch.is_autocast_cache_enabled()
         self._real_autocast = dict(self.autocast)
         self._placeholder_names: set[str] = set()
@@ -296,6 +296,39 @@ def exit_autocast(device, enabled, dtype, cache):
     torch.set_autocast_cache_enabled(cache)
 
 
+def autocast_devices() -> dict:
+    """The real autocast state per device type: {device: (enabled, dtype)}."""
+    return {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES}
+
+
+def set_autocast_devices(state: dict) -> None:
+    for device, (enabled, dtype) in state.items():
+        torch.set_autocast_enabled(device, enabled)
+        torch.set_autocast_dtype(device, dtype)
+
+
+def autocast_nesting() -> int:
+    depth = torch.autocast_increment_nesting() - 1      # torch has no getter
+    torch.autocast_decrement_nesting()
+    return depth
+
+
+def autocast_snapshot() -> tuple:
+    """Everything autocast's enter and exit change: (devices, cache flag, nesting)."""
+    return autocast_devices(), torch.is_autocast_cache_enabled(), autocast_nesting()
+
+
+def restore_autocast(snapshot: tuple) -> None:
+    devices, cache, nesting = snapshot
+    set_autocast_devices(devices)
+    torch.set_autocast_cache_enabled(cache)
+    now = autocast_nesting()
+    for _ in range(now - nesting):
+        torch.autocast_decrement_nesting()
+    for _ in range(nesting - now):
+        torch.autocast_increment_nesting()
+
+
 class _AutocastState:
     """Switch the real autocast state to `state` for one example op, and back."""
 
@@ -303,15 +336,11 @@ class _AutocastState:
         self.state, self.saved = state, {}
 
     def __enter__(self):
-        for device, (enabled, dtype) in self.state.items():
-            self.saved[device] = (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
-            torch.set_autocast_enabled(device, enabled)
-            torch.set_autocast_dtype(device, dtype)
+        self.saved = autocast_devices()
+        set_autocast_devices(self.state)
 
     def __exit__(self, *exc):
-        for device, (enabled, dtype) in self.saved.items():
-            torch.set_autocast_enabled(device, enabled)
-            torch.set_autocast_dtype(device, dtype)
+        set_autocast_devices(self.saved)
         return False
 
 

@@ -43,9 +43,8 @@ class CodeFacts:
                     self.index_of[offset] = self.index_of[inst.offset]
                 pending = []
         self.exception_table = dis._parse_exception_table(code)
-        self.catching_ranges = [(e.start, e.end) for e in dis._parse_exception_table(code)
-                                if self._handler_catches(e.target)]
-        handlers = [(e.start, e.end, e.target) for e in dis._parse_exception_table(code)]
+        self.catching_ranges = [(e.start, e.end) for e in self.exception_table if self._handler_catches(e.target)]
+        handlers = [(e.start, e.end, e.target) for e in self.exception_table]
         self.loop_ranges = [(inst.argval, inst.offset) for inst in self.insts
                             if inst.opname in JUMP_OPS and isinstance(inst.argval, int) and inst.argval <= inst.offset]
         # Each handler's protected span, from its first to its last protected offset (the flat

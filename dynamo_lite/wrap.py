@@ -109,7 +109,7 @@ def _build(tracer, value, source) -> Value:
             _guard(tracer, IdMatch.of(source, value))
         return ObjectValue(value, source)
     if isinstance(value, types.MethodType) and type(value.__self__) in (GradModeBlock, AutocastBlock):
-        return _reentered_block(tracer, value.__self__, source)
+        return _interrupted_block(tracer, value.__self__, source)
     if isinstance(value, types.MethodType):
         from .values import MethodValue
         return MethodValue(wrap(tracer, value.__self__, None if source is None else _attr(source, "__self__")),
@@ -119,8 +119,8 @@ def _build(tracer, value, source) -> Value:
     return ObjectValue(value, source)
 
 
-def _reentered_block(tracer, block, source):
-    """`__exit__` of a grad-mode or autocast `with` block a graph break entered again
+def _interrupted_block(tracer, block, source):
+    """`__exit__` of a grad-mode or autocast `with` block a graph break interrupted
     (resume.GradModeBlock / AutocastBlock), as a resume function gets it on its stack: the
     block's value, left by the traced code as usual. Its fields are guarded like attributes."""
     from .values import AutocastValue, GradModeValue, MethodValue

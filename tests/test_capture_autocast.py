@@ -10,7 +10,7 @@ import torch.nn as nn
 
 import dynamo_lite as dl
 
-from dynamo_lite.convert_frame import _autocast_nesting
+from dynamo_lite.graph_builder import autocast_nesting
 from harness import CountingBackend, Graphs, assert_same, capture, check, reset
 
 _LINEAR = nn.Linear(4, 4)
@@ -18,7 +18,7 @@ _LINEAR = nn.Linear(4, 4)
 
 def autocast_state():
     return (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"), torch.is_autocast_cache_enabled(),
-            _autocast_nesting())
+            autocast_nesting())
 
 
 def bf16_block(x):

@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 import asserting
+from corpus.misc import GradientReversalFn
 from harness import (CountingBackend, Graphs, assert_same, capture, check, check_state_change, reset,
                      skip_in_reference)
 
@@ -86,15 +87,7 @@ def test_rnn_train_mode_recaptures():
 
 # -- custom autograd.Function ----------------------------------------------------------------------
 
-class GradReverse(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, alpha):
-        ctx.alpha = alpha
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        return grad_output.neg() * ctx.alpha, None
+GradReverse = GradientReversalFn       # DANN's gradient reversal (corpus model dann_grad_reversal)
 
 
 class ClampedExp(torch.autograd.Function):
