@@ -17,13 +17,26 @@ from torch.autograd.function import FunctionCtx, _SingleLevelFunction
 
 from . import breaks
 from .breaks import Unsupported
-from .values import Const, FunctionValue, NewObjectValue, SeqValue, SymValue, TensorValue, Value
+from .modelled import models
+from .values.base import Const, Value
+from .values.containers import SeqValue
+from .values.functions import FunctionValue
+from .values.objects import NewObjectValue
 
 FUNCTION_APPLY = inspect.getattr_static(torch.autograd.Function, "apply").__func__
 
 
 def is_function_class(cls) -> bool:
     return isinstance(cls, type) and issubclass(cls, torch.autograd.Function) and cls is not torch.autograd.Function
+
+
+@models(FUNCTION_APPLY)
+def _apply(frame, args: list, kwargs: dict):
+    """`Fn.apply(*args)`: a classmethod, so the class comes first."""
+    cls = args[0].real_object() if args else None
+    if not is_function_class(cls):
+        return NotImplemented
+    return apply(frame, cls, args[1:], kwargs)
 
 
 def apply(frame, cls: type, args: list, kwargs: dict) -> Value:
@@ -49,7 +62,7 @@ def _apply_of(cls):
 def _is_graph_arg(v: Value) -> bool:
     if isinstance(v, SeqValue):
         return all(_is_graph_arg(i) for i in v.items)
-    return isinstance(v, (TensorValue, SymValue, Const))
+    return v.is_graph_value or isinstance(v, Const)
 
 
 def _user_static(cls, name):
@@ -61,7 +74,6 @@ def _user_static(cls, name):
 
 
 def _check_forward(frame, cls, args):
-    from .calls import call
     forward = _user_static(cls, "forward")
     if forward is None:
         raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.forward is not a Python staticmethod")
@@ -70,12 +82,12 @@ def _check_forward(frame, cls, args):
     graph = tracer.graph
     state = _State.of(tracer)
     ctx = NewObjectValue(FunctionCtx, {"needs_input_grad": Const(tuple(
-        isinstance(a, TensorValue) and a.example.requires_grad for a in args))})
+        a.is_graph_value and getattr(a.example, "requires_grad", False) for a in args))})
     if setup_context is None:
-        call(frame, FunctionValue(forward), [ctx, *args], {})
+        FunctionValue(forward).call(frame, [ctx, *args], {})
     else:
-        output = call(frame, FunctionValue(forward), list(args), {})
-        call(frame, FunctionValue(setup_context), [ctx, SeqValue(args, tuple), output], {})
+        output = FunctionValue(forward).call(frame, list(args), {})
+        FunctionValue(setup_context).call(frame, [ctx, SeqValue(args, tuple), output], {})
     new_nodes = state.nodes_since(graph)
     if any(graph.writes_in_place(n) for n in new_nodes):
         raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.forward changes a tensor in place")
@@ -89,16 +101,14 @@ def _check_forward(frame, cls, args):
 class _State:
     """What the speculative trace of a forward must leave as it found it."""
 
-    def __init__(self, last_node, side_effects, global_writes, mutated, pending, grad_enabled):
-        self.last_node = last_node
-        self.side_effects, self.global_writes, self.mutated = side_effects, global_writes, mutated
-        self.pending, self.grad_enabled = pending, grad_enabled
+    def __init__(self, tracer):
+        self.last_node = next(iter(reversed(tracer.graph.graph.nodes)), None)
+        self.effects = tracer.effects.snapshot()
+        self.grad_enabled = tracer.graph.grad_enabled
 
     @staticmethod
     def of(tracer) -> "_State":
-        return _State(next(iter(reversed(tracer.graph.graph.nodes)), None), len(tracer.side_effects),
-                      dict(tracer.global_writes), len(tracer.mutated),
-                      {k: dict(v) for k, v in tracer.pending_attrs.items()}, tracer.graph.grad_enabled)
+        return _State(tracer)
 
     def nodes_since(self, graph) -> list:
         nodes = list(graph.graph.nodes)
@@ -106,9 +116,7 @@ class _State:
         return nodes[start:]
 
     def unchanged(self, tracer) -> bool:
-        return (len(tracer.side_effects) == self.side_effects and tracer.global_writes == self.global_writes
-                and len(tracer.mutated) == self.mutated and tracer.graph.grad_enabled == self.grad_enabled
-                and {k: dict(v) for k, v in tracer.pending_attrs.items()} == self.pending)
+        return tracer.effects.unchanged(self.effects) and tracer.graph.grad_enabled == self.grad_enabled
 
 
 def _no_op(frame, args, kwargs):
@@ -119,9 +127,7 @@ def _mark_dirty(frame, args, kwargs):
     raise Unsupported(breaks.UNKNOWN_CALL, "ctx.mark_dirty: an autograd.Function that changes inputs in place")
 
 
-#: methods of the stand-in ctx while the forward is traced (they only matter to the real backward).
-CTX_METHODS = {
-    FunctionCtx.save_for_backward: _no_op, FunctionCtx.save_for_forward: _no_op,
-    FunctionCtx.mark_non_differentiable: _no_op, FunctionCtx.set_materialize_grads: _no_op,
-    FunctionCtx.mark_dirty: _mark_dirty,
-}
+# Methods of the stand-in ctx while the forward is traced (they only matter to the real backward).
+models(FunctionCtx.save_for_backward, FunctionCtx.save_for_forward, FunctionCtx.mark_non_differentiable,
+       FunctionCtx.set_materialize_grads)(_no_op)
+models(FunctionCtx.mark_dirty)(_mark_dirty)

@@ -1,109 +1,83 @@
-"""Python builtins the tracer models, one small function each, keyed by the builtin object."""
+"""Python builtins (and a few library functions) the tracer models, one small handler each,
+registered with `@models(builtin)` (modelled.py).
+
+A handler takes `(frame, args, kwargs)` — symbolic values — and returns a value; it works through
+the values' own protocol (`length`, `truthy`, `unpack`, `load_attr`...) and the semantics
+facade, so it needs to know little about the kinds of values it gets.
+"""
 from __future__ import annotations
 
-import builtins
+import dataclasses
 import functools
+import inspect
 import operator
+import types
 
-import torch
-
-from . import breaks
-from .autograd_function import CTX_METHODS
-from .breaks import TracedException, Unsupported, user_error
-from .operators import BINARY_OPS, COMPARE_OPS, binary, compare, python_value, truthy, unary
+from . import semantics
+from .breaks import PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
+from .modelled import models
+from .pyops import BINARY_OPS, COMPARE_OPS
 from .sources import ObjectRefSource
-from .values import (CallableValue, ClosureValue, Const, DictValue, FunctionValue, IteratorValue, MethodValue,
-                     SuperValue,
-                     ModuleValue, NewObjectValue, ObjectValue, SeqValue, SetValue, TensorValue, Value)
-
-
-def _calls():
-    from . import calls
-    return calls
-
-
-def python_class(v: Value) -> type:
-    """type(v) as the user's program would see it."""
-    if isinstance(v, TensorValue):
-        real = v.node.meta.get("real_type")
-        return real if real is not None else torch.Tensor
-    return v.python_type()
+from .values.base import Const, IteratorValue, MethodValue, Value, fold
+from .values.callables import CallableValue
+from .values.containers import DictValue, SeqValue, SetValue
+from .values.dict_objects import NewDictObjectValue, dict_base
+from .values.functions import ClosureValue, PartialValue
+from .values.objects import NewObjectValue, ObjectValue, SuperValue
+from .values.tensors import TensorValue
 
 
 def real_class_arg(v: Value):
     """The class (or tuple of classes) passed to isinstance/issubclass."""
-    if isinstance(v, CallableValue) and isinstance(v.fn, type):
-        return v.fn
-    if isinstance(v, ObjectValue) and isinstance(v.obj, type):
-        return v.obj
+    real = v.real_object()
+    if isinstance(real, (type, types.UnionType)):
+        return real
     if isinstance(v, SeqValue):
         return tuple(real_class_arg(i) for i in v.items)
     if isinstance(v, Const) and isinstance(v.value, (type, tuple)):
         return v.value
-    raise Unsupported(breaks.UNSUPPORTED_VALUE, "isinstance with a non-class argument")
+    raise Unsupported(UNSUPPORTED_VALUE, "isinstance with a non-class argument")
 
 
-def builtin_len(tracer, v: Value) -> int:
-    if isinstance(v, (SeqValue, DictValue, SetValue)):
-        return len(v.items)
-    if isinstance(v, Const):
-        return len(v.value)
-    if isinstance(v, TensorValue):
-        if v.example.dim() == 0:
-            raise Unsupported(breaks.USER_EXCEPTION, "TypeError: len() of a 0-d tensor")
-        return v.example.shape[0]
-    if isinstance(v, ModuleValue) and isinstance(v.module, (torch.nn.Sequential, torch.nn.ModuleList,
-                                                            torch.nn.ModuleDict)):
-        from .attributes import guard_module_keys
-        guard_module_keys(tracer, v)
-        return len(v.module._modules)
-    if isinstance(v, ModuleValue) and isinstance(v.module, (torch.nn.ParameterList, torch.nn.ParameterDict)):
-        return len(v.module._parameters)
-    from .dict_subclass import call_dunder, is_dict_object
-    if is_dict_object(v):
-        return python_value(call_dunder(tracer.current_frame, v, "__len__", []))
-    raise Unsupported(breaks.UNSUPPORTED_VALUE, f"len() of {type(v).__name__}")
+def _fold_args(fn, args, kwargs):
+    return fold(fn, *[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()})
 
 
+# ---- attributes and types ----------------------------------------------------------------------
+
+@models(len)
 def _len(frame, args, kwargs):
-    v = args[0]
-    if isinstance(v, TensorValue) and v.example.dim() > 0:
-        sizes = frame.tracer.graph.sizes(v)
-        return Const(sizes.value[0]) if isinstance(sizes, Const) else sizes.items[0]
-    return Const(builtin_len(frame.tracer, v))
+    return semantics.length(frame, args[0])
 
 
+@models(isinstance)
 def _isinstance(frame, args, kwargs):
-    cls = python_class(args[0])
-    try:
-        return Const(issubclass(cls, real_class_arg(args[1])))
-    except TypeError as e:
-        raise TracedException(e)
+    return Const(fold(issubclass, args[0].python_type(), real_class_arg(args[1])))
 
 
+@models(issubclass)
 def _issubclass(frame, args, kwargs):
-    return Const(issubclass(real_class_arg(args[0]), real_class_arg(args[1])))
+    return Const(fold(issubclass, real_class_arg(args[0]), real_class_arg(args[1])))
 
 
 def _is_attribute_error(e: Unsupported) -> bool:
     return isinstance(e, TracedException) and isinstance(e.exc, AttributeError)
 
 
+@models(getattr)
 def _getattr(frame, args, kwargs):
-    from .attributes import load_attr
-    name = python_value(args[1])
     try:
-        return load_attr(frame, args[0], name)
+        return semantics.load_attr(frame, args[0], args[1].as_python())
     except Unsupported as e:
         if len(args) > 2 and _is_attribute_error(e):
             return args[2]
         raise
 
 
+@models(hasattr)
 def _hasattr(frame, args, kwargs):
-    from .attributes import load_attr
     try:
-        load_attr(frame, args[0], python_value(args[1]))
+        semantics.load_attr(frame, args[0], args[1].as_python())
         return Const(True)
     except Unsupported as e:
         if _is_attribute_error(e):
@@ -111,19 +85,54 @@ def _hasattr(frame, args, kwargs):
         raise
 
 
+@models(setattr)
 def _setattr(frame, args, kwargs):
-    from .attributes import store_attr
-    store_attr(frame, args[0], python_value(args[1]), args[2])
+    semantics.store_attr(frame, args[0], args[1].as_python(), args[2])
     return Const(None)
 
 
+@models(delattr)
+def _delattr(frame, args, kwargs):
+    semantics.del_attr(frame, args[0], args[1].as_python())
+    return Const(None)
+
+
+@models(type)
+def _type(frame, args, kwargs):
+    if len(args) != 1:
+        raise Unsupported(UNKNOWN_CALL, "type() with 3 arguments")
+    cls = args[0].python_type()
+    # Read through a reference to the class itself, so its attributes are guarded like any
+    # object's: `type(self).counter` must not be baked in as the value it had while tracing.
+    return CallableValue(cls, ObjectRefSource(cls))
+
+
+@models(callable)
+def _callable(frame, args, kwargs):
+    v = args[0]
+    if isinstance(v, TensorValue):
+        return Const(False)
+    return Const(callable(v.python_type()) and hasattr(v.python_type(), "__call__") or v.real_object() is not None
+                 and callable(v.real_object()) or v.is_python_constant() and callable(v.as_python()))
+
+
+@models(id)
+def _id(frame, args, kwargs):
+    raise Unsupported(UNKNOWN_CALL, "id() of a traced value")
+
+
+@models(print)
+def _print(frame, args, kwargs):
+    raise Unsupported(PRINT_OR_LOG, "print()")
+
+
+# ---- iteration -----------------------------------------------------------------------------------
+
 def _items_of(frame, args):
-    if len(args) == 1:
-        return _calls().iterate(frame, args[0])
-    return list(args)
+    return semantics.unpack(frame, args[0]) if len(args) == 1 else list(args)
 
 
-def _minmax(fn, cmp):
+def _minmax(fn):
     def handler(frame, args, kwargs):
         items = _items_of(frame, args)
         if not items:
@@ -131,97 +140,112 @@ def _minmax(fn, cmp):
                 return kwargs["default"]
             raise user_error(ValueError, f"{fn.__name__}() arg is an empty sequence")
         if "key" in kwargs and not (isinstance(kwargs["key"], Const) and kwargs["key"].value is None):
-            keys = [python_value(_calls().call(frame, kwargs["key"], [i], {})) for i in items]
+            keys = [kwargs["key"].call(frame, [i], {}).as_python() for i in items]
             best = fn(range(len(items)), key=lambda i: keys[i])
             return items[best]
         if all(isinstance(i, Const) for i in items):
             return Const(fn(i.value for i in items))
         if any(isinstance(i, TensorValue) for i in items):
-            raise Unsupported(breaks.TENSOR_TO_PYTHON, f"{fn.__name__}() compares tensors by value")
-        return Const(fn(python_value(i) for i in items))
+            raise Unsupported(TENSOR_TO_PYTHON, f"{fn.__name__}() compares tensors by value")
+        return Const(fn(i.as_python() for i in items))
     return handler
 
 
+models(min)(_minmax(min))
+models(max)(_minmax(max))
+
+
+@models(abs)
 def _abs(frame, args, kwargs):
-    return unary(frame.tracer, operator.abs, args[0])
+    return semantics.unary(frame, operator.abs, args[0])
 
 
+@models(sum)
 def _sum(frame, args, kwargs):
-    items = _calls().iterate(frame, args[0])
+    items = semantics.unpack(frame, args[0])
     total = args[1] if len(args) > 1 else kwargs.get("start", Const(0))
     for item in items:
-        total = binary(frame.tracer, operator.add, total, item)
+        total = semantics.binary(frame, operator.add, total, item)
     return total
 
 
+@models(any)
 def _any(frame, args, kwargs):
-    return Const(any(truthy(frame.tracer, i) for i in _calls().iterate(frame, args[0])))
+    return Const(any(i.truthy(frame) for i in semantics.unpack(frame, args[0])))
 
 
+@models(all)
 def _all(frame, args, kwargs):
-    return Const(all(truthy(frame.tracer, i) for i in _calls().iterate(frame, args[0])))
+    return Const(all(i.truthy(frame) for i in semantics.unpack(frame, args[0])))
 
 
+@models(range)
 def _range(frame, args, kwargs):
-    return Const(range(*[python_value(a) for a in args]))
+    return Const(_fold_args(range, args, {}))
 
 
+@models(enumerate)
 def _enumerate(frame, args, kwargs):
-    start = python_value(args[1] if len(args) > 1 else kwargs.get("start", Const(0)))
-    items = _calls().iterate(frame, args[0])
+    start = (args[1] if len(args) > 1 else kwargs.get("start", Const(0))).as_python()
+    items = semantics.unpack(frame, args[0])
     return IteratorValue([SeqValue([Const(start + i), v], tuple) for i, v in enumerate(items)])
 
 
+@models(zip)
 def _zip(frame, args, kwargs):
-    columns = [_calls().iterate(frame, a) for a in args]
-    if python_value(kwargs.get("strict", Const(False))) and len({len(c) for c in columns}) > 1:
+    columns = [semantics.unpack(frame, a) for a in args]
+    if "strict" in kwargs and kwargs["strict"].as_python() and len({len(c) for c in columns}) > 1:
         raise user_error(ValueError, "zip() arguments have different lengths")
     return IteratorValue([SeqValue(list(row), tuple) for row in zip(*columns)])
 
 
+@models(tuple)
 def _tuple(frame, args, kwargs):
-    return SeqValue(_calls().iterate(frame, args[0]) if args else [], tuple)
+    return SeqValue(semantics.unpack(frame, args[0]) if args else [], tuple)
 
 
+@models(list)
 def _list(frame, args, kwargs):
-    return SeqValue(_calls().iterate(frame, args[0]) if args else [], list)
+    return SeqValue(semantics.unpack(frame, args[0]) if args else [], list)
 
 
 def _set(cls):
     def handler(frame, args, kwargs):
-        items = _calls().iterate(frame, args[0]) if args else []
-        return SetValue([Const(python_value(i)) for i in items], cls)
+        items = semantics.unpack(frame, args[0]) if args else []
+        return SetValue([Const(i.as_python()) for i in items], cls)
     return handler
 
 
+models(set)(_set(set))
+models(frozenset)(_set(frozenset))
+
+
+@models(dict)
 def _dict(frame, args, kwargs):
-    from .dict_subclass import is_dict_object, mapping_items
     items = {}
     if args:
         src = args[0]
-        if isinstance(src, DictValue):
-            items.update(src.items)
-        elif is_dict_object(src):
-            items.update(mapping_items(frame, src))
-        else:
-            for pair in _calls().iterate(frame, src):
-                k, v = _calls().iterate(frame, pair)
-                items[python_value(k)] = v
+        try:
+            items.update(src.as_mapping(frame))
+        except Unsupported:
+            for pair in semantics.unpack(frame, src):
+                k, v = semantics.unpack(frame, pair)
+                items[k.as_python()] = v
     items.update(kwargs)
     return DictValue(items, dict)
 
 
+@models(iter)
 def _iter(frame, args, kwargs):
-    if isinstance(args[0], IteratorValue):
-        return args[0]
-    return IteratorValue(_calls().iterate(frame, args[0]))
+    return semantics.get_iter(frame, args[0])
 
 
+@models(next)
 def _next(frame, args, kwargs):
     it = args[0]
     if not isinstance(it, IteratorValue):
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, "next() on a non-iterator")
-    item = it.next()
+        raise Unsupported(UNSUPPORTED_VALUE, "next() on a non-iterator")
+    item = it.next(frame)
     if item is None:
         if len(args) > 1:
             return args[1]
@@ -229,112 +253,113 @@ def _next(frame, args, kwargs):
     return item
 
 
+@models(reversed)
 def _reversed(frame, args, kwargs):
-    return IteratorValue(list(reversed(_calls().iterate(frame, args[0]))))
+    return IteratorValue(list(reversed(semantics.unpack(frame, args[0]))))
 
 
+@models(sorted)
 def _sorted(frame, args, kwargs):
-    items = [python_value(i) for i in _calls().iterate(frame, args[0])]
+    items = [i.as_python() for i in semantics.unpack(frame, args[0])]
     if "key" in kwargs:
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, "sorted() with key=")
-    reverse = python_value(kwargs.get("reverse", Const(False)))
+        raise Unsupported(UNSUPPORTED_VALUE, "sorted() with key=")
+    reverse = kwargs["reverse"].as_python() if "reverse" in kwargs else False
     return SeqValue([Const(i) for i in sorted(items, reverse=reverse)], list)
 
 
+@models(map)
 def _map(frame, args, kwargs):
-    fn, columns = args[0], [_calls().iterate(frame, a) for a in args[1:]]
-    return IteratorValue([_calls().call(frame, fn, list(row), {}) for row in zip(*columns)])
+    fn, columns = args[0], [semantics.unpack(frame, a) for a in args[1:]]
+    return IteratorValue([fn.call(frame, list(row), {}) for row in zip(*columns)])
 
 
+@models(filter)
 def _filter(frame, args, kwargs):
-    fn, items = args[0], _calls().iterate(frame, args[1])
+    fn, items = args[0], semantics.unpack(frame, args[1])
     if isinstance(fn, Const) and fn.value is None:
-        return IteratorValue([i for i in items if truthy(frame.tracer, i)])
-    return IteratorValue([i for i in items if truthy(frame.tracer, _calls().call(frame, fn, [i], {}))])
+        return IteratorValue([i for i in items if i.truthy(frame)])
+    return IteratorValue([i for i in items if fn.call(frame, [i], {}).truthy(frame)])
 
 
-def _callable(frame, args, kwargs):
-    v = args[0]
-    if isinstance(v, (FunctionValue, ClosureValue, CallableValue, MethodValue, ModuleValue)):
-        return Const(True)
-    if isinstance(v, (Const, SeqValue, DictValue, SetValue, TensorValue)):
-        return Const(callable(python_value(v)) if not isinstance(v, TensorValue) else False)
-    return Const(callable(getattr(v, "obj", None)) if isinstance(v, ObjectValue) else hasattr(v.python_type(), "__call__"))
+# ---- numbers and strings --------------------------------------------------------------------------
+
+_TENSOR_DUNDERS = {round: "__round__", pow: "__pow__", divmod: "__divmod__"}
 
 
-def _type(frame, args, kwargs):
-    if len(args) != 1:
-        raise Unsupported(breaks.UNKNOWN_CALL, "type() with 3 arguments")
-    cls = python_class(args[0])
-    # Read through a reference to the class itself, so its attributes are guarded like any
-    # object's: `type(self).counter` must not be baked in as the value it had while tracing.
-    return CallableValue(cls, ObjectRefSource(cls))
-
-
-def _fold(fn):
+def _fold_builtin(fn):
     def handler(frame, args, kwargs):
         if any(isinstance(a, TensorValue) for a in args):
-            if fn in (round, pow, divmod):
-                method = {round: "__round__", pow: "__pow__", divmod: "__divmod__"}[fn]
-                return frame.tracer.graph.call("call_method", method, tuple(args), kwargs)
-            raise Unsupported(breaks.TENSOR_TO_PYTHON, f"{fn.__name__}(tensor)")
-        try:
-            return Const(fn(*[python_value(a) for a in args], **{k: python_value(v) for k, v in kwargs.items()}))
-        except Unsupported:
-            raise
-        except Exception as e:
-            raise TracedException(e)
+            if fn in _TENSOR_DUNDERS:
+                return frame.tracer.graph.call("call_method", _TENSOR_DUNDERS[fn], tuple(args), kwargs)
+            raise Unsupported(TENSOR_TO_PYTHON, f"{fn.__name__}(tensor)")
+        return Const(_fold_args(fn, args, kwargs))
     return handler
 
 
-def _print(frame, args, kwargs):
-    raise Unsupported(breaks.PRINT_OR_LOG, "print()")
+for _fn in (round, divmod, pow, hash, repr, format, chr, ord):
+    models(_fn)(_fold_builtin(_fn))
 
+
+# ---- the operator module -----------------------------------------------------------------------
 
 def _operator_binary(fn):
     def handler(frame, args, kwargs):
-        return binary(frame.tracer, fn, args[0], args[1])
+        return semantics.binary(frame, fn, args[0], args[1])
     return handler
 
 
 def _operator_compare(fn):
     def handler(frame, args, kwargs):
-        return compare(frame.tracer, fn, args[0], args[1])
+        return semantics.compare(frame, fn, args[0], args[1])
     return handler
-
-
-def _operator_getitem(frame, args, kwargs):
-    return _calls().getitem(frame, args[0], args[1])
-
-
-def _operator_setitem(frame, args, kwargs):
-    return _calls().setitem(frame, args[0], args[1], args[2])
-
-
-def _operator_not(frame, args, kwargs):
-    return Const(not truthy(frame.tracer, args[0]))
-
-
-def _operator_truth(frame, args, kwargs):
-    return Const(truthy(frame.tracer, args[0]))
 
 
 def _operator_unary(fn):
     def handler(frame, args, kwargs):
-        return unary(frame.tracer, fn, args[0])
+        return semantics.unary(frame, fn, args[0])
     return handler
 
 
+for _fn in BINARY_OPS.values():
+    models(_fn)(_operator_binary(_fn))
+for _fn in COMPARE_OPS.values():
+    models(_fn)(_operator_compare(_fn))
+for _fn in (operator.neg, operator.pos, operator.invert):
+    models(_fn)(_operator_unary(_fn))
+
+
+@models(operator.getitem)
+def _operator_getitem(frame, args, kwargs):
+    return semantics.getitem(frame, args[0], args[1])
+
+
+@models(operator.setitem)
+def _operator_setitem(frame, args, kwargs):
+    semantics.setitem(frame, args[0], args[1], args[2])
+    return Const(None)
+
+
+@models(operator.not_)
+def _operator_not(frame, args, kwargs):
+    return Const(not args[0].truthy(frame))
+
+
+@models(operator.truth)
+def _operator_truth(frame, args, kwargs):
+    return Const(args[0].truthy(frame))
+
+
+# ---- object model ----------------------------------------------------------------------------------
+
+@models(object.__setattr__)
 def _object_setattr(frame, args, kwargs):
-    from .attributes import generic_setattr
     target, name, value = args
-    if isinstance(target, ObjectValue):
-        from .attributes import store_existing_attr
-        store_existing_attr(frame, target, python_value(name), value, bypass_setattr=True)
-    elif isinstance(target, NewObjectValue):
-        generic_setattr(frame, target, python_value(name), value)
+    if isinstance(target, NewObjectValue):
+        target.generic_setattr(frame, name.as_python(), value)
+    elif isinstance(target, ObjectValue):
+        target.store_existing_attr(frame, name.as_python(), value, bypass_setattr=True)
     else:
-        raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"object.__setattr__ on a {type(target).__name__}")
+        raise Unsupported(UNKNOWN_CALL, f"object.__setattr__ on a {type(target).__name__}")
     return Const(None)
 
 
@@ -344,88 +369,112 @@ def _check_new(base_new, cls):
     try:
         base_new(cls)
     except TypeError as e:
-        raise Unsupported(breaks.USER_EXCEPTION, f"TypeError: {e}")
+        raise TracedException(e) from None
 
 
+@models(object.__new__)
 def _object_new(frame, args, kwargs):
     cls = real_class_arg(args[0])
     _check_new(object.__new__, cls)
     return NewObjectValue(cls)
 
 
+@models(dict.__new__)
 def _dict_new(frame, args, kwargs):
-    from .dict_subclass import dict_base
     cls = real_class_arg(args[0])
     if dict_base(cls) is None:
-        raise Unsupported(breaks.UNKNOWN_CALL, f"dict.__new__({getattr(cls, '__qualname__', cls)})")
-    return NewObjectValue(cls, items={})
+        raise Unsupported(UNKNOWN_CALL, f"dict.__new__({getattr(cls, '__qualname__', cls)})")
+    return NewDictObjectValue(cls)
 
 
+@models(tuple.__new__)
 def _tuple_new(frame, args, kwargs):
     cls = real_class_arg(args[0])
-    return SeqValue(_calls().iterate(frame, args[1]) if len(args) > 1 else [], cls)
+    return SeqValue(semantics.unpack(frame, args[1]) if len(args) > 1 else [], cls)
 
 
+@models(object.__init__)
+def _object_init(frame, args, kwargs):
+    return Const(None)
+
+
+@models(super)
+def _super(frame, args, kwargs):
+    if args:
+        return SuperValue(real_class_arg(args[0]), args[1])
+    code = frame.code                       # zero-argument form: __class__ cell and first argument
+    if "__class__" not in frame.cells or not code.co_argcount:
+        raise user_error(RuntimeError, "super(): no arguments")
+    cls = real_class_arg(frame.cell_contents("__class__"))
+    return SuperValue(cls, frame.read_local(code.co_varnames[0]))
+
+
+# ---- functools, dataclasses, inspect ----------------------------------------------------------------
+
+@models(functools.partial)
+def _partial(frame, args, kwargs):
+    if not args:
+        raise user_error(TypeError, "type 'partial' takes at least one argument")
+    func = args[0]
+    if isinstance(func, PartialValue):          # partial(partial(f, a), b) is partial(f, a, b)
+        return PartialValue(func.func, [*func.args, *args[1:]], {**func.keywords, **kwargs})
+    return PartialValue(func, args[1:], kwargs)
+
+
+@models(functools.wraps)
 def _wraps(frame, args, kwargs):
     """functools.wraps(wrapped) -> a decorator that copies wrapped's metadata onto a traced closure."""
-    wrapped = args[0]
-    return CallableValue(functools.partial(_apply_wraps, wrapped))
+    return PartialValue(frame.wrap(_apply_wraps, None), [args[0]], {})
 
 
 def _apply_wraps(wrapped, wrapper):
     raise AssertionError("only called symbolically")
 
 
+@models(_apply_wraps)
 def _apply_wraps_handler(frame, args, kwargs):
-    raise AssertionError("dispatched through _call_callable's partial handling")
-
-
-def copy_wrapper_metadata(frame, wrapped: Value, wrapper: Value) -> Value:
-    from .attributes import load_attr
+    wrapped, wrapper = args
     if not isinstance(wrapper, ClosureValue):
-        raise Unsupported(breaks.UNSUPPORTED_MUTATION, "functools.wraps on a function that exists outside the frame")
+        raise Unsupported(UNKNOWN_CALL, "functools.wraps on a function that exists outside the frame")
     for name in ("__module__", "__name__", "__qualname__", "__doc__"):
         try:
-            wrapper.attrs[name] = load_attr(frame, wrapped, name)
+            wrapper.attrs[name] = semantics.load_attr(frame, wrapped, name)
         except Unsupported:
             pass
     wrapper.attrs["__wrapped__"] = wrapped
     return wrapper
 
 
-def _super(frame, args, kwargs):
-    if args:
-        return SuperValue(real_class_arg(args[0]), args[1])
-    code = frame.code                       # zero-argument form: __class__ cell and first argument
-    if "__class__" not in frame.cells or not code.co_argcount:
-        raise Unsupported(breaks.USER_EXCEPTION, "RuntimeError: super(): no arguments")
-    from .handlers.names import cell_contents, read_local
-    cls = real_class_arg(cell_contents(frame, frame.cells["__class__"], "__class__"))
-    return SuperValue(cls, read_local(frame, code.co_varnames[0]))
+def _class_or_value(v: Value):
+    """What a pure library function may inspect: the class of a new object, or the real value."""
+    if isinstance(v, NewObjectValue):
+        return v.cls
+    real = v.real_object()
+    return real if real is not None else v.as_python()
 
 
-def _object_init(frame, args, kwargs):
-    return Const(None)
+def _dataclass_query(fn):
+    def handler(frame, args, kwargs):
+        return frame.wrap(fold(fn, *[_class_or_value(a) for a in args]), None)
+    return handler
 
 
-def _isinstance_like_id(frame, args, kwargs):
-    raise Unsupported(breaks.UNKNOWN_CALL, "id() of a traced value")
+models(dataclasses.fields)(_dataclass_query(dataclasses.fields))
+models(dataclasses.is_dataclass)(_dataclass_query(dataclasses.is_dataclass))
 
 
-BUILTINS = {
-    len: _len, isinstance: _isinstance, issubclass: _issubclass, getattr: _getattr, hasattr: _hasattr,
-    setattr: _setattr, min: _minmax(min, operator.lt), max: _minmax(max, operator.gt), abs: _abs, sum: _sum,
-    any: _any, all: _all, range: _range, enumerate: _enumerate, zip: _zip, tuple: _tuple, list: _list,
-    set: _set(set), frozenset: _set(frozenset), dict: _dict, iter: _iter, next: _next, reversed: _reversed,
-    sorted: _sorted, map: _map, filter: _filter, callable: _callable, type: _type, print: _print,
-    round: _fold(round), divmod: _fold(divmod), pow: _fold(pow), hash: _fold(hash), repr: _fold(repr),
-    format: _fold(format), chr: _fold(chr), ord: _fold(ord), id: _isinstance_like_id,
-    super: _super, object.__init__: _object_init, functools.wraps: _wraps, object.__setattr__: _object_setattr, object.__new__: _object_new, tuple.__new__: _tuple_new,
-    dict.__new__: _dict_new,
-    operator.getitem: _operator_getitem, operator.setitem: _operator_setitem, operator.not_: _operator_not,
-    operator.truth: _operator_truth, operator.neg: _operator_unary(operator.neg),
-    operator.pos: _operator_unary(operator.pos), operator.invert: _operator_unary(operator.invert),
-    **{fn: _operator_binary(fn) for fn in BINARY_OPS.values()},
-    **{fn: _operator_compare(fn) for fn in COMPARE_OPS.values()},
-    **CTX_METHODS,
-}
+@models(inspect.signature)
+def _signature(frame, args, kwargs):
+    """`inspect.signature(fn)` of a function the guards pin (an immutable answer, so a constant):
+    transformers' apply_chunking_to_forward counts a forward function's parameters this way."""
+    if len(args) != 1 or kwargs:
+        return NotImplemented
+    v = args[0]
+    if isinstance(v, MethodValue) and isinstance(v.fn, types.FunctionType):
+        sig = inspect.signature(v.fn)
+        return Const(sig.replace(parameters=list(sig.parameters.values())[1:]))    # bound: no self
+    real = v.real_object()
+    if isinstance(real, types.FunctionType):
+        return Const(inspect.signature(real))
+    raise Unsupported(UNKNOWN_CALL, f"inspect.signature of a {type(v).__name__}")
+

@@ -3,81 +3,39 @@
 The replacement keeps the original signature, cells and free variables (the C hook runs it in
 the original frame), then: loads the graph inputs from their sources, calls the compiled graph,
 replays recorded side effects (attribute/global/cell writes, list and dict contents; a graph that
-raises first makes the frame run eagerly, see rerun.py), rebuilds
+raises first makes the frame run eagerly, see runtime.RerunOnFailure), rebuilds
 the Python value the frame returned from graph outputs, constants and reloaded sources, and
 returns it.
 """
 from __future__ import annotations
 
 import types
-from collections import OrderedDict
 
-import torch
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
-from . import breaks, numpy_values
-from .breaks import Unsupported
-from ._evalframe import DisabledCall
+from .breaks import UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, Unsupported
+from .code_facts import abstract_instructions, facts
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
-from .rerun import EagerResult, RerunOnFailure, draws_random_numbers
-from .resume import enter_autocast_block, grad_mode_exit
-from .sources import (AttrSource, ClosureSource, DictItemSource, FromNumpySource, GenericAttrSource, GlobalSource,
-                      ItemSource, LocalSource, ModuleDictSource, ObjectRefSource, Source, TypeSource,
-                      WeakRefTargetSource)
-from .values import (AutocastValue, CallableValue, CellValue, ClosureValue, Const, DictValue, FunctionValue, GradModeValue,
-                     IteratorValue, MethodValue, ModuleValue, NewExceptionValue, NewModuleValue, NewObjectValue, ObjectValue, SeqValue,
-                     SetValue, SliceValue, SymValue, TensorValue, Value)
+from .resume import first_argument_for_super, resume_code
+from .runtime import (DisabledCall, EagerResult, RerunOnFailure, draws_random_numbers, fresh_array_copy,
+                      replace_contents)
+from .sources import LocalSource, Source
+from .values.base import Const, NullValue, Value
+from .values.containers import DictValue, SetValue
+from .values.contexts import block_exit
 
 GRAPH_OUT = "___graph_out"
 
 
-def _rebuild_object(cls, attrs, items=None):
-    """An object created while tracing, made for real without running its __init__ again: its
-    dict contents first (dict / OrderedDict subclasses, through the base's own __setitem__, so
-    the order is kept), then its attributes, bypassing any custom __setattr__."""
-    if items is None:
-        obj = object.__new__(cls)
-    else:
-        base = OrderedDict if issubclass(cls, OrderedDict) else dict
-        obj = base.__new__(cls)
-        for key, value in items.items():
-            base.__setitem__(obj, key, value)
-    for name, value in attrs.items():
-        object.__setattr__(obj, name, value)
-    return obj
-
-
-def _rebuild_exception(cls, args):
-    return cls(*args)
-
-
-def _replace_dict(target, new):
-    target.clear()
-    target.update(new)
-
-
-def _dereference(ref):
-    return ref()
-
-
-def _replace_set(target, new):
-    target.clear()
-    target.update(new)
-
-
-def _check_rebuildable(v: NewObjectValue):
-    """_rebuild_object must not fail at run time: try making an empty instance now (no __init__
-    runs, so nothing happens but the allocation)."""
-    try:
-        _rebuild_object(v.cls, {}, None if v.items is None else {})
-    except TypeError as e:
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"cannot rebuild a {v.cls.__qualname__} made in captured code: {e}")
-
-
 class Emitter:
+    """Collects the instructions of one replacement code object. Values, sources and side-effect
+    records emit themselves through its primitives (`const`, `load_source`, `value`, `call_const`,
+    `build_tuple`...); it keeps what must stay consistent across them: each shared value built
+    once, source loads pinned to what the trace read, traced numpy arrays copied once."""
+
     def __init__(self, code: types.CodeType, lineno: int, output_index: dict, tracer):
         self.code = code
-        self.frozen_arrays = tracer.frozen_arrays   # numpy arrays a graph tensor was made from (numpy_values)
+        self.frozen_arrays = tracer.frozen_arrays   # numpy arrays a graph tensor was made from (values/arrays)
         self.arrays: dict[int, tuple] = {}      # id(traced numpy array) -> (array, temporary holding its copy)
         self.lineno = lineno
         self.out: list = []
@@ -87,6 +45,7 @@ class Emitter:
         self.shared: set[int] = set()
         self.instance_dicts = {id(d) for d in tracer.instance_dicts}
         self.pins: list = None                  # (source, local) pairs while sources are pinned
+        self.temporaries = 0
 
     # ---- pinned sources -----------------------------------------------------------------------
     # Values read from the frame (an input tensor found at `lst[0]`, an object at `self.sub`) are
@@ -114,12 +73,28 @@ class Emitter:
         self.pins.append((src, name))
         return name
 
+    # ---- primitives ---------------------------------------------------------------------------
     def emit(self, name, arg=None):
         self.out.append(Instr(name, arg, lineno=self.lineno) if arg is not None or name in _ARG_OPS
                         else Instr(name, lineno=self.lineno))
 
     def const(self, value):
         self.emit("LOAD_CONST", value)
+
+    def load_attr(self, name: str):
+        self.out.append(instr_load_attr(name, self.lineno))
+
+    def load_local(self, name: str):
+        if name in self.cellvars:
+            self.emit("LOAD_DEREF", CellVar(name))
+        else:
+            self.emit("LOAD_FAST", name)
+
+    def load_free(self, name: str):
+        self.emit("LOAD_DEREF", FreeVar(name))
+
+    def has_freevar(self, name: str) -> bool:
+        return name in self.code.co_freevars
 
     def call_const(self, fn, arg_emitters):
         self.emit("PUSH_NULL")
@@ -128,14 +103,55 @@ class Emitter:
             emit_arg()
         self.out.extend(instrs_call(len(arg_emitters), self.lineno))
 
+    def temporary(self) -> str:
+        self.temporaries += 1
+        return f"___t{self.temporaries}"
+
+    def convert_top(self, fn):
+        """Replace the value on top of the stack by fn(value)."""
+        tmp = self.temporary()
+        self.emit("STORE_FAST", tmp)
+        self.call_const(fn, [lambda: self.emit("LOAD_FAST", tmp)])
+
+    def build_tuple(self, items):
+        for item in items:
+            self.value(item)
+        self.emit("BUILD_TUPLE", len(items))
+
+    def build_list(self, items):
+        for item in items:
+            self.value(item)
+        self.emit("BUILD_LIST", len(items))
+
+    def build_set(self, items):
+        for item in items:
+            self.value(item)
+        self.emit("BUILD_SET", len(items))
+
+    def build_map(self, items: dict):
+        for k, item in items.items():
+            self.const(k)
+            self.value(item)
+        self.emit("BUILD_MAP", len(items))
+
+    def check_escapes(self, v: Value):
+        if id(v) in self.instance_dicts:
+            raise Unsupported(UNSUPPORTED_VALUE, "the __dict__ of an object created in captured code escapes")
+
+    def graph_output(self, node):
+        self.emit("LOAD_FAST", GRAPH_OUT)
+        self.const(self.output_index[node])
+        self.emit("BINARY_SUBSCR")
+
     def call_graph(self, compiled, inputs: list[Source], tracer):
         """Call the compiled graph on its inputs (reloaded from their sources); keep the outputs.
         With side effects to replay after it, or ops inside a try block, a graph that raises runs
-        the frame eagerly instead (rerun.py), and the frame returns what that eager run returned."""
+        the frame eagerly instead (runtime.RerunOnFailure), and the frame returns what that eager
+        run returned."""
         if compiled is None:
             return
         loads = [lambda s=s: self.load_source(s) for s in inputs]
-        if not (tracer.mutated or tracer.side_effects or tracer.op_in_try):
+        if not (tracer.effects or tracer.op_in_try):
             self.call_const(compiled, loads)
             self.emit("STORE_FAST", GRAPH_OUT)
             return
@@ -149,7 +165,7 @@ class Emitter:
         self.emit("IS_OP", 0)
         self.out.append(Instr(jump_if_opname("FALSE"), graph_ran, lineno=self.lineno))
         self.emit("LOAD_FAST", GRAPH_OUT)
-        self.out.append(instr_load_attr("value", self.lineno))
+        self.load_attr("value")
         self.emit("RETURN_VALUE")
         self.out.append(graph_ran)
 
@@ -168,163 +184,36 @@ class Emitter:
             self.load_source(LocalSource(name))
         self.emit("BUILD_TUPLE", nargs)
 
-    # ---- sources ----------------------------------------------------------------------------
+    # ---- sources and values -------------------------------------------------------------------
     def load_source(self, src: Source):
         if self.pins is not None:
             self.emit("LOAD_FAST", self._pinned(src))
-        elif isinstance(src, LocalSource):
-            if src.local in self.cellvars:
-                self.emit("LOAD_DEREF", CellVar(src.local))
-            else:
-                self.emit("LOAD_FAST", src.local)
-        elif isinstance(src, GlobalSource):
-            self.emit("LOAD_GLOBAL", (False, src.global_name))
-        elif isinstance(src, ClosureSource):
-            self.emit("LOAD_DEREF", FreeVar(src.var))
-        elif isinstance(src, AttrSource):
-            self.load_source(src.owner)
-            self.out.append(instr_load_attr(src.attr, self.lineno))
-        elif isinstance(src, GenericAttrSource):
-            self.call_const(object.__getattribute__, [lambda: self.load_source(src.owner), lambda: self.const(src.attr)])
-        elif isinstance(src, ModuleDictSource):
-            self.load_source(src.owner)
-            self.out.append(instr_load_attr(src.table, self.lineno))
-            self.const(src.key)
-            self.emit("BINARY_SUBSCR")
-        elif isinstance(src, DictItemSource):
-            self.call_const(dict.__getitem__, [lambda: self.load_source(src.owner), lambda: self.const(src.key)])
-        elif isinstance(src, ItemSource):
-            self.load_source(src.owner)
-            self.const(src.key)
-            self.emit("BINARY_SUBSCR")
-        elif isinstance(src, TypeSource):
-            self.call_const(type, [lambda: self.load_source(src.owner)])
-        elif isinstance(src, WeakRefTargetSource):
-            self.call_const(_dereference, [lambda: self.load_source(src.owner)])
-        elif isinstance(src, FromNumpySource):
-            import torch
-            self.call_const(torch.from_numpy, [lambda: self.load_source(src.owner)])
-        elif isinstance(src, ObjectRefSource):
-            self.const(src.obj)
         else:
-            raise Unsupported(breaks.UNSUPPORTED_VALUE, f"cannot reload {src}")
+            src.reload(self)
 
-    # ---- values -----------------------------------------------------------------------------
     def count_shared(self, v: Value, seen: set):
-        """Mark mutable values reachable twice, so they are built once and stay one object."""
-        if isinstance(v, (SeqValue, DictValue, SetValue, NewObjectValue)) and v.source is None:
-            if id(v) in seen:
-                self.shared.add(id(v))
-                return
-            seen.add(id(v))
-            children = v.items if isinstance(v, (SeqValue, SetValue)) else \
-                v.items.values() if isinstance(v, DictValue) else v.children()
-            for c in children:
-                self.count_shared(c, seen)
-
-    def count_shared_in_effects(self, tracer, seen: set):
-        """Values written by side effects can also be part of the result (a tuple stored as both
-        an item and an attribute of a ModelOutput): they are built once too."""
-        for effect in tracer.side_effects:
-            values = effect[2] if effect[0] == "call" else [effect[-1]] if effect[0] in ("attr", "global") else []
-            for v in values:
-                self.count_shared(v, seen)
+        """Mark values reachable twice that are built anew (not reloaded, not constants or graph
+        outputs), so they are built once and stay one object."""
+        if not isinstance(v, Value) or v.source is not None or isinstance(v, (Const, NullValue)) or v.is_graph_value:
+            return
+        if id(v) in seen:
+            self.shared.add(id(v))
+            return
+        seen.add(id(v))
+        for child in v.children():
+            self.count_shared(child, seen)
 
     def value(self, v: Value):
         key = id(v)
         if key in self.memo:
             self.emit("LOAD_FAST", self.memo[key])
             return
-        self._value(v)
+        v.rebuild(self)
         if key in self.shared:
             name = f"___tmp{len(self.memo)}"
             self.memo[key] = name
             self.emit("COPY", 1)
             self.emit("STORE_FAST", name)
-
-    def _value(self, v: Value):
-        if isinstance(v, (TensorValue, SymValue)):
-            if v.node.op == "placeholder":
-                self.load_source(v.source)
-            else:
-                self.emit("LOAD_FAST", GRAPH_OUT)
-                self.const(self.output_index[v.node])
-                self.emit("BINARY_SUBSCR")
-        elif isinstance(v, Const) and numpy_values.is_array(v.value):
-            self.traced_array(v.value)
-        elif isinstance(v, Const):
-            self.const(v.value)
-        elif v.source is not None and isinstance(v, (SeqValue, DictValue, SetValue, ModuleValue, ObjectValue,
-                                                     FunctionValue, CallableValue)):
-            self.load_source(v.source)
-        elif isinstance(v, SeqValue):
-            for item in v.items:
-                self.value(item)
-            if v.cls is list:
-                self.emit("BUILD_LIST", len(v.items))
-            else:
-                self.emit("BUILD_TUPLE", len(v.items))
-                if v.cls is not tuple:
-                    rebuild = getattr(v.cls, "_make", None) or v.cls
-                    self.emit("STORE_FAST", "___seq")
-                    self.call_const(rebuild, [lambda: self.emit("LOAD_FAST", "___seq")])
-        elif isinstance(v, DictValue):
-            if id(v) in self.instance_dicts:
-                raise Unsupported(breaks.UNSUPPORTED_VALUE, "the __dict__ of an object created in captured code escapes")
-            for k, item in v.items.items():
-                self.const(k)
-                self.value(item)
-            self.emit("BUILD_MAP", len(v.items))
-            if v.cls is not dict:
-                self.emit("STORE_FAST", "___dict")
-                self.call_const(v.cls, [lambda: self.emit("LOAD_FAST", "___dict")])
-        elif isinstance(v, SetValue):
-            for item in v.items:
-                self.value(item)
-            self.emit("BUILD_SET", len(v.items))
-            if v.cls is frozenset:
-                self.emit("STORE_FAST", "___set")
-                self.call_const(frozenset, [lambda: self.emit("LOAD_FAST", "___set")])
-        elif isinstance(v, NewObjectValue):
-            _check_rebuildable(v)
-            attrs = DictValue(v.attrs)
-            items = Const(None) if v.items is None else DictValue(v.items)
-            self.call_const(_rebuild_object, [lambda: self.const(v.cls), lambda: self.value(attrs),
-                                              lambda: self.value(items)])
-        elif isinstance(v, MethodValue) and isinstance(v.obj, (GradModeValue, AutocastValue)) and v.fn == "__exit__":
-            # the `__exit__` of a `with` block a break interrupts (see make_break_code)
-            block = v.obj
-            if v.source is not None:    # entered by an earlier frame: still in force, pass it on
-                self.load_source(v.source)
-            elif isinstance(block, GradModeValue):
-                self.call_const(grad_mode_exit, [lambda: self.const(block.enabled), lambda: self.const(block.previous)])
-            else:                       # entered by this trace, left at the graph's end: enter it for real
-                self.call_const(enter_autocast_block, [lambda: self.const((block.device, block.enabled, block.dtype,
-                                                                           block.cache)),
-                                                       lambda: self.const(block.previous)])
-        elif isinstance(v, MethodValue) and isinstance(v.fn, str):
-            self.value(v.obj)
-            self.out.append(instr_load_attr(v.fn, self.lineno))
-        elif isinstance(v, MethodValue) and isinstance(v.fn, types.FunctionType):
-            self.call_const(types.MethodType, [lambda: self.const(v.fn), lambda: self.value(v.obj)])
-        elif isinstance(v, MethodValue) and hasattr(v.fn, "__get__"):     # a slot such as object.__getattribute__
-            self.call_const(v.fn.__get__, [lambda: self.value(v.obj)])
-        elif isinstance(v, IteratorValue):
-            self.call_const(iter, [lambda: self.value(SeqValue(v.items[v.pos:], tuple))])
-        elif isinstance(v, SliceValue):
-            self.call_const(slice, [lambda: self.value(v.start), lambda: self.value(v.stop), lambda: self.value(v.step)])
-        elif isinstance(v, (CallableValue, FunctionValue)):
-            self.const(v.fn)
-        elif isinstance(v, NewExceptionValue):
-            self.call_const(_rebuild_exception, [lambda: self.const(type(v.obj)), lambda: self.const(v.obj.args)])
-        elif isinstance(v, ObjectValue):
-            self.const(v.obj)
-        elif isinstance(v, NewModuleValue):
-            raise Unsupported(breaks.UNSUPPORTED_VALUE, f"a {type(v.module).__name__} made in captured code escapes it")
-        elif isinstance(v, ModuleValue):
-            self.const(v.module)
-        else:
-            raise Unsupported(breaks.UNSUPPORTED_VALUE, f"cannot return a {type(v).__name__} from captured code")
 
     def traced_array(self, array):
         """A numpy array made while tracing, rebuilt as a copy on each call (one copy per array,
@@ -337,99 +226,60 @@ class Emitter:
         import numpy as np
         others = [a for a, _ in self.arrays.values()] + [a for a, _ in self.frozen_arrays]
         if any(np.shares_memory(array, other) for other in others):
-            raise Unsupported(breaks.UNSUPPORTED_VALUE, "a numpy array sharing memory with another leaves the graph")
+            raise Unsupported(UNSUPPORTED_VALUE, "a numpy array sharing memory with another leaves the graph")
         name = f"___array{len(self.arrays)}"
         self.arrays[id(array)] = (array, name)
-        self.call_const(numpy_values.fresh_copy, [lambda: self.const(array)])
+        self.call_const(fresh_array_copy, [lambda: self.const(array)])
         self.emit("COPY", 1)
         self.emit("STORE_FAST", name)
 
     # ---- side effects -------------------------------------------------------------------------
+    def replace_contents(self, container: Value):
+        """A list/dict/set with a source gets the contents the trace left it with."""
+        if container.python_type() is list or issubclass(container.python_type(), list):
+            self.build_list(container.items)
+            self.load_source(container.source)
+            self.const(slice(None))
+            self.emit("STORE_SUBSCR")
+            return
+        fresh = _fresh_copy(container)
+        self.call_const(replace_contents, [lambda: self.load_source(container.source), lambda: self.value(fresh)])
+        self.emit("POP_TOP")
+
     def replay(self, tracer):
         if tracer.context_vars.pending:
-            raise Unsupported(breaks.UNSUPPORTED_MUTATION, "a ContextVar set in captured code is not reset in it")
-        for container in tracer.mutated:
-            if isinstance(container, SeqValue):
-                for item in container.items:
-                    self.value(item)
-                self.emit("BUILD_LIST", len(container.items))
-                self.load_source(container.source)
-                self.const(slice(None))
-                self.emit("STORE_SUBSCR")
-            else:
-                helper = _replace_dict if isinstance(container, DictValue) else _replace_set
-                fresh = DictValue(container.items) if isinstance(container, DictValue) else SetValue(container.items)
-                self.call_const(helper, [lambda c=container: self.load_source(c.source), lambda f=fresh: self.value(f)])
-                self.emit("POP_TOP")
-        for effect in tracer.side_effects:
-            kind = effect[0]
-            if kind == "attr":
-                _, obj, name, value = effect
-                self.value(value)
-                self.load_source(obj.source)
-                self.emit("STORE_ATTR", name)
-            elif kind == "call":                 # e.g. OrderedDict.__setitem__(obj, key, value)
-                _, fn, args = effect
-                self.call_const(fn, [lambda a=a: self.value(a) for a in args])
-                self.emit("POP_TOP")
-            elif kind == "global":
-                _, name, value = effect
-                self.value(value)
-                self.emit("STORE_GLOBAL", name)
-            elif kind == "cell":
-                _, cell, name, is_root = effect
-                if is_root and name in self.code.co_freevars:
-                    self.value(cell.contents)
-                    self.emit("STORE_DEREF", FreeVar(name))
-                elif cell.source is not None:
-                    self.value(cell.contents)
-                    self.load_source(cell.source)
-                    self.emit("STORE_ATTR", "cell_contents")
-                else:
-                    raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"closure variable {name!r}")
+            raise Unsupported(UNSUPPORTED_MUTATION, "a ContextVar set in captured code is not reset in it")
+        tracer.effects.replay(self)
+
+
+def _fresh_copy(container: Value) -> Value:
+    """A value with the container's items but no source (so it is built, not reloaded)."""
+    if isinstance(container, DictValue):
+        return DictValue(container.items)
+    return SetValue(container.items)
 
 
 _ARG_OPS = {"LOAD_CONST"}
 
 
-def tensors_needed(tracer, *roots) -> list[TensorValue]:
+def tensors_needed(tracer, *roots) -> list:
     """Non-input tensors (and sizes) that rebuilding `roots` and the side effects needs, in a stable order."""
     found: dict = {}
+    seen: set = set()
 
     def visit(v):
-        if isinstance(v, (TensorValue, SymValue)):
+        if not isinstance(v, Value) or id(v) in seen:
+            return
+        seen.add(id(v))
+        if v.is_graph_value:
             if v.node.op != "placeholder":
                 found.setdefault(v.node, v)
-        elif isinstance(v, (SeqValue, SetValue)):
-            for i in v.items:
-                visit(i)
-        elif isinstance(v, DictValue):
-            for i in v.items.values():
-                visit(i)
-        elif isinstance(v, NewObjectValue):
-            for i in v.children():
-                visit(i)
-        elif isinstance(v, CellValue) and isinstance(v.contents, Value):
-            visit(v.contents)
-        elif isinstance(v, MethodValue):
-            visit(v.obj)
-        elif isinstance(v, IteratorValue):
-            for i in v.items[v.pos:]:
-                visit(i)
-        elif isinstance(v, SliceValue):
-            for i in (v.start, v.stop, v.step):
-                visit(i)
+            return
+        for child in v.children():
+            visit(child)
 
-    for container in tracer.mutated:
-        visit(container)
-    for effect in tracer.side_effects:
-        if effect[0] == "call":
-            for arg in effect[2]:
-                visit(arg)
-            continue
-        visit(effect[-1] if effect[0] != "cell" else effect[1])
-        if effect[0] == "attr":
-            visit(effect[3])
+    for v in tracer.effects.values():
+        visit(v)
     for root in roots:
         visit(root)
     return list(found.values())
@@ -447,12 +297,13 @@ def _prologue(original: Bytecode) -> list:
 
 
 def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: list[Source],
-              outputs: list[TensorValue], lineno: int) -> types.CodeType:
+              outputs: list, lineno: int) -> types.CodeType:
     original = Bytecode.from_code(code)
     prologue = _prologue(original)
     emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)}, tracer)
     seen: set = set()
-    emitter.count_shared_in_effects(tracer, seen)
+    for v in tracer.effects.values():
+        emitter.count_shared(v, seen)
     emitter.count_shared(result, seen)
     emitter.call_graph(compiled, inputs, tracer)
     emitter.begin_pinning()
@@ -485,7 +336,6 @@ _NULL_BIT_OPS = {"LOAD_ATTR", "LOAD_GLOBAL", "LOAD_SUPER_ATTR"}
 def break_start(code: types.CodeType, index: int) -> tuple[int, str]:
     """Where a break at dis instruction `index` starts (a CALL takes its KW_NAMES/PRECALL along),
     or -1 and the reason it cannot be a break point."""
-    from .resume import facts
     insts = facts(code).insts
     inst = insts[index]
     if inst.opname in _NOT_BREAKABLE or (inst.opname in _NULL_BIT_OPS and inst.arg & 1):
@@ -500,18 +350,17 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
                     outputs: list, start: int, end: int) -> types.CodeType:
     """Code that runs the graph captured so far, rebuilds the stack and live locals, runs the
     instructions [start, end] as CPython would, and continues in a resume function."""
-    from .resume import abstract_instructions, facts, first_argument_for_super, resume_code
-    from .values import NullValue
     code_facts = facts(code)
     if code.co_cellvars and _closure_over_frame_cells_is_live(frame):
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, "a nested function over this frame's variables is live at the break")
+        raise Unsupported(UNSUPPORTED_VALUE, "a nested function over this frame's variables is live at the break")
     last = code_facts.insts[end]
     lineno = last.positions.lineno if last.positions and last.positions.lineno else code.co_firstlineno
     original = Bytecode.from_code(code)
     prologue = _prologue(original)
     emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)}, tracer)
     seen: set = set()
-    emitter.count_shared_in_effects(tracer, seen)
+    for v in tracer.effects.values():
+        emitter.count_shared(v, seen)
     for v in frame.stack:
         emitter.count_shared(v, seen)
     for v in list(frame.locals.values()) + [cell.contents for cell in frame.cells.values()]:
@@ -526,10 +375,8 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     # eager would: kept in temporaries for the handler.
     exits = block_exits(frame, code_facts, code_facts.insts[end].offset)
     for v in frame.stack:
-        if isinstance(v, NullValue):
-            emitter.emit("PUSH_NULL")
-        else:
-            emitter.value(v)
+        emitter.value(v)
+        if not isinstance(v, NullValue):
             k = next((i for i, e in enumerate(exits) if e is v), None)
             if k is not None:
                 emitter.emit("COPY", 1)
@@ -624,11 +471,10 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
 def block_exits(frame, code_facts, offset: int) -> list:
     """The `__exit__`s of the grad-mode / autocast `with` blocks around a break at `offset`,
     outermost first; Unsupported when another kind of block encloses it."""
-    exits = [v for v in frame.stack if isinstance(v, MethodValue) and isinstance(v.obj, (GradModeValue, AutocastValue))
-             and v.fn == "__exit__"]
+    exits = [v for v in frame.stack if block_exit(v) is not None]
     if len(exits) != code_facts.with_depth(offset):
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, "the break is inside a `with` block on a context manager "
-                                                    "other than a grad mode or autocast")
+        raise Unsupported(UNSUPPORTED_VALUE, "the break is inside a `with` block on a context manager "
+                                             "other than a grad mode or autocast")
     return exits
 
 
@@ -639,22 +485,10 @@ def _closure_over_frame_cells_is_live(frame) -> bool:
     seen = set()
 
     def holds(v) -> bool:
-        if id(v) in seen:
+        if not isinstance(v, Value) or id(v) in seen:
             return False
         seen.add(id(v))
-        if isinstance(v, ClosureValue):
-            return any(id(c) in cells for c in v.closure)
-        if isinstance(v, (SeqValue, SetValue)):
-            return any(holds(i) for i in v.items)
-        if isinstance(v, DictValue):
-            return any(holds(i) for i in v.items.values())
-        if isinstance(v, NewObjectValue):
-            return any(holds(i) for i in v.children())
-        if isinstance(v, MethodValue):
-            return holds(v.obj)
-        if isinstance(v, CellValue):
-            return isinstance(v.contents, Value) and holds(v.contents)
-        return False
+        return any(id(c) in cells or holds(c) for c in v.children())
 
     values = list(frame.stack) + [v for v in frame.locals.values() if isinstance(v, Value)]
     values += [c.contents for c in frame.cells.values() if isinstance(c.contents, Value)]

@@ -16,7 +16,8 @@ import contextvars
 
 from . import breaks
 from .breaks import Unsupported
-from .values import NewObjectValue, ObjectValue, Value
+from .values.base import Const, Value
+from .values.objects import REAL_TYPE_METHODS, NewObjectValue, ObjectValue
 
 _NOT_SET = object()       # the variable had no value set by this trace before
 
@@ -61,7 +62,6 @@ class ContextVarSets:
 
 def call_method(frame, obj: ObjectValue, name: str, args: list, kwargs: dict) -> Value:
     """`var.set(value)`, `var.get([default])`, `var.reset(token)` on an existing ContextVar."""
-    from .values import Const
     var, state = obj.obj, frame.tracer.context_vars
     if kwargs:
         raise Unsupported(breaks.UNKNOWN_CALL, f"ContextVar.{name}() with keyword arguments")
@@ -72,7 +72,7 @@ def call_method(frame, obj: ObjectValue, name: str, args: list, kwargs: dict) ->
     if name == "reset" and len(args) == 1 and isinstance(args[0], ObjectValue) and args[0].source is not None:
         # a token from outside (the set ran eagerly before this graph): reset for real, in order
         state.current.pop(id(var), None)
-        frame.tracer.side_effects.append(("call", contextvars.ContextVar.reset, [obj, args[0]]))
+        frame.tracer.effects.call(contextvars.ContextVar.reset, [obj, args[0]])
         return Const(None)
     if name == "reset" and len(args) == 1:
         state.reset(var, args[0])
@@ -80,4 +80,4 @@ def call_method(frame, obj: ObjectValue, name: str, args: list, kwargs: dict) ->
     raise Unsupported(breaks.UNKNOWN_CALL, f"ContextVar.{name}")
 
 
-METHODS = {"set", "get", "reset"}
+REAL_TYPE_METHODS[contextvars.ContextVar] = (frozenset({"set", "get", "reset"}), call_method)

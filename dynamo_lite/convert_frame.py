@@ -21,17 +21,20 @@ import types
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from . import _evalframe, breaks, config
 from .breaks import GraphBreakError, Unsupported
-from .codegen import make_code, tensors_needed
+from .code_facts import facts
+from .codegen import block_exits, break_start, make_break_code, make_code, tensors_needed
 from .fallback import records, skip
 from .fallback.records import FrameRecord
-from .graph_builder import autocast_snapshot, enter_autocast, exit_autocast, restore_autocast
-from .guards import compile_guards
-from .interpreter import LazyValue, Tracer
-from .values import Value
+from .guards import DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch, compile_guards
+from .interpreter import Tracer
+from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, restore_autocast,
+                      restoring_grad_mode)
+from .values.base import LazyValue, Value
+from .values.contexts import AutocastValue, block_exit
 
 log = logging.getLogger("dynamo_lite")
 
@@ -50,6 +53,15 @@ def set_extra(code: types.CodeType, value) -> None:
 # captures (other threads run meanwhile) and inserts into it; a list made by one and stored over
 # another's would drop that one's entries. list.insert itself is atomic under the GIL.
 _ENTRIES_LOCK = threading.Lock()
+
+
+class CacheEntry(NamedTuple):
+    """One entry of a code object's cache (a tuple: the C hook reads `check` and `code` by position).
+    `record` is None for entries that were not captured (they run the original code eagerly)."""
+    check: Callable[..., bool]          # the guard function, called with (fn, *frame arguments)
+    code: types.CodeType                # what runs when the guards pass
+    guards: Any                         # CompiledGuards (or _RunsEagerly): explain and recapture reasons
+    record: Optional[FrameRecord]
 
 
 def cache_entries(code: types.CodeType) -> list:
@@ -75,10 +87,9 @@ AUTO_DYNAMIC: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKe
 
 
 def note_changed_sizes(code, entries, func, args) -> None:
-    from .guards import TensorMatch
     state = AUTO_DYNAMIC.setdefault(code, {})
     for entry in entries:
-        guards = entry[2]
+        guards = entry.guards
         for guard in getattr(guards, "guards", ()):
             if not isinstance(guard, TensorMatch):
                 continue
@@ -174,37 +185,11 @@ _NESTED_BUILTIN_GUARDS = _RunsEagerly("def ___guard(fn, self, *args):\n    retur
 
 
 def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
-    if skip.skip_frame(code):
-        set_extra(code, _evalframe.SKIP)
-        return None
-    entries = cache_entries(code)
-    if skip.is_torch_nn_forward(code) and args and _runs_eagerly_nested(sys._getframe(2), args[0]) \
-            and not any(e[2] is _NESTED_BUILTIN_GUARDS for e in entries):
-        entries.append((_nested_builtin_module, code, _NESTED_BUILTIN_GUARDS, None))
-        return None
-    recompile_reason = None
-    if entries:
-        recompile_reason = recapture_reason(entries, func, args)
-        if options.dynamic is None:
-            note_changed_sizes(code, entries, func, args)
-        if len(entries) >= config.cache_size_limit:
-            reasons = "; ".join(filter(None, (e[2].first_failure(func, args) for e in entries[:3])))
-            records.warn_once(("cache_limit", code),
-                              f"dynamo_lite: {code.co_name} ({code.co_filename}:{code.co_firstlineno}) was captured "
-                              f"{len(entries)} times (config.cache_size_limit={config.cache_size_limit}); from now "
-                              f"on, inputs matching no captured variant run eagerly. Last reasons: {reasons}. "
-                              f"Raise dynamo_lite.config.cache_size_limit or make the varying input a tensor.")
-            # A last entry that accepts everything and runs the original code: later misses cost
-            # the guard checks and no capture attempt.
-            entries.append((_accept_all, code, _ACCEPT_ALL_GUARDS, None))
-            return None
+    """The hook's callback on a cache miss: the code to run (new or the original), or None to run
+    the frame as it is. Nothing raised inside reaches the user's program, but GraphBreakError
+    (fullgraph=True) and KeyboardInterrupt: an error of ours makes the frame run eagerly."""
     try:
-        # One capture at a time across threads: tracing touches process-wide state that is not
-        # thread-safe (sympy's caches under ShapeEnv, warnings filters, torch loggers). Captures
-        # are rare; calls of captured code never take this lock.
-        with _CAPTURE_LOCK, warnings.catch_warnings(), _quiet_torch_logs():
-            warnings.simplefilter("ignore")    # tracing must not print into the user's program
-            return _capture(code, func, args, options, entries, recompile_reason)
+        return _convert_frame(code, func, args, options)
     except (GraphBreakError, KeyboardInterrupt, SystemExit):
         raise
     except RecursionError:   # captured from deep in the user's stack: run eagerly now, capture another time
@@ -217,11 +202,18 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
         records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "error", detail=str(e)))
         records.warn_once(("backend", code), f"dynamo_lite: {e}; {code.co_name} ({code.co_filename}:"
                                              f"{code.co_firstlineno}) runs eagerly")
-        set_extra(code, _evalframe.SKIP)
+        _mark_skip(code)
         return None
     except Exception as e:   # a bug of ours: never the user's problem
         if options.fullgraph:
             raise
+        _internal_error(code, e)
+        return None
+
+
+def _internal_error(code, e: BaseException) -> None:
+    """Record an error of ours, warn once, and never capture this code again."""
+    try:
         records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "error",
                                 detail=f"{type(e).__name__}: {e}"))
         records.warn_once(("internal", code),
@@ -229,8 +221,48 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
                           f"({code.co_filename}:{code.co_firstlineno}); it runs eagerly. "
                           f"{type(e).__name__}: {e}")
         log.debug("internal capture error:\n%s", traceback.format_exc())
+    finally:
+        _mark_skip(code)
+
+
+def _mark_skip(code) -> None:
+    try:
+        set_extra(code, _evalframe.SKIP)
+    except Exception:           # the code object refuses extra data: it simply stays uncaptured
+        pass
+
+
+def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
+    if skip.skip_frame(code):
         set_extra(code, _evalframe.SKIP)
         return None
+    entries = cache_entries(code)
+    if skip.is_torch_nn_forward(code) and args and _runs_eagerly_nested(sys._getframe(3), args[0]) \
+            and not any(e.guards is _NESTED_BUILTIN_GUARDS for e in entries):
+        entries.append(CacheEntry(_nested_builtin_module, code, _NESTED_BUILTIN_GUARDS, None))
+        return None
+    recompile_reason = None
+    if entries:
+        recompile_reason = recapture_reason(entries, func, args)
+        if options.dynamic is None:
+            note_changed_sizes(code, entries, func, args)
+        if len(entries) >= config.cache_size_limit:
+            reasons = "; ".join(filter(None, (_first_failure(e, func, args) for e in entries[:3])))
+            records.warn_once(("cache_limit", code),
+                              f"dynamo_lite: {code.co_name} ({code.co_filename}:{code.co_firstlineno}) was captured "
+                              f"{len(entries)} times (config.cache_size_limit={config.cache_size_limit}); from now "
+                              f"on, inputs matching no captured variant run eagerly. Last reasons: {reasons}. "
+                              f"Raise dynamo_lite.config.cache_size_limit or make the varying input a tensor.")
+            # A last entry that accepts everything and runs the original code: later misses cost
+            # the guard checks and no capture attempt.
+            entries.append(CacheEntry(_accept_all, code, _ACCEPT_ALL_GUARDS, None))
+            return None
+    # One capture at a time across threads: tracing touches process-wide state that is not
+    # thread-safe (sympy's caches under ShapeEnv, warnings filters, torch loggers). Captures
+    # are rare; calls of captured code never take this lock.
+    with _CAPTURE_LOCK, warnings.catch_warnings(), _quiet_torch_logs():
+        warnings.simplefilter("ignore")    # tracing must not print into the user's program
+        return _capture(code, func, args, options, entries, recompile_reason)
 
 
 def _capture(code, func, args, options, entries, recompile_reason):
@@ -263,13 +295,12 @@ def _capture(code, func, args, options, entries, recompile_reason):
     _guard_distinct_inputs(tracer)
     shape_guards = tracer.graph.shape_guards()
     if shape_guards and new_code is not code:
-        from .guards import ShapeEnvMatch
         tracer.add_guard(ShapeEnvMatch(tuple(shape_guards)))
     record.capture_seconds = time.perf_counter() - start
     guards = compile_guards(tracer.guards, _arg_names(code), func.__globals__, code.co_name)
     record.guards = guards
     records.add(record)
-    entries.insert(0, (guards.check, new_code, guards, record))
+    entries.insert(0, CacheEntry(guards.check, new_code, guards, record))
     _drop_entry_when_objects_die(code, guards)
     if "bytecode" in config.log and new_code is not code:
         import dis, io
@@ -286,14 +317,18 @@ def _capture(code, func, args, options, entries, recompile_reason):
 
 def recapture_reason(entries, func, args) -> Optional[str]:
     """Why no entry matched, told for the entry that came closest (passed the most guards)."""
-    best = max((e[2].failure(func, args) for e in entries if e[3] is not None), key=lambda f: f[0], default=None)
+    best = max((e.guards.failure(func, args) for e in entries if e.record is not None), key=lambda f: f[0],
+               default=None)
     return best[1] if best else None
+
+
+def _first_failure(entry, func, args) -> Optional[str]:
+    return entry.guards.first_failure(func, args)
 
 
 def _drop_entry_when_objects_die(code, guards):
     """Identity guards compare ids and hold their objects weakly: when such an object dies, its
     id could be reused, so the entry is removed right then."""
-    from .guards import IdMatch
     code_ref, check_ref = weakref.ref(code), weakref.ref(guards.check)
     for guard in guards.guards:
         if isinstance(guard, IdMatch) and guard.weak and guard.obj is not None:
@@ -306,7 +341,7 @@ def _drop_entry(code_ref, check_ref):
         return
     entries = _evalframe.get_code_extra(code)
     if isinstance(entries, list):
-        for entry in [e for e in entries if e[0] is check]:   # one remove() each: other threads may insert
+        for entry in [e for e in entries if e.check is check]:   # one remove() each: other threads may insert
             with contextlib.suppress(ValueError):
                 entries.remove(entry)
 
@@ -315,8 +350,6 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     """Compile what came before the unsupported instruction, run that instruction as CPython
     would and continue in a resume function. Returns (code, tracer whose guards to use); the
     original code (run eagerly) when the break cannot resume."""
-    from .codegen import break_start, block_exits, make_break_code
-    from .resume import facts
     record.status = "fallback"
     if failed.failed_at is None or record.kind in (breaks.INSTRUCTION_LIMIT,):
         return code, failed
@@ -376,15 +409,14 @@ def _leave_autocast_blocks_entered_here(frame, graph) -> None:
     end (innermost first), and the break's code enters them for real (codegen, resume.py): so
     the state at the break does not depend on a backend running the graph's enter node at run
     time (a compiling backend bakes the casts in and drops it)."""
-    from .values import AutocastValue, MethodValue
-    entered = [v.obj for v in frame.stack if isinstance(v, MethodValue) and isinstance(v.obj, AutocastValue)
-               and v.fn == "__exit__" and v.source is None and v.obj.previous is not None]
+    entered = [block_exit(v) for v in frame.stack if isinstance(block_exit(v), AutocastValue) and v.source is None
+               and block_exit(v).previous is not None]
     for block in reversed(entered):
         graph.set_autocast(block.device, *block.previous, entering=False)
 
 
 def _check_ops_in_try(tracer) -> None:
-    """Graph ops inside a try block are called through rerun.RerunOnFailure (a run-time error
+    """Graph ops inside a try block are called through runtime.RerunOnFailure (a run-time error
     reruns the frame eagerly, so the except/finally sees it); that needs a graph that does not
     write into its inputs."""
     if tracer.op_in_try is not None and tracer.graph.writes_into_inputs():
@@ -401,37 +433,7 @@ class BackendError(RuntimeError):
         self.backend, self.error = backend, error
 
 
-def _restoring_grad_mode(fn):
-    """A graph that switches grad mode and then raises must not leave the mode switched."""
-    def run(*args):
-        prior = torch.is_grad_enabled()
-        try:
-            return fn(*args)
-        except BaseException:
-            torch._C._set_grad_enabled(prior)
-            raise
-    return run
-
-
-def _autocast_as_traced(fn, final: dict, cache: bool, delta: int):
-    """A graph that enters or leaves autocast blocks: after it, the autocast state is the one
-    traced at its end (nesting moved by `delta`), also under a backend that compiled the enter
-    and exit nodes away (their casts are baked in, the switch itself would not happen); when it
-    raises, the state it started from."""
-    def run(*args):
-        before = autocast_snapshot()
-        try:
-            out = fn(*args)
-        except BaseException:
-            restore_autocast(before)
-            raise
-        restore_autocast((final, cache, before[2] + delta))
-        return out
-    return run
-
-
 def _guard_distinct_inputs(tracer) -> None:
-    from .guards import DistinctMatch
     sources = tuple(src for (_, _, src) in tracer.graph.inputs if src is not None)
     if len(sources) > 1 and tracer.graph.mutates_inputs():
         tracer.add_guard(DistinctMatch(sources))
@@ -452,9 +454,9 @@ def _compile(gm, graph, options):
             if before is not None:
                 restore_autocast(before)
     if any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes):
-        fn = _restoring_grad_mode(fn)
+        fn = restoring_grad_mode(fn)
     if switches:
-        fn = _autocast_as_traced(fn, dict(graph.autocast), graph.autocast_cache,
+        fn = autocast_as_traced(fn, dict(graph.autocast), graph.autocast_cache,
                                  switches.count(enter_autocast) - switches.count(exit_autocast))
     if not callable(fn):
         raise BackendError(options.backend_name, TypeError(f"it returned {type(fn).__name__}, not a callable"))

@@ -3,7 +3,6 @@ capture, `disable` marks functions never to capture."""
 from __future__ import annotations
 
 import functools
-import gc
 import types
 import warnings
 from typing import Callable, Optional

@@ -20,7 +20,10 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 
 from . import breaks
 from .breaks import Unsupported
-from .values import Const, DictValue, SeqValue, SliceValue, SymValue, TensorValue, Value
+from .runtime import autocast_devices, check_assertion, enter_autocast, exit_autocast, set_autocast_devices
+from .values.base import Const, Value
+from .values.containers import SeqValue
+from .values.tensors import SymValue, TensorValue
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -274,61 +277,6 @@ def _storage_key(value):
         return None
 
 
-AUTOCAST_DEVICES = ("cpu", "cuda")
-
-
-@torch.fx.node.has_side_effect
-def enter_autocast(device, enabled, dtype, cache):
-    """torch.autocast(device, dtype, enabled, cache).__enter__(), as a graph node."""
-    torch.set_autocast_enabled(device, enabled)
-    torch.set_autocast_dtype(device, dtype)
-    torch.autocast_increment_nesting()
-    torch.set_autocast_cache_enabled(cache)
-
-
-@torch.fx.node.has_side_effect
-def exit_autocast(device, enabled, dtype, cache):
-    """Its __exit__: back to the state (enabled, dtype, cache) it entered from."""
-    if torch.autocast_decrement_nesting() == 0:
-        torch.clear_autocast_cache()
-    torch.set_autocast_enabled(device, enabled)
-    torch.set_autocast_dtype(device, dtype)
-    torch.set_autocast_cache_enabled(cache)
-
-
-def autocast_devices() -> dict:
-    """The real autocast state per device type: {device: (enabled, dtype)}."""
-    return {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES}
-
-
-def set_autocast_devices(state: dict) -> None:
-    for device, (enabled, dtype) in state.items():
-        torch.set_autocast_enabled(device, enabled)
-        torch.set_autocast_dtype(device, dtype)
-
-
-def autocast_nesting() -> int:
-    depth = torch.autocast_increment_nesting() - 1      # torch has no getter
-    torch.autocast_decrement_nesting()
-    return depth
-
-
-def autocast_snapshot() -> tuple:
-    """Everything autocast's enter and exit change: (devices, cache flag, nesting)."""
-    return autocast_devices(), torch.is_autocast_cache_enabled(), autocast_nesting()
-
-
-def restore_autocast(snapshot: tuple) -> None:
-    devices, cache, nesting = snapshot
-    set_autocast_devices(devices)
-    torch.set_autocast_cache_enabled(cache)
-    now = autocast_nesting()
-    for _ in range(now - nesting):
-        torch.autocast_decrement_nesting()
-    for _ in range(nesting - now):
-        torch.autocast_increment_nesting()
-
-
 class _AutocastState:
     """Switch the real autocast state to `state` for one example op, and back."""
 
@@ -342,12 +290,6 @@ class _AutocastState:
     def __exit__(self, *exc):
         set_autocast_devices(self.saved)
         return False
-
-
-@torch.fx.node.has_side_effect
-def check_assertion(cond, expected, *message):
-    if bool(cond) is not expected:
-        raise AssertionError(*message)
 
 
 _INPLACE_FUNCTIONS = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
@@ -364,31 +306,17 @@ def _contains_symbolic(obj) -> bool:
 
 
 def _split(obj):
-    """Value structure -> (fx node structure, fake example structure)."""
-    if isinstance(obj, (TensorValue, SymValue)):
-        return obj.node, obj.example
-    if isinstance(obj, SliceValue):
-        a, b, c = (_split(x) for x in (obj.start, obj.stop, obj.step))
-        return slice(a[0], b[0], c[0]), slice(a[1], b[1], c[1])
-    if isinstance(obj, Const):
-        return obj.value, obj.value
-    if isinstance(obj, SeqValue):
-        pairs = [_split(i) for i in obj.items]
-        kind = list if obj.is_list else tuple
-        return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
-    if isinstance(obj, DictValue):
-        pairs = {k: _split(v) for k, v in obj.items.items()}
-        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
-    if isinstance(obj, tuple):
+    """Value structure -> (fx node structure, fake example structure). Python tuples, lists and
+    dicts of values (an index tuple, an op's argument tuple) are split item by item."""
+    if isinstance(obj, Value):
+        return obj.graph_arg()
+    if isinstance(obj, (tuple, list)):
         pairs = [_split(i) for i in obj]
-        return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+        return type(obj)(p[0] for p in pairs), type(obj)(p[1] for p in pairs)
     if isinstance(obj, dict):
         pairs = {k: _split(v) for k, v in obj.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
-    if isinstance(obj, slice):
-        a, b, c = (_split(x) for x in (obj.start, obj.stop, obj.step))
-        return slice(a[0], b[0], c[0]), slice(a[1], b[1], c[1])
-    if obj is None or isinstance(obj, (int, float, bool, str)):
+    if obj is None or isinstance(obj, (int, float, bool, str, torch.dtype, torch.device)):
         return obj, obj
     raise Unsupported(breaks.UNSUPPORTED_VALUE, f"cannot pass {type(obj).__name__} value {obj!r:.60} to a graph op")
 

@@ -15,8 +15,10 @@ import torch
 
 from . import breaks
 from .breaks import Unsupported
-from .operators import is_python_constant, python_value
-from .values import Const, SeqValue, TensorValue, Value
+from .modelled import models
+from .values.base import Const, Value
+from .values.containers import SeqValue
+from .values.tensors import TensorValue
 
 MAX_UNROLLED_SCAN = 64
 
@@ -26,11 +28,8 @@ except ImportError:        # older torch: nothing to model
     _ASSOCIATIVE_SCAN = None
 
 
-def handles(f) -> bool:
-    return f is not None and f is _ASSOCIATIVE_SCAN
-
-
-def call(frame, f, args: list, kwargs: dict) -> Value:
+@models(_ASSOCIATIVE_SCAN)
+def _associative_scan(frame, args: list, kwargs: dict) -> Value:
     return associative_scan(frame, *_bind(args, kwargs))
 
 
@@ -46,10 +45,10 @@ def _bind(args, kwargs):
     if "combine_fn" not in bound or "xs" not in bound or "dim" not in bound:
         raise Unsupported(breaks.UNKNOWN_CALL, "associative_scan without combine_fn, xs and dim")
     for name in ("dim", "reverse", "combine_mode"):
-        if name in bound and not is_python_constant(bound[name]):
+        if name in bound and not bound[name].is_python_constant():
             raise Unsupported(breaks.UNKNOWN_CALL, f"associative_scan with a non-constant {name}")
-    return (bound["combine_fn"], bound["xs"], python_value(bound["dim"]),
-            bool(python_value(bound.get("reverse", Const(False)))))
+    return (bound["combine_fn"], bound["xs"], bound["dim"].as_python(),
+            bool(bound.get("reverse", Const(False)).as_python()))
 
 
 def _leaves(xs: Value) -> tuple[list[TensorValue], object]:
@@ -66,7 +65,6 @@ def _pack(leaves: list, cls):
 
 
 def associative_scan(frame, combine_fn: Value, xs: Value, dim: int, reverse: bool) -> Value:
-    from .calls import call as call_value
     graph = frame.tracer.graph
     leaves, cls = _leaves(xs)
     shape = leaves[0].example.shape
@@ -89,7 +87,7 @@ def associative_scan(frame, combine_fn: Value, xs: Value, dim: int, reverse: boo
         if carry is None:
             carry = element
         else:
-            out = call_value(frame, combine_fn, [_pack(carry, cls), _pack(element, cls)], {})
+            out = combine_fn.call(frame, [_pack(carry, cls), _pack(element, cls)], {})
             carry = _leaves(out)[0] if cls is not None else [out]
             if len(carry) != len(leaves) or not all(isinstance(c, TensorValue) for c in carry):
                 raise Unsupported(breaks.UNKNOWN_CALL, "associative_scan's combine_fn must return xs's structure")

@@ -15,11 +15,20 @@ import torch
 
 from . import breaks, config
 from .breaks import TracedException, Unsupported
+from .code_facts import facts
 from .context_vars import ContextVarSets
+from .effects import SideEffects
 from .graph_builder import GraphBuilder
 from .guards import GlobalStateMatch, Guard
-from .sources import GlobalSource, ItemSource, Source
-from .values import CellValue, Const, Value
+from .guards.compile import guard_local_names
+from .handlers import HANDLERS
+from .sources import ClosureSource, GlobalSource, ItemSource, LocalSource, ModuleDictSource, ObjectRefSource, Scope, Source
+from .values.base import Const, IteratorValue, LazyValue, Value
+from .values.functions import CellValue, bind_args
+from .values.objects import NewExceptionValue
+from .wrap import wrap
+from . import autograd_function, builtins_table, higher_order  # noqa: F401  (they register modelled callables)
+from .values import arrays  # noqa: F401  (registers numpy as modelled callables)
 
 _INSTRUCTIONS_CACHE: dict[types.CodeType, tuple[list, dict]] = {}
 
@@ -33,16 +42,6 @@ def instructions_of(code: types.CodeType) -> tuple[list[dis.Instruction], dict[i
             _INSTRUCTIONS_CACHE.clear()
         _INSTRUCTIONS_CACHE[code] = cached
     return cached
-
-
-class LazyValue:
-    """A root-frame argument or closure value not yet wrapped: wrapping (and guarding) happens on
-    first use, so unused inputs add no guards."""
-    __slots__ = ("value", "source")
-
-    def __init__(self, value, source):
-        self.value = value
-        self.source = source
 
 
 class Frame:
@@ -97,6 +96,43 @@ class Frame:
             return GlobalSource(name)
         return ItemSource(self.tracer.ref_source(self.globals), name)
 
+    def read_local(self, name: str) -> Value:
+        value = self.locals.get(name)
+        if value is None:
+            raise breaks.user_error(UnboundLocalError, f"cannot access local variable {name!r} where it is not "
+                                                       f"associated with a value")
+        if isinstance(value, LazyValue):
+            value = self.locals[name] = self.wrap(value.value, value.source)
+        return value
+
+    def cell_contents(self, name: str) -> Value:
+        cell = self.cells[name]
+        value = cell.contents
+        if value is None:
+            raise breaks.user_error(NameError, f"cannot access free variable {name!r} where it is not associated "
+                                               f"with a value in enclosing scope")
+        if isinstance(value, LazyValue):
+            value = cell.contents = self.wrap(value.value, value.source)
+        return value
+
+    # ---- what values ask of the frame -------------------------------------------------------------
+    def wrap(self, value, source: Optional[Source]) -> Value:
+        """The symbolic value of a real object (guarded when it has a source)."""
+        return wrap(self.tracer, value, source)
+
+    def inline(self, code, globals_, defaults, kwdefaults, closure, args, kwargs, fn_source) -> Value:
+        """Run a call of a Python function (its code, globals, defaults and closure) in a child frame."""
+        if self.depth + 1 > config.inline_depth_limit:
+            raise Unsupported(breaks.INLINE_LIMIT, f"depth {self.depth + 1} at {code.co_name}")
+        if code.co_flags & 0x180 or code.co_flags & 0x200:   # coroutine / async generator
+            raise Unsupported(breaks.GENERATOR_FRAME, f"coroutine {code.co_name}")
+        bound = bind_args(code, code.co_name, defaults, kwdefaults, args, kwargs)
+        child = Frame(self.tracer, code, globals_, bound, closure, parent=self, fn_source=fn_source)
+        result = self.tracer.run(child)
+        if child.yields is not None:
+            return IteratorValue(child.yields)
+        return result
+
     def location(self) -> tuple[str, int, str]:
         line = self.current.positions.lineno if self.current and self.current.positions else None
         return (self.code.co_filename, line or self.code.co_firstlineno, self.code.co_name)
@@ -118,11 +154,7 @@ class Tracer:
         self._guard_keys: set = set()
         self.wrapped: dict[int, Value] = {}      # id(real object) -> its Value (aliasing, dedup)
         self.keepalive: list[Any] = []           # keeps ids in `wrapped` stable while tracing
-        self.side_effects: list[tuple] = []      # ("attr", obj_value, name, value) / ("global", name, value) /
-                                                 # ("call", fn, [values]) ...
-        self.pending_attrs: dict[int, dict[str, Value]] = {}
-        self.global_writes: dict[str, Value] = {}
-        self.mutated: list[Value] = []           # sourced lists/dicts whose contents changed
+        self.effects = SideEffects()             # writes to objects that outlive the trace, replayed after it
         self.frozen_arrays: list[tuple] = []     # (numpy array, snapshot): a graph tensor was made from it
         self.array_inputs: dict[int, Value] = {}  # id(numpy array read from the frame) -> its tensor input
         self.instance_dicts: list[Value] = []    # `obj.__dict__` of objects made here (must not escape)
@@ -145,8 +177,12 @@ class Tracer:
             self._guard_keys.add(key)
             self.guards.append(guard)
 
+    def remember(self, obj, value: Value) -> None:
+        """`value` stands for the real `obj` in this trace (one value per object: aliasing)."""
+        self.wrapped[id(obj)] = value
+        self.keepalive.append(obj)
+
     def ref_source(self, obj) -> Source:
-        from .sources import ObjectRefSource
         src = self.refs.get(id(obj))
         if src is None:
             src = self.refs[id(obj)] = ObjectRefSource(obj)
@@ -157,8 +193,6 @@ class Tracer:
     def dynamic_dims(self, source, tensor) -> tuple[set, str]:
         """Which dims of an input tensor are symbolic, and how guards reach it ("" when the capture
         is static). Parameters and buffers stay static; sizes 0 and 1 stay specialized."""
-        from .guards.compile import guard_local_names
-        from .sources import ModuleDictSource, ObjectRefSource, Scope
         if self.dynamic is False or source is None or (self.dynamic is None and not self.auto_dynamic):
             return set(), ""
         is_parameter, chain = False, source
@@ -178,8 +212,7 @@ class Tracer:
     # ---- state changes --------------------------------------------------------------------
     def mutate(self, container: Value):
         """A list/dict/set that exists outside the frame changed: replay its new contents."""
-        if container.source is not None and not any(m is container for m in self.mutated):
-            self.mutated.append(container)
+        self.effects.mutate(container)
 
     def set_grad_enabled(self, enabled: bool):
         """Grad mode changes become graph nodes, so the compiled graph switches it like eager does."""
@@ -189,7 +222,6 @@ class Tracer:
 
     # ---- running ----------------------------------------------------------------------------
     def root_frame(self) -> Frame:
-        from .sources import ClosureSource, LocalSource
         code = self.code
         nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
         locals_ = {name: LazyValue(value, LocalSource(name)) for name, value in zip(code.co_varnames[:nargs], self.args)}
@@ -198,7 +230,6 @@ class Tracer:
         return Frame(self, code, self.root_globals, locals_, closure)
 
     def run(self, frame: Frame) -> Value:
-        from .handlers import HANDLERS
         insts = frame.instructions
         root = frame.parent is None
         catching = None
@@ -219,7 +250,6 @@ class Tracer:
             if handler is None:
                 raise Unsupported(breaks.UNSUPPORTED_OPCODE, inst.opname)
             if catching is None:
-                from .resume import facts
                 catching = facts(frame.code).catching_ranges
             in_try = bool(catching) and any(start <= inst.offset < end for start, end in catching)
             ops_before = len(self.graph.graph.nodes) if in_try else 0
@@ -240,7 +270,7 @@ class Tracer:
 
     def _note_op_in_try(self, frame: Frame):
         """A graph op inside a try block: if it fails at run time, the user's except/finally must
-        run. The graph is then called through rerun.RerunOnFailure (a failure reruns the frame
+        run. The graph is then called through runtime.RerunOnFailure (a failure reruns the frame
         eagerly, handlers included), which needs a graph that does not write into its inputs
         (checked when the code is generated: codegen.call_graph)."""
         if self.op_in_try is None:
@@ -250,11 +280,9 @@ class Tracer:
         """Hand an exception the traced code raised to this frame's handler, as CPython would:
         unwind the stack to the handler's depth, push the exception and jump. False when the
         frame has no handler here (the exception propagates to the caller)."""
-        from .resume import facts
         entry = facts(frame.code).handler_at(inst.offset)
         if entry is None:
             return False
-        from .values import NewExceptionValue
         del frame.stack[entry.depth:]
         if entry.lasti:
             frame.push(Const(inst.offset))

@@ -7,9 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .runtime import dereference
+
 
 class Source:
     def expr(self, scope: "Scope") -> str:
+        raise NotImplementedError
+
+    def reload(self, em) -> None:
+        """Emit bytecode that pushes the value this source reaches (codegen's Emitter)."""
         raise NotImplementedError
 
     def name(self) -> str:
@@ -45,6 +51,9 @@ class LocalSource(Source):
     def expr(self, scope):
         return scope.local_names[self.local]
 
+    def reload(self, em):
+        em.load_local(self.local)
+
     def name(self):
         return f"L[{self.local!r}]"
 
@@ -55,6 +64,9 @@ class GlobalSource(Source):
 
     def expr(self, scope):
         return f"{scope.globals_name}[{self.global_name!r}]"
+
+    def reload(self, em):
+        em.emit("LOAD_GLOBAL", (False, self.global_name))
 
     def name(self):
         return f"G[{self.global_name!r}]"
@@ -69,6 +81,9 @@ class ClosureSource(Source):
     def expr(self, scope):
         return f"{scope.fn_name}.__closure__[{self.index}].cell_contents"
 
+    def reload(self, em):
+        em.load_free(self.var)
+
     def name(self):
         return f"closure {self.var!r}"
 
@@ -80,6 +95,10 @@ class AttrSource(Source):
 
     def expr(self, scope):
         return f"{self.owner.expr(scope)}.{self.attr}"
+
+    def reload(self, em):
+        em.load_source(self.owner)
+        em.load_attr(self.attr)
 
     def name(self):
         return f"{self.owner.name()}.{self.attr}"
@@ -97,6 +116,9 @@ class GenericAttrSource(Source):
 
     def expr(self, scope):
         return f"{scope.const(object.__getattribute__)}({self.owner.expr(scope)}, {self.attr!r})"
+
+    def reload(self, em):
+        em.call_const(object.__getattribute__, [lambda: em.load_source(self.owner), lambda: em.const(self.attr)])
 
     def name(self):
         return f"{self.owner.name()}.{self.attr}"
@@ -116,6 +138,12 @@ class ModuleDictSource(Source):
     def expr(self, scope):
         return f"{self.owner.expr(scope)}.{self.table}[{self.key!r}]"
 
+    def reload(self, em):
+        em.load_source(self.owner)
+        em.load_attr(self.table)
+        em.const(self.key)
+        em.emit("BINARY_SUBSCR")
+
     def name(self):
         if self.key.isidentifier():
             return f"{self.owner.name()}.{self.key}"
@@ -133,6 +161,11 @@ class ItemSource(Source):
     def expr(self, scope):
         return f"{self.owner.expr(scope)}[{self.key!r}]"
 
+    def reload(self, em):
+        em.load_source(self.owner)
+        em.const(self.key)
+        em.emit("BINARY_SUBSCR")
+
     def name(self):
         return f"{self.owner.name()}[{self.key!r}]"
 
@@ -147,6 +180,9 @@ class WeakRefTargetSource(Source):
 
     def expr(self, scope):
         return f"{self.owner.expr(scope)}()"
+
+    def reload(self, em):
+        em.call_const(dereference, [lambda: em.load_source(self.owner)])
 
     def name(self):
         return f"{self.owner.name()}()"
@@ -163,6 +199,10 @@ class FromNumpySource(Source):
     def expr(self, scope):
         import torch
         return f"{scope.const(torch.from_numpy)}({self.owner.expr(scope)})"
+
+    def reload(self, em):
+        import torch
+        em.call_const(torch.from_numpy, [lambda: em.load_source(self.owner)])
 
     def name(self):
         return f"torch.from_numpy({self.owner.name()})"
@@ -181,6 +221,9 @@ class DictItemSource(Source):
     def expr(self, scope):
         return f"{scope.const(dict.__getitem__)}({self.owner.expr(scope)}, {self.key!r})"
 
+    def reload(self, em):
+        em.call_const(dict.__getitem__, [lambda: em.load_source(self.owner), lambda: em.const(self.key)])
+
     def name(self):
         return f"{self.owner.name()}[{self.key!r}]"
 
@@ -194,6 +237,9 @@ class TypeSource(Source):
 
     def expr(self, scope):
         return f"type({self.owner.expr(scope)})"
+
+    def reload(self, em):
+        em.call_const(type, [lambda: em.load_source(self.owner)])
 
     def name(self):
         return f"type({self.owner.name()})"
@@ -210,6 +256,9 @@ class ObjectRefSource(Source):
 
     def expr(self, scope):
         return scope.const(self.obj)
+
+    def reload(self, em):
+        em.const(self.obj)
 
     def name(self):
         if isinstance(self.obj, dict) and "__name__" in self.obj:

@@ -8,38 +8,29 @@ aliasing in the user's program is preserved in the graph.
 from __future__ import annotations
 
 import enum
+import functools
 import types
 from collections import OrderedDict
 from typing import Any, Optional
 
 import torch
 
-from . import breaks
-from .breaks import Unsupported
-from .guards import AliasMatch, ConstantMatch, DictKeysMatch, IdMatch, LengthMatch, TensorMatch, TypeMatch
-from .resume import AutocastBlock, GradModeBlock
-from .sources import ItemSource, Source
-from .values import (CallableValue, Const, DictValue, FunctionValue, ModuleValue, ObjectValue, SeqValue,
-                     TensorValue, Value)
-
-CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented),
-                  torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice, enum.Enum,
-                  types.CodeType)
-
-
-def is_constant(value) -> bool:
-    if isinstance(value, CONSTANT_TYPES):
-        return True
-    if type(value) in (tuple, frozenset, torch.Size):
-        return all(is_constant(v) for v in value)
-    return False
-
-
-def is_torch_namespace(obj) -> bool:
-    """Modules and callables of torch itself: assumed not to be monkeypatched, so not guarded."""
-    name = getattr(obj, "__name__", "") if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", "") or ""
-    return name == "torch" or name.startswith("torch.")
-
+from .breaks import TENSOR_SUBCLASS, UNSUPPORTED_VALUE, Unsupported
+from .fallback.skip import INLINE, call_rule, is_torch_namespace
+from .guards import (AliasMatch, ConstantMatch, DictKeysMatch, FunctionMatch, IdMatch, LengthMatch, TensorMatch,
+                     TypeMatch)
+from .modelled import modelled
+from .runtime import AutocastBlock, GradModeBlock
+from .sources import AttrSource, ItemSource, Source
+from .values.base import Const, MethodValue, Value, is_constant
+from .values.callables import CallableValue
+from .values.containers import DictValue, SeqValue
+from .values.contexts import AutocastValue, GradModeValue
+from .values.dict_objects import DictObjectValue, dict_base
+from .values.functions import FunctionValue, PartialValue
+from .values.modules import ModuleValue
+from .values.objects import ObjectValue
+from .values.tensors import TensorValue
 
 def wrap(tracer, value: Any, source: Optional[Source]) -> Value:
     key = id(value)
@@ -94,9 +85,9 @@ def _build(tracer, value, source) -> Value:
             _guard(tracer, TypeMatch(source, type(value)))
         return ModuleValue(value, source)
     if isinstance(value, types.FunctionType):
-        if source is not None and not is_torch_namespace(value):
-            _guard(tracer, IdMatch.of(source, value))
-        return FunctionValue(value, source)
+        return _wrap_function(tracer, value, source)
+    if type(value) is functools.partial:
+        return _wrap_partial(tracer, value, source)
     if callable(value) and (isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, type,
                                                types.MethodWrapperType, types.WrapperDescriptorType,
                                                types.MethodDescriptorType, types.ClassMethodDescriptorType))
@@ -111,19 +102,52 @@ def _build(tracer, value, source) -> Value:
     if isinstance(value, types.MethodType) and type(value.__self__) in (GradModeBlock, AutocastBlock):
         return _interrupted_block(tracer, value.__self__, source)
     if isinstance(value, types.MethodType):
-        from .values import MethodValue
+        if source is not None:       # the function too: another one may be bound there next time
+            _guard(tracer, TypeMatch(source, types.MethodType))
+            wrap(tracer, value.__func__, _attr(source, "__func__"))
         return MethodValue(wrap(tracer, value.__self__, None if source is None else _attr(source, "__self__")),
                            value.__func__, source)
     if source is not None:
         _guard(tracer, TypeMatch(source, type(value)))
+    if source is not None and dict_base(type(value)) is not None:
+        return DictObjectValue(value, source)
     return ObjectValue(value, source)
+
+
+def _wrap_function(tracer, fn: types.FunctionType, source) -> FunctionValue:
+    """A plain function (no attributes, inlined when called, not modelled) is guarded by its code,
+    globals and defaults: a closure or lambda made afresh on each call must not recapture each
+    time. Anything else about it is pinned by identity."""
+    if source is None or is_torch_namespace(fn):
+        return FunctionValue(fn, source)
+    identity = IdMatch.of(source, fn)
+    if fn.__dict__ or modelled(fn) is not None or call_rule(fn) != INLINE:
+        _guard(tracer, identity)
+        return FunctionValue(fn, source)
+    _guard(tracer, FunctionMatch(source, fn.__code__, id(fn.__globals__), len(fn.__defaults__ or ()),
+                                 tuple(fn.__kwdefaults__ or ())))
+    tracer.keepalive.append(fn.__globals__)
+    return FunctionValue(fn, source, pin=(tracer, identity))
+
+
+def _wrap_partial(tracer, p: functools.partial, source) -> PartialValue:
+    """A partial is what it is made of: its function, arguments and keywords, each guarded."""
+    if source is None:
+        return PartialValue(wrap(tracer, p.func, None), [wrap(tracer, a, None) for a in p.args],
+                            {k: wrap(tracer, v, None) for k, v in p.keywords.items()})
+    _guard(tracer, TypeMatch(source, functools.partial))
+    args_source, keywords_source = _attr(source, "args"), _attr(source, "keywords")
+    _guard(tracer, LengthMatch(args_source, tuple, len(p.args)))
+    _guard(tracer, DictKeysMatch(keywords_source, dict, tuple(p.keywords)))
+    return PartialValue(wrap(tracer, p.func, _attr(source, "func")),
+                        [wrap(tracer, a, ItemSource(args_source, i)) for i, a in enumerate(p.args)],
+                        {k: wrap(tracer, v, ItemSource(keywords_source, k)) for k, v in p.keywords.items()}, source)
 
 
 def _interrupted_block(tracer, block, source):
     """`__exit__` of a grad-mode or autocast `with` block a graph break interrupted
     (resume.GradModeBlock / AutocastBlock), as a resume function gets it on its stack: the
     block's value, left by the traced code as usual. Its fields are guarded like attributes."""
-    from .values import AutocastValue, GradModeValue, MethodValue
     owner = _attr(source, "__self__") if source is not None else None
     if owner is not None:
         _guard(tracer, TypeMatch(owner, type(block)))
@@ -142,7 +166,6 @@ def _interrupted_block(tracer, block, source):
 
 
 def _attr(source, name):
-    from .sources import AttrSource
     return AttrSource(source, name)
 
 
@@ -158,11 +181,11 @@ def _wrap_tensor(tracer, value: torch.Tensor, source) -> TensorValue:
     if type(value) not in (torch.Tensor, torch.nn.Parameter) and not isinstance(value, torch.nn.parameter.Buffer):
         if source is not None:   # the eager fallback entry must not catch plain tensors later
             tracer.add_guard(TypeMatch(source, type(value)))
-        raise Unsupported(breaks.TENSOR_SUBCLASS, type(value).__name__)
+        raise Unsupported(TENSOR_SUBCLASS, type(value).__name__)
     if source is None:
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, "a tensor the tracer cannot reload (no source)")
+        raise Unsupported(UNSUPPORTED_VALUE, "a tensor the tracer cannot reload (no source)")
     if value.is_sparse or value.layout != torch.strided:
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"tensor with layout {value.layout}")
+        raise Unsupported(UNSUPPORTED_VALUE, f"tensor with layout {value.layout}")
     dims, expr = tracer.dynamic_dims(source, value)
     tracer.add_guard(TensorMatch.of(source, value, dims))
     return tracer.graph.add_input(value, source, dims, expr)

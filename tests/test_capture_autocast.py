@@ -10,7 +10,7 @@ import torch.nn as nn
 
 import dynamo_lite as dl
 
-from dynamo_lite.graph_builder import autocast_nesting
+from dynamo_lite.runtime import autocast_nesting
 from harness import CountingBackend, Graphs, assert_same, capture, check, reset
 
 _LINEAR = nn.Linear(4, 4)

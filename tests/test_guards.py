@@ -229,6 +229,7 @@ def test_cache_does_not_keep_dead_objects_alive():
         return helper
 
     helper = make()
+    helper.tag = "pinned"      # a function with attributes is guarded by identity (a plain one by its code)
     holder = type("Holder", (), {})()
     holder.fn = helper
 

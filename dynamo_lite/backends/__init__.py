@@ -14,6 +14,6 @@ __all__ = ["register_backend", "lookup_backend", "list_backends", "triton_backen
 
 def __getattr__(name):
     if name == "triton_backend":          # lazy: the triton package imports only what it needs
-        from .triton import triton_backend
+        from .triton.backend import triton_backend
         return triton_backend
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,7 +34,8 @@ def lookup_backend(backend) -> Callable:
     if isinstance(backend, str):
         if backend == "triton" and "triton" not in _BACKENDS:
             try:
-                from . import triton  # noqa: F401  (registers itself)
+                from .triton.backend import triton_backend
+                register_backend("triton", triton_backend)
             except ImportError as e:
                 raise ValueError(f"backend 'triton' is not available: {e}") from None
         if backend in _BACKENDS:

@@ -10,9 +10,11 @@ graph as one opaque call).
 """
 from __future__ import annotations
 
+import builtins
 import os
 import sysconfig
 import types
+import warnings
 import weakref
 
 import torch
@@ -134,6 +136,20 @@ def call_rule(fn) -> int:
     if is_skipped_file(filename) and not filename.endswith(_INLINED_STDLIB):
         return SKIPPED
     return INLINE
+
+
+def is_torch_namespace(obj) -> bool:
+    """Modules and callables of torch itself: assumed not to be monkeypatched, so not guarded."""
+    name = getattr(obj, "__name__", "") if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", "") or ""
+    return name == "torch" or name.startswith("torch.")
+
+
+# Functions whose output must appear in program order: calling one is a print-or-log break.
+PRINTERS = {print, builtins.input, builtins.breakpoint, warnings.warn, warnings.warn_explicit}
+
+
+def is_printer(fn) -> bool:
+    return fn in PRINTERS or getattr(fn, "__module__", "") in ("logging", "warnings")
 
 
 def unwrapped(fn):

@@ -4,10 +4,11 @@ guards.py holds the guard kinds (frozen dataclasses over Sources that render as 
 compile.py turns a guard set into one check function (and a verbose checker that names the
 first failing guard).
 """
-from .guards import (AliasMatch, AttrAbsent, ConstantMatch, DictKeysMatch, DistinctMatch, GlobalStateMatch, Guard, IdMatch,
+from .guards import (AliasMatch, AttrAbsent, ConstantMatch, DictKeysMatch, DistinctMatch, FunctionMatch,
+                     GlobalStateMatch, Guard, IdMatch,
                      LengthMatch, MembershipMatch, NoHooksMatch, ShapeEnvMatch, TensorMatch, TypeMatch, weakref_able)
 from .compile import CompiledGuards, compile_guards
 
 __all__ = ["Guard", "AttrAbsent", "TensorMatch", "TypeMatch", "IdMatch", "ConstantMatch", "LengthMatch", "DictKeysMatch",
            "MembershipMatch", "GlobalStateMatch", "NoHooksMatch", "AliasMatch", "DistinctMatch", "ShapeEnvMatch",
-           "weakref_able", "CompiledGuards", "compile_guards"]
+           "FunctionMatch", "weakref_able", "CompiledGuards", "compile_guards"]

@@ -34,12 +34,24 @@ class CompiledGuards:
             except Exception as e:  # a guard that raises fails
                 return i, f"{guard.describe()} could not be checked ({type(e).__name__}: {e})"
             if not ok:
-                try:
-                    value = _resolve(guard, fn, args, self)
-                except Exception:
-                    value = None
-                return i, guard.why_not(value)
+                return i, _reason(guard, fn, args, self)
         return len(self.guards), None
+
+
+def _reason(guard, fn, args, compiled) -> str:
+    """The guard's own explanation; explaining must never fail (a value of an unexpected type can
+    break a guard's why_not), so a generic one is the fallback."""
+    try:
+        value = _resolve(guard, fn, args, compiled)
+    except Exception:
+        value = None
+    try:
+        return guard.why_not(value)
+    except Exception:
+        try:
+            return f"{guard.describe()} no longer holds"
+        except Exception:
+            return f"a {type(guard).__name__} guard failed"
 
 
 def _resolve(guard, fn, args, compiled):
@@ -73,7 +85,7 @@ def compile_guards(guards: list[Guard], arg_names: list[str], globals_dict: dict
 
     exprs = [g.code(scope, const) for g in guards]
     if any(isinstance(getattr(g, "source", None), GlobalSource) or "___G[" in e for g, e in zip(guards, exprs)):
-        exprs.insert(0, f"___fn.__globals__ is ___G")
+        exprs.insert(0, "___fn.__globals__ is ___G")
     params = ", ".join(["___fn", *local_names.values()])
     body = "\n        and ".join(f"({e})" for e in exprs) or "True"
     src = f"def ___guard({params}):\n    return (\n        {body}\n    )\n"

@@ -2,6 +2,7 @@
 why a value fails it (`why_not`), which becomes the recompile reason users read."""
 from __future__ import annotations
 
+import types
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -241,6 +242,8 @@ class DictKeysMatch(Guard):
         return f"{self.source.name()} has keys {list(self.keys)!r}"
 
     def why_not(self, value):
+        if type(value) is not self.cls:
+            return f"type of {self.source.name()}: expected {self.cls.__qualname__}, got {type(value).__qualname__}"
         return f"keys of {self.source.name()} changed: {list(self.keys)!r} -> {list(value)!r}"
 
 
@@ -370,3 +373,33 @@ class AttrAbsent(Guard):
 
     def why_not(self, value):
         return f"{self.source.name()} now has an attribute {self.attr!r}"
+
+
+@dataclass(frozen=True, eq=False)
+class FunctionMatch(Guard):
+    """`source` is a plain Python function made from this code object in these globals, with
+    this many defaults and these keyword-only defaults: guarded by what it is made of, not by
+    identity, so a function (closure, lambda) made afresh on each call reuses the graph. Its
+    defaults and closure contents are guarded where the trace reads them."""
+    source: Source
+    code_obj: Any
+    globals_id: int
+    n_defaults: int
+    kwdefault_keys: tuple
+
+    def code(self, scope, const):
+        x = self.source.expr(scope)
+        return (f"type({x}) is {const(types.FunctionType)} and {x}.__code__ is {const(self.code_obj)} "
+                f"and id({x}.__globals__) == {self.globals_id} and not {x}.__dict__ "
+                f"and len({x}.__defaults__ or ()) == {self.n_defaults} "
+                f"and tuple({x}.__kwdefaults__ or ()) == {self.kwdefault_keys!r}")
+
+    def describe(self):
+        return f"{self.source.name()} is a function of {self.code_obj.co_qualname} (line {self.code_obj.co_firstlineno})"
+
+    def why_not(self, value):
+        code = getattr(value, "__code__", None)
+        if code is not self.code_obj:
+            got = getattr(code, "co_qualname", type(value).__name__)
+            return f"{self.source.name()}: expected a function of {self.code_obj.co_qualname}, got {got}"
+        return f"{self.describe()} with the same defaults and no attributes: no longer holds"

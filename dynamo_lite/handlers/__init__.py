@@ -6,22 +6,5 @@ instruction pointer. Opcodes with no handler make the interpreter raise a struct
 """
 from __future__ import annotations
 
-import dis
-from typing import Callable
-
-from ..compat import PY_VERSION
-
-HANDLERS: dict[str, Callable] = {}
-
-
-def handler(*opnames: str, min_version: tuple = (3, 11), max_version: tuple = (3, 99)):
-    def register(fn: Callable) -> Callable:
-        if min_version <= PY_VERSION <= max_version:
-            for name in opnames:
-                if name in dis.opmap:
-                    HANDLERS[name] = fn
-        return fn
-    return register
-
-
-from . import calls, containers, control, names, operators  # noqa: E402,F401  (they register themselves)
+from . import call_ops, container_ops, control_ops, name_ops, operator_ops  # noqa: F401  (they register themselves)
+from .registry import HANDLERS, handler  # noqa: F401

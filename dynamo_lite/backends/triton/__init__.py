@@ -9,9 +9,15 @@ lower_views, lower_reductions and graph_lowering (aten -> the loop IR of ir.py);
 and launches); launch and cache (compile, tune, reuse); backend (the entry point). Importing this package needs neither triton nor a GPU; compiling a
 graph needs triton and a CUDA GPU or TRITON_INTERPRET=1.
 """
-from ..registry import register_backend
-from .backend import CompiledGraph, compile_graph, triton_backend
+import importlib
 
-register_backend("triton", triton_backend)
-
+_API = {"triton_backend": "backend", "compile_graph": "backend", "CompiledGraph": "backend"}
 __all__ = ["triton_backend", "compile_graph", "CompiledGraph"]
+
+
+def __getattr__(name: str):
+    """The public names, imported on first use (the registry registers the backend itself)."""
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

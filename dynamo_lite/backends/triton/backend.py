@@ -72,7 +72,7 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
         # Known wrong results when in-place writes into inputs (or views of them) are lowered:
         # tests/regressions/triton_*.py. Such graphs run as captured until that is fixed.
         return _eager(gm, "the graph writes into its inputs in place (not lowered to Triton yet)")
-    from ...graph_builder import enter_autocast, exit_autocast
+    from ...runtime import enter_autocast, exit_autocast
     if any(n.target in (enter_autocast, exit_autocast) for n in gm.graph.nodes):
         return _eager(gm, "the graph switches autocast on or off (autocast regions are not lowered)")
     if _writes_overlapping_memory(gm.graph):

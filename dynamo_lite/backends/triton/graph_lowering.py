@@ -20,6 +20,7 @@ import torch.fx
 from . import availability, settings
 from .ir import (Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, cast, contiguous_strides,
                  domain_vars, walk)
+from . import lower_reductions, lower_views  # noqa: F401  (the other halves of the lowering table)
 from .lowerings import NotLowerable, lookup
 from .values import Value, broadcast_to
 

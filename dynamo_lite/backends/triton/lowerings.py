@@ -365,6 +365,3 @@ def lower_arange(lw, node, *args, **kwargs):
         return cast(index_expr(idx[0] * int(step) + int(start)), meta.dtype)
     return lazy((n,), meta.dtype, meta.device, loader)
 
-
-# the other halves of the table register themselves on import
-from . import lower_reductions, lower_views  # noqa: E402,F401

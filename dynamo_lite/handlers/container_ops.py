@@ -1,13 +1,16 @@
 """Building, unpacking, indexing and slicing tuples, lists, dicts, sets and strings."""
 from __future__ import annotations
 
-from .. import breaks
-from ..breaks import Unsupported
-from ..calls import delitem, getitem, iterate, setitem
-from ..dict_subclass import is_dict_object, mapping_items
-from ..operators import python_value
-from ..values import Const, DictValue, SeqValue, SetValue, SliceValue, SymValue, TensorValue
-from . import handler
+from ..breaks import TENSOR_TO_PYTHON, Unsupported, user_error
+from ..semantics import delitem, getitem, setitem, unpack
+from ..values.base import Const
+from ..values.containers import DictValue, SeqValue, SetValue
+from ..values.tensors import make_slice
+from .registry import handler
+
+
+def _key(v):
+    return v.as_python()
 
 
 @handler("BUILD_TUPLE")
@@ -22,34 +25,34 @@ def build_list(frame, inst):
 
 @handler("BUILD_SET")
 def build_set(frame, inst):
-    frame.push(SetValue([Const(python_value(v)) for v in frame.popn(inst.arg)], set))
+    frame.push(SetValue([Const(v.as_python()) for v in frame.popn(inst.arg)], set))
 
 
 @handler("BUILD_MAP")
 def build_map(frame, inst):
     flat = frame.popn(2 * inst.arg)
-    frame.push(DictValue({python_value(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}, dict))
+    frame.push(DictValue({_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}, dict))
 
 
 @handler("BUILD_CONST_KEY_MAP")
 def build_const_key_map(frame, inst):
-    keys = python_value(frame.pop())
+    keys = frame.pop().as_python()
     values = frame.popn(inst.arg)
     frame.push(DictValue(dict(zip(keys, values)), dict))
 
 
 @handler("BUILD_STRING")
 def build_string(frame, inst):
-    frame.push(Const("".join(python_value(v) for v in frame.popn(inst.arg))))
+    frame.push(Const("".join(v.as_python() for v in frame.popn(inst.arg))))
 
 
 @handler("FORMAT_VALUE")
 def format_value(frame, inst):
-    spec = python_value(frame.pop()) if inst.arg & 0x04 else ""
+    spec = frame.pop().as_python() if inst.arg & 0x04 else ""
     value = frame.pop()
-    if isinstance(value, TensorValue):
-        raise Unsupported(breaks.TENSOR_TO_PYTHON, "formatting a tensor into a string")
-    v = python_value(value)
+    if value.is_graph_value and value.python_type() not in (int, float, bool):
+        raise Unsupported(TENSOR_TO_PYTHON, "formatting a tensor into a string")
+    v = value.as_python()
     conversion = inst.arg & 0x03
     v = {0: v, 1: str(v), 2: repr(v), 3: ascii(v)}[conversion]
     frame.push(Const(format(v, spec)))
@@ -57,12 +60,8 @@ def format_value(frame, inst):
 
 @handler("BUILD_SLICE")
 def build_slice(frame, inst):
-    parts = frame.popn(inst.arg)
-    if any(isinstance(p, SymValue) for p in parts):
-        start, stop, step = (parts + [Const(None)])[:3]
-        frame.push(SliceValue(start, stop, step))
-    else:
-        frame.push(Const(slice(*[python_value(p) for p in parts])))
+    parts = frame.popn(inst.arg) + [Const(None)] * (3 - inst.arg)
+    frame.push(make_slice(*parts))
 
 
 @handler("LIST_APPEND")
@@ -73,31 +72,31 @@ def list_append(frame, inst):
 
 @handler("SET_ADD")
 def set_add(frame, inst):
-    value = python_value(frame.pop())
+    value = frame.pop().as_python()
     target = frame.peek(inst.arg)
-    if value not in [python_value(i) for i in target.items]:
+    if value not in [i.as_python() for i in target.items]:
         target.items.append(Const(value))
 
 
 @handler("MAP_ADD")
 def map_add(frame, inst):
     value, key = frame.pop(), frame.pop()
-    frame.peek(inst.arg).items[python_value(key)] = value
+    frame.peek(inst.arg).items[_key(key)] = value
 
 
 @handler("LIST_EXTEND")
 def list_extend(frame, inst):
     v = frame.pop()
-    frame.peek(inst.arg).items.extend(iterate(frame, v))
+    frame.peek(inst.arg).items.extend(unpack(frame, v))
 
 
 @handler("SET_UPDATE")
 def set_update(frame, inst):
     v = frame.pop()
     target = frame.peek(inst.arg)
-    seen = [python_value(i) for i in target.items]
-    for item in iterate(frame, v):
-        value = python_value(item)
+    seen = [i.as_python() for i in target.items]
+    for item in unpack(frame, v):
+        value = item.as_python()
         if value not in seen:
             seen.append(value)
             target.items.append(Const(value))
@@ -105,17 +104,13 @@ def set_update(frame, inst):
 
 @handler("DICT_UPDATE", "DICT_MERGE")
 def dict_update(frame, inst):
-    v = frame.pop()
-    if is_dict_object(v):
-        v = DictValue(mapping_items(frame, v), dict)
-    if not isinstance(v, DictValue):
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"** of {type(v).__name__}")
+    new = frame.pop().as_mapping(frame)
     target = frame.peek(inst.arg)
     if inst.opname == "DICT_MERGE":
-        dup = set(target.items) & set(v.items)
+        dup = set(target.items) & set(new)
         if dup:
-            raise Unsupported(breaks.USER_EXCEPTION, f"TypeError: got multiple values for keyword argument {dup.pop()!r}")
-    target.items.update(v.items)
+            raise user_error(TypeError, f"got multiple values for keyword argument {dup.pop()!r}")
+    target.items.update(new)
 
 
 @handler("LIST_TO_TUPLE", max_version=(3, 11))
@@ -125,9 +120,11 @@ def list_to_tuple(frame, inst):
 
 @handler("UNPACK_SEQUENCE")
 def unpack_sequence(frame, inst):
-    items = iterate(frame, frame.pop())
+    items = unpack(frame, frame.pop())
     if len(items) != inst.arg:
-        raise Unsupported(breaks.USER_EXCEPTION, f"ValueError: expected {inst.arg} values to unpack, got {len(items)}")
+        if len(items) > inst.arg:
+            raise user_error(ValueError, f"too many values to unpack (expected {inst.arg})")
+        raise user_error(ValueError, f"not enough values to unpack (expected {inst.arg}, got {len(items)})")
     for item in reversed(items):
         frame.push(item)
 
@@ -135,9 +132,10 @@ def unpack_sequence(frame, inst):
 @handler("UNPACK_EX")
 def unpack_ex(frame, inst):
     before, after = inst.arg & 0xFF, inst.arg >> 8
-    items = iterate(frame, frame.pop())
+    items = unpack(frame, frame.pop())
     if len(items) < before + after:
-        raise Unsupported(breaks.USER_EXCEPTION, "ValueError: not enough values to unpack")
+        raise user_error(ValueError, f"not enough values to unpack (expected at least {before + after}, "
+                                     f"got {len(items)})")
     middle = SeqValue(items[before:len(items) - after], list)
     for item in reversed(items[len(items) - after:]):
         frame.push(item)
@@ -164,19 +162,13 @@ def delete_subscr(frame, inst):
     delitem(frame, obj, key)
 
 
-def _slice(start, end):
-    if isinstance(start, SymValue) or isinstance(end, SymValue):
-        return SliceValue(start, end, Const(None))
-    return Const(slice(python_value(start), python_value(end)))
-
-
 @handler("BINARY_SLICE", min_version=(3, 12))
 def binary_slice(frame, inst):
     end, start, obj = frame.pop(), frame.pop(), frame.pop()
-    frame.push(getitem(frame, obj, _slice(start, end)))
+    frame.push(getitem(frame, obj, make_slice(start, end, Const(None))))
 
 
 @handler("STORE_SLICE", min_version=(3, 12))
 def store_slice(frame, inst):
     end, start, obj, value = frame.pop(), frame.pop(), frame.pop(), frame.pop()
-    setitem(frame, obj, _slice(start, end), value)
+    setitem(frame, obj, make_slice(start, end, Const(None)), value)

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from .. import breaks
-from ..attributes import load_attr, store_attr
-from ..breaks import Unsupported
+from ..breaks import Unsupported, user_error
 from ..compat import LOAD_ATTR_HAS_METHOD_BIT
-from ..interpreter import LazyValue
-from ..values import NULL, UNDEFINED, CellValue, Const, UndefinedValue
-from ..wrap import wrap
-from . import handler
+from ..semantics import del_attr, load_attr, store_attr
+from ..values.base import NULL, UNDEFINED, LazyValue, UndefinedValue
+from ..values.functions import CellValue
+from ..values.objects import ObjectValue, SuperValue
+from .registry import handler
 
 
 @handler("NOP", "RESUME", "PRECALL", "CACHE", "EXTENDED_ARG", "COPY_FREE_VARS")
@@ -39,28 +39,19 @@ def swap(frame, inst):
 
 @handler("LOAD_CONST")
 def load_const(frame, inst):
-    frame.push(wrap(frame.tracer, inst.argval, None))
-
-
-def read_local(frame, name):
-    value = frame.locals.get(name)
-    if value is None:
-        raise Unsupported(breaks.USER_EXCEPTION, f"UnboundLocalError: {name!r}")
-    if isinstance(value, LazyValue):
-        value = frame.locals[name] = wrap(frame.tracer, value.value, value.source)
-    return value
+    frame.push(frame.wrap(inst.argval, None))
 
 
 @handler("LOAD_FAST", "LOAD_FAST_CHECK")
 def load_fast(frame, inst):
-    frame.push(read_local(frame, inst.argval))
+    frame.push(frame.read_local(inst.argval))
 
 
 @handler("LOAD_FAST_AND_CLEAR", min_version=(3, 12))
 def load_fast_and_clear(frame, inst):
     value = frame.locals.pop(inst.argval, None)
     if isinstance(value, LazyValue):
-        value = wrap(frame.tracer, value.value, value.source)
+        value = frame.wrap(value.value, value.source)
     frame.push(UNDEFINED if value is None else value)
 
 
@@ -76,7 +67,8 @@ def store_fast(frame, inst):
 @handler("DELETE_FAST")
 def delete_fast(frame, inst):
     if frame.locals.pop(inst.argval, None) is None:
-        raise Unsupported(breaks.USER_EXCEPTION, f"UnboundLocalError: {inst.argval!r}")
+        raise user_error(UnboundLocalError, f"cannot access local variable {inst.argval!r} where it is not "
+                                             f"associated with a value")
 
 
 @handler("LOAD_GLOBAL")
@@ -85,14 +77,14 @@ def load_global(frame, inst):
     if inst.arg & 1:
         frame.push(NULL)
     tracer = frame.tracer
-    if frame.globals is tracer.root_globals and name in tracer.global_writes:
-        frame.push(tracer.global_writes[name])
+    if frame.globals is tracer.root_globals and name in tracer.effects.global_writes:
+        frame.push(tracer.effects.global_writes[name])
     elif name in frame.globals:
-        frame.push(wrap(tracer, frame.globals[name], frame.global_source(name)))
+        frame.push(frame.wrap(frame.globals[name], frame.global_source(name)))
     elif name in frame.builtins:
-        frame.push(wrap(tracer, frame.builtins[name], None))
+        frame.push(frame.wrap(frame.builtins[name], None))
     else:
-        raise Unsupported(breaks.USER_EXCEPTION, f"NameError: name {name!r} is not defined")
+        raise user_error(NameError, f"name {name!r} is not defined")
 
 
 @handler("STORE_GLOBAL")
@@ -100,9 +92,7 @@ def store_global(frame, inst):
     tracer = frame.tracer
     if frame.globals is not tracer.root_globals:
         raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"global {inst.argval!r} of another module")
-    value = frame.pop()
-    tracer.global_writes[inst.argval] = value
-    tracer.side_effects.append(("global", inst.argval, value))
+    tracer.effects.store_global(inst.argval, frame.pop())
 
 
 @handler("MAKE_CELL")
@@ -112,18 +102,9 @@ def make_cell(frame, inst):
     frame.cells[name] = CellValue(initial)
 
 
-def cell_contents(frame, cell: CellValue, name: str):
-    value = cell.contents
-    if value is None:
-        raise Unsupported(breaks.USER_EXCEPTION, f"NameError: free variable {name!r} referenced before assignment")
-    if isinstance(value, LazyValue):
-        value = cell.contents = wrap(frame.tracer, value.value, value.source)
-    return value
-
-
 @handler("LOAD_DEREF", "LOAD_CLASSDEREF")
 def load_deref(frame, inst):
-    frame.push(cell_contents(frame, frame.cells[inst.argval], inst.argval))
+    frame.push(frame.cell_contents(inst.argval))
 
 
 @handler("STORE_DEREF")
@@ -131,7 +112,7 @@ def store_deref(frame, inst):
     cell = frame.cells[inst.argval]
     value = frame.pop()
     if cell.source is not None or (frame.parent is None and inst.argval in frame.code.co_freevars):
-        frame.tracer.side_effects.append(("cell", cell, inst.argval, frame.parent is None))
+        frame.tracer.effects.store_cell(cell, inst.argval, frame.parent is None)
     cell.contents = value
 
 
@@ -163,14 +144,20 @@ def store_attr_op(frame, inst):
     store_attr(frame, obj, inst.argval, value)
 
 
+@handler("DELETE_ATTR")
+def delete_attr_op(frame, inst):
+    del_attr(frame, frame.pop(), inst.argval)
+
+
 @handler("LOAD_SUPER_ATTR", min_version=(3, 12))
 def load_super_attr(frame, inst):
-    from ..builtins_table import real_class_arg
-    from ..values import SuperValue
     obj, cls, _super_fn = frame.pop(), frame.pop(), frame.pop()
     if inst.arg & 1:
         frame.push(NULL)
-    frame.push(load_attr(frame, SuperValue(real_class_arg(cls), obj), inst.argval))
+    real = cls.real_object()
+    if not isinstance(real, type):
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, "super() with a non-class first argument")
+    frame.push(load_attr(frame, SuperValue(real, obj), inst.argval))
 
 
 @handler("KW_NAMES")
@@ -183,11 +170,10 @@ def kw_names(frame, inst):
 def import_name(frame, inst):
     fromlist, level = frame.pop(), frame.pop()
     try:
-        module = __import__(inst.argval, frame.globals, None, fromlist.value if isinstance(fromlist, Const) else None,
-                            level.value if isinstance(level, Const) else 0)
+        module = __import__(inst.argval, frame.globals, None, fromlist.as_python(),
+                            level.as_python())
     except Exception as e:
         raise Unsupported(breaks.USER_EXCEPTION, f"import {inst.argval}: {e}")
-    from ..values import ObjectValue
     frame.push(ObjectValue(module))
 
 

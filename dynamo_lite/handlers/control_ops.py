@@ -3,14 +3,15 @@ from __future__ import annotations
 
 from .. import breaks
 from ..breaks import TracedException, Unsupported
-from ..calls import call, iterate, plain_exception_class
 from ..compat import (FOR_ITER_SKIPS_END_FOR, POP_JUMP_IF_FALSE, POP_JUMP_IF_NONE, POP_JUMP_IF_NOT_NONE,
                       POP_JUMP_IF_TRUE, UNCONDITIONAL_JUMPS)
-from ..operators import python_value, truthy
-from ..values import AutocastValue, Const, GradModeValue, IteratorValue, MethodValue, ObjectValue, TensorValue, Value
-from ..wrap import wrap
-from ..attributes import load_attr
-from . import handler
+from ..semantics import call, get_iter, load_attr, truthy
+from ..values.base import Const, IteratorValue, Value
+from ..values.callables import plain_exception_class
+from ..values.contexts import block_exit
+from ..values.objects import ObjectValue
+from ..values.tensors import TensorValue
+from .registry import handler
 
 
 @handler(*UNCONDITIONAL_JUMPS)
@@ -41,7 +42,7 @@ def _tensor_conditional(jump_when: bool):
                 if taken:
                     frame.jump(inst.argval)
                 return
-        if truthy(frame.tracer, value) == jump_when:
+        if truthy(frame, value) == jump_when:
             frame.jump(inst.argval)
     return handle
 
@@ -50,8 +51,7 @@ def _assert_on_tensor(frame, inst, value: TensorValue, jump_when: bool):
     """Whether the jump is taken after the assert node, or None when this is no assert (or when
     Python-level side effects are pending: they are replayed after the graph, and must have
     happened when the assert raises)."""
-    tracer = frame.tracer
-    if tracer.side_effects or tracer.mutated or tracer.global_writes:
+    if frame.tracer.effects:
         return None
     fall_through = frame.instructions[frame.ip].offset
     for raises_at, taken in ((fall_through, True), (inst.argval, False)):
@@ -84,7 +84,7 @@ handler(*POP_JUMP_IF_NOT_NONE)(_conditional(lambda f, v: not _is_none(v)))
 
 @handler("JUMP_IF_TRUE_OR_POP", max_version=(3, 11))
 def jump_if_true_or_pop(frame, inst):
-    if truthy(frame.tracer, frame.peek()):
+    if truthy(frame, frame.peek()):
         frame.jump(inst.argval)
     else:
         frame.pop()
@@ -92,16 +92,15 @@ def jump_if_true_or_pop(frame, inst):
 
 @handler("JUMP_IF_FALSE_OR_POP", max_version=(3, 11))
 def jump_if_false_or_pop(frame, inst):
-    if not truthy(frame.tracer, frame.peek()):
+    if not truthy(frame, frame.peek()):
         frame.jump(inst.argval)
     else:
         frame.pop()
 
 
 @handler("GET_ITER")
-def get_iter(frame, inst):
-    v = frame.pop()
-    frame.push(v if isinstance(v, IteratorValue) else IteratorValue(iterate(frame, v)))
+def get_iter_op(frame, inst):
+    frame.push(get_iter(frame, frame.pop()))
 
 
 @handler("FOR_ITER")
@@ -109,7 +108,7 @@ def for_iter(frame, inst):
     it = frame.peek()
     if not isinstance(it, IteratorValue):
         raise Unsupported(breaks.UNSUPPORTED_VALUE, f"FOR_ITER over {type(it).__name__}")
-    item = it.next()
+    item = it.next(frame)
     if item is not None:
         frame.push(item)
         return
@@ -136,7 +135,7 @@ def return_value(frame, inst):
 
 @handler("RETURN_CONST", min_version=(3, 12))
 def return_const(frame, inst):
-    _finish(frame, wrap(frame.tracer, inst.argval, None))
+    _finish(frame, frame.wrap(inst.argval, None))
 
 
 @handler("RETURN_GENERATOR")
@@ -157,10 +156,10 @@ def yield_value(frame, inst):
 @handler("BEFORE_WITH")
 def before_with(frame, inst):
     manager = frame.pop()
-    if not isinstance(manager, (GradModeValue, AutocastValue)):
+    exit_fn = load_attr(frame, manager, "__exit__")
+    if block_exit(exit_fn) is None:
         raise Unsupported(breaks.UNSUPPORTED_VALUE, f"`with` on {type(manager).__name__} (only torch grad modes "
                                                     "and autocast)")
-    exit_fn = load_attr(frame, manager, "__exit__")
     entered = call(frame, load_attr(frame, manager, "__enter__"), [], {})
     frame.push(exit_fn)
     frame.push(entered)
@@ -172,7 +171,7 @@ def before_with(frame, inst):
 
 def _exception_object(v: Value):
     """The real exception `raise v` raises, or None when it is not one we can make."""
-    real = getattr(v, "obj", None) if isinstance(v, ObjectValue) else getattr(v, "fn", None)
+    real = v.real_object()
     if isinstance(real, BaseException):
         return real
     if isinstance(real, type) and issubclass(real, BaseException) and plain_exception_class(real):
@@ -212,8 +211,7 @@ def with_except_start(frame, inst):
     """An exception leaving a grad-mode or autocast `with` block: its __exit__ runs (restoring the
     state) and does not suppress it. Stack: exit function, lasti, previous exception, exception."""
     exit_fn, exc = frame.stack[-4], frame.stack[-1]
-    if not (isinstance(exit_fn, MethodValue) and isinstance(exit_fn.obj, (GradModeValue, AutocastValue))
-            and isinstance(exc, ObjectValue) and isinstance(exc.obj, BaseException)):
+    if not (block_exit(exit_fn) is not None and isinstance(exc, ObjectValue) and isinstance(exc.obj, BaseException)):
         raise Unsupported(breaks.UNSUPPORTED_OPCODE, "WITH_EXCEPT_START (an exception leaving a `with` block)")
     frame.push(call(frame, exit_fn, [Const(type(exc.obj)), exc, Const(exc.obj.__traceback__)], {}))
 
@@ -234,10 +232,10 @@ def pop_except(frame, inst):
 
 @handler("CHECK_EXC_MATCH")
 def check_exc_match(frame, inst):
-    classes = python_value(frame.pop())
+    classes = frame.pop().as_python()
     frame.push(Const(isinstance(frame.peek().obj, classes)))
 
 
 @handler("LOAD_ASSERTION_ERROR")
 def load_assertion_error(frame, inst):
-    frame.push(wrap(frame.tracer, AssertionError, None))
+    frame.push(frame.wrap(AssertionError, None))

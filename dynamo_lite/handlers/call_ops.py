@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import types
 
-from .. import breaks
-from ..breaks import Unsupported
-from ..calls import call, iterate
-from ..operators import python_value
-from ..values import ClosureValue, Const, DictValue, NullValue, SeqValue
-from . import handler
+from ..breaks import UNSUPPORTED_VALUE, Unsupported
+from ..semantics import call, unpack
+from ..values.base import NullValue
+from ..values.containers import DictValue
+from ..values.functions import ClosureValue
+from .registry import handler
 
 
 @handler("CALL")
@@ -30,31 +30,29 @@ def call_op(frame, inst):
 
 @handler("CALL_FUNCTION_EX")
 def call_function_ex(frame, inst):
-    kwargs = frame.pop() if inst.arg & 1 else DictValue({}, dict)
+    kwargs = frame.pop().as_mapping(frame) if inst.arg & 1 else {}
     args = frame.pop()
     fn = frame.pop()
     if frame.stack and isinstance(frame.peek(), NullValue):
         frame.pop()
-    if not isinstance(kwargs, DictValue):
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"**{type(kwargs).__name__}")
-    frame.push(call(frame, fn, iterate(frame, args), {str(k): v for k, v in kwargs.items.items()}))
+    frame.push(call(frame, fn, unpack(frame, args), {str(k): v for k, v in kwargs.items()}))
 
 
 def _mapping(frame, v) -> dict:
     if isinstance(v, DictValue):
         return dict(v.items)
-    return {k: Const(x) for k, x in python_value(v).items()}
+    return {k: frame.wrap(x, None) for k, x in v.as_python().items()}
 
 
 @handler("MAKE_FUNCTION")
 def make_function(frame, inst):
-    code = python_value(frame.pop())
+    code = frame.pop().as_python()
     if not isinstance(code, types.CodeType):
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, "MAKE_FUNCTION without a code object")
+        raise Unsupported(UNSUPPORTED_VALUE, "MAKE_FUNCTION without a code object")
     flags = inst.arg
     closure = tuple(frame.pop().items) if flags & 0x08 else ()
     if flags & 0x04:
         frame.pop()   # annotations: not needed to run the function
     kwdefaults = _mapping(frame, frame.pop()) if flags & 0x02 else {}
-    defaults = tuple(iterate(frame, frame.pop())) if flags & 0x01 else ()
+    defaults = tuple(unpack(frame, frame.pop())) if flags & 0x01 else ()
     frame.push(ClosureValue(code, frame.globals, defaults, kwdefaults, closure, code.co_qualname))

@@ -3,23 +3,24 @@ from __future__ import annotations
 
 import operator
 
+from ..breaks import UNSUPPORTED_OPCODE, Unsupported
 from ..compat import INTRINSIC_1
-from ..operators import BINARY_OPS, COMPARE_OPS, binary, compare, contains, is_op, truthy, unary
-from ..values import Const, SeqValue
-from .. import breaks
-from ..breaks import Unsupported
-from . import handler
+from ..pyops import BINARY_OPS, COMPARE_OPS
+from ..semantics import binary, compare, contains, is_op, truthy, unary
+from ..values.base import Const
+from ..values.containers import SeqValue
+from .registry import handler
 
 
 @handler("BINARY_OP")
 def binary_op(frame, inst):
     b, a = frame.pop(), frame.pop()
-    frame.push(binary(frame.tracer, BINARY_OPS[inst.argrepr], a, b))
+    frame.push(binary(frame, BINARY_OPS[inst.argrepr], a, b))
 
 
 def _unary(fn):
     def handle(frame, inst):
-        frame.push(unary(frame.tracer, fn, frame.pop()))
+        frame.push(unary(frame, fn, frame.pop()))
     return handle
 
 
@@ -30,13 +31,13 @@ handler("UNARY_INVERT")(_unary(operator.invert))
 
 @handler("UNARY_NOT")
 def unary_not(frame, inst):
-    frame.push(Const(not truthy(frame.tracer, frame.pop())))
+    frame.push(Const(not truthy(frame, frame.pop())))
 
 
 @handler("COMPARE_OP")
 def compare_op(frame, inst):
     b, a = frame.pop(), frame.pop()
-    frame.push(compare(frame.tracer, COMPARE_OPS[inst.argval], a, b))
+    frame.push(compare(frame, COMPARE_OPS[inst.argval], a, b))
 
 
 @handler("IS_OP")
@@ -48,7 +49,7 @@ def is_op_handler(frame, inst):
 @handler("CONTAINS_OP")
 def contains_op(frame, inst):
     container, item = frame.pop(), frame.pop()
-    frame.push(Const(contains(frame.tracer, container, item) != bool(inst.arg)))
+    frame.push(Const(contains(frame, container, item) != bool(inst.arg)))
 
 
 @handler("CALL_INTRINSIC_1", min_version=(3, 12))
@@ -58,6 +59,6 @@ def call_intrinsic_1(frame, inst):
         v = frame.pop()
         frame.push(SeqValue(v.items, tuple))
     elif name == "INTRINSIC_UNARY_POSITIVE":
-        frame.push(unary(frame.tracer, operator.pos, frame.pop()))
+        frame.push(unary(frame, operator.pos, frame.pop()))
     else:
-        raise Unsupported(breaks.UNSUPPORTED_OPCODE, f"CALL_INTRINSIC_1 {name}")
+        raise Unsupported(UNSUPPORTED_OPCODE, f"CALL_INTRINSIC_1 {name}")

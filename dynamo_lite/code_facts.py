@@ -1,0 +1,144 @@
+"""Facts about a code object that tracing, graph breaks and resume functions need, computed once
+per code object: its instructions, exception table, which locals are live at each offset, and
+whether an offset sits inside a loop, a try block or `with` blocks.
+"""
+from __future__ import annotations
+
+import dis
+import types
+import weakref
+
+from bytecode import Bytecode, Instr
+
+from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS
+
+_ENDS_BLOCK = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"} | UNCONDITIONAL_JUMPS
+_READS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST"}   # `del v` needs v bound
+_WRITES = {"STORE_FAST"}
+_FACTS: "weakref.WeakKeyDictionary[types.CodeType, CodeFacts]" = weakref.WeakKeyDictionary()
+
+
+class CodeFacts:
+    """Liveness, loops and try blocks of one code object (computed once)."""
+
+    def __init__(self, code: types.CodeType):
+        self.code = code
+        every = list(dis.get_instructions(code))
+        self.insts = [i for i in every if i.opname != "EXTENDED_ARG"]
+        self.index_of = {inst.offset: i for i, inst in enumerate(self.insts)}
+        # A jump may land on the EXTENDED_ARG prefix of its target (a loop's exit onto a long
+        # JUMP_FORWARD): that offset means the instruction it prefixes.
+        pending = []
+        for inst in every:
+            if inst.opname == "EXTENDED_ARG":
+                pending.append(inst.offset)
+            else:
+                for offset in pending:
+                    self.index_of[offset] = self.index_of[inst.offset]
+                pending = []
+        self.exception_table = dis._parse_exception_table(code)
+        self.catching_ranges = [(e.start, e.end) for e in self.exception_table if self._handler_catches(e.target)]
+        handlers = [(e.start, e.end, e.target) for e in self.exception_table]
+        self.loop_ranges = [(inst.argval, inst.offset) for inst in self.insts
+                            if inst.opname in JUMP_OPS and isinstance(inst.argval, int) and inst.argval <= inst.offset]
+        # Each handler's protected span, from its first to its last protected offset (the flat
+        # exception table splits a block around the blocks nested in it): `with` blocks (their
+        # handler runs WITH_EXCEPT_START) and every other handler.
+        spans: dict = {}
+        for e in self.exception_table:
+            lo, hi = spans.get(e.target, (e.start, e.end))
+            spans[e.target] = (min(lo, e.start), max(hi, e.end))
+        self.with_spans = [span for target, span in spans.items() if self._with_handler(target)]
+        self.other_spans = [span for target, span in spans.items() if not self._with_handler(target)]
+        self.live_in = self._liveness(handlers)
+
+    _CLEANUP_ONLY = {"PUSH_EXC_INFO", "SWAP", "POP_TOP", "COPY", "STORE_FAST", "CALL_INTRINSIC_1", "NOP",
+                     "POP_EXCEPT", "LOAD_CONST", "END_FOR"}
+
+    def _handler_catches(self, target: int) -> bool:
+        """Does the handler at `target` run user code or swallow the exception? `with` blocks'
+        cleanup and compiler-made re-raise handlers (comprehensions, generators) do not."""
+        start = self.index_of.get(target)
+        if start is None:
+            return True
+        for inst in self.insts[start:start + 64]:
+            if inst.opname == "WITH_EXCEPT_START":
+                return False
+            if inst.opname in ("RERAISE", "RAISE_VARARGS"):
+                return False
+            if inst.opname not in self._CLEANUP_ONLY:
+                return True
+        return True
+
+    def _with_handler(self, target: int) -> bool:
+        start = self.index_of.get(target)
+        head = [i.opname for i in self.insts[start:start + 3]] if start is not None else []
+        return "WITH_EXCEPT_START" in head
+
+    def with_depth(self, offset: int) -> int:
+        """How many `with` blocks enclose `offset`."""
+        return sum(1 for lo, hi in self.with_spans if lo <= offset < hi)
+
+    def handler_at(self, offset: int):
+        """The exception table entry (target, depth, lasti) covering `offset`, or None."""
+        for entry in self.exception_table:
+            if entry.start <= offset < entry.end:
+                return entry
+        return None
+
+    def in_catching_block(self, offset: int) -> bool:
+        return any(start <= offset < end for start, end in self.catching_ranges)
+
+    def _successors(self, i, handlers):
+        inst = self.insts[i]
+        out = []
+        if inst.opname not in _ENDS_BLOCK and i + 1 < len(self.insts):
+            out.append(i + 1)
+        if (inst.opname in JUMP_OPS or inst.opname in ("FOR_ITER", "SEND")) and inst.argval in self.index_of:
+            out.append(self.index_of[inst.argval])
+        for start, end, target in handlers:
+            if start <= inst.offset < end and target in self.index_of:
+                out.append(self.index_of[target])
+        return out
+
+    def _liveness(self, handlers) -> list[frozenset]:
+        succ = [self._successors(i, handlers) for i in range(len(self.insts))]
+        live = [frozenset()] * len(self.insts)
+        changed = True
+        while changed:
+            changed = False
+            for i in reversed(range(len(self.insts))):
+                inst = self.insts[i]
+                out = frozenset().union(*(live[s] for s in succ[i])) if succ[i] else frozenset()
+                if inst.opname in _WRITES:
+                    new = out - {inst.argval}
+                elif inst.opname in _READS:
+                    new = out | {inst.argval}
+                else:
+                    new = out
+                if new != live[i]:
+                    live[i], changed = new, True
+        return live
+
+    def live_at(self, offset: int) -> frozenset:
+        return self.live_in[self.index_of[offset]]
+
+    def why_not_breakable(self, offset: int) -> str:
+        """'' if a break at `offset` can resume, else the reason the frame must run eagerly."""
+        if any(start <= offset <= end for start, end in self.loop_ranges):
+            return "the break is inside a for/while loop"
+        if any(start <= offset < end for start, end in self.other_spans):
+            return "the break is inside a try/except block"
+        return ""        # inside `with` blocks: codegen resumes when they are grad modes (GradModeBlock)
+
+
+def facts(code: types.CodeType) -> CodeFacts:
+    found = _FACTS.get(code)
+    if found is None:
+        found = _FACTS[code] = CodeFacts(code)
+    return found
+
+
+def abstract_instructions(code: types.CodeType) -> list[Instr]:
+    """The `bytecode` library's instructions of `code`, one per dis instruction (no EXTENDED_ARG)."""
+    return [i for i in Bytecode.from_code(code) if isinstance(i, Instr)]

@@ -1,0 +1,21 @@
+"""Symbolic values: one class per kind of Python object the tracer models.
+
+The protocol every value follows is in `base.py`; each other module holds one family of kinds
+with all their semantics (attributes, calls, operators, iteration, how generated code rebuilds
+them):
+
+    base.py          Value, Const, NULL, MethodValue, IteratorValue, LazyValue
+    tensors.py       TensorValue, SymValue, SliceValue; torch calls as graph nodes
+    containers.py    SeqValue (tuple/list/namedtuple/Size), DictValue, SetValue
+    functions.py     FunctionValue, ClosureValue, CellValue (calls are inlined)
+    objects.py       ObjectValue, NewObjectValue, NewExceptionValue, SuperValue
+    dict_objects.py  dict / OrderedDict subclass instances (transformers' ModelOutput)
+    modules.py       ModuleValue, NewModuleValue (torch.nn)
+    contexts.py      GradModeValue, AutocastValue (with blocks)
+    arrays.py        ArrayValue (numpy arrays made while tracing)
+    callables.py     CallableValue (builtins, C functions, classes: construction)
+
+Modules import each other only downwards in that list; anything above them (wrapping a real
+object, inlining a call, the graph) they reach through the interpreter frame they are given.
+This package's __init__ imports nothing, so importing one module does not import them all.
+"""

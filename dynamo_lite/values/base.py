@@ -1,0 +1,466 @@
+"""The protocol every symbolic value follows, and the values every other kind builds on.
+
+A `Value` stands for one Python object of the traced program. Each kind of value is one class
+that knows, in one place, everything the tracer does with that kind:
+
+* what it is: `python_type()`, `as_python()` (the real value, when it is made only of
+  constants), `real_object()` (the existing object it stands for), `identity()` (what `is`
+  compares);
+* Python's protocols on it, each taking the interpreter frame that runs the instruction:
+  `load_attr`, `store_attr`, `del_attr`, `call`, `call_method`, `getitem`, `setitem`, `delitem`,
+  `unpack` (iterate to the end), `get_iter`, `truthy`, `length`, `contains`, `unary`, `binary` /
+  `rbinary` (the reflected operand), `compare`;
+* how generated code rebuilds it after the graph ran (`rebuild(emitter)`) and which values it
+  holds (`children()`, walked to find the tensors and shared objects the rebuild needs).
+
+The defaults here say "not modelled" (an `Unsupported` graph break with a kind from the breaks
+registry) or follow Python's generic rules. Opcode handlers do not call these methods
+directly: they go through `semantics`, which adds Python's protocol ordering (reflected
+operators, `__eq__` fallbacks, pending attribute writes). Values reach what lies above them
+(wrapping a real object, inlining a call, the graph) through the frame they are given, so this
+package imports nothing above it.
+"""
+from __future__ import annotations
+
+import enum
+import operator
+import types
+from typing import Any, Optional
+
+import torch
+
+from .. import config
+from ..breaks import (INSTRUCTION_LIMIT, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_MUTATION,
+                      UNSUPPORTED_VALUE, TracedException, Unsupported, user_error)
+from ..guards import AttrAbsent
+from ..modelled import call_modelled
+from ..pyops import plain
+from ..sources import Source
+
+# Immutable values that become graph constants and are guarded by value.
+CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented),
+                  torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice, enum.Enum,
+                  types.CodeType)
+
+
+def is_constant(value) -> bool:
+    """A value made only of immutable constants (tuples and frozensets of them included)."""
+    if isinstance(value, CONSTANT_TYPES):
+        return True
+    if type(value) in (tuple, frozenset, torch.Size):
+        return all(is_constant(v) for v in value)
+    return False
+
+
+def kind_name(v: "Value") -> str:
+    """How messages name the kind of a value: the Python type for constants."""
+    if isinstance(v, Const):
+        return type(v.value).__name__
+    return type(v).__name__.replace("Value", "").lower() or "value"
+
+
+class Value:
+    __slots__ = ("source",)
+
+    def __init__(self, source: Optional[Source] = None):
+        self.source = source
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__ if k != "source")
+        return f"{type(self).__name__}({fields})"
+
+    # ---- what it is ------------------------------------------------------------------------
+    def python_type(self) -> type:
+        raise NotImplementedError
+
+    def as_python(self) -> Any:
+        """The real Python value, for values made only of constants; Unsupported otherwise."""
+        raise Unsupported(UNSUPPORTED_VALUE, f"needs the Python value of a {type(self).__name__}")
+
+    def real_object(self):
+        """The existing object this value stands for (a module, a function, an object read from
+        the frame), else None."""
+        return None
+
+    def identity(self) -> Optional[int]:
+        """What `is` compares, when it is known: the id of the object the value stands for (for a
+        value made while tracing with an identity of its own, the id of the value itself)."""
+        real = self.real_object()
+        return None if real is None else id(real)
+
+    def is_python_constant(self) -> bool:
+        try:
+            self.as_python()
+            return True
+        except Unsupported:
+            return False
+
+    # A tensor or a symbolic size: a value the graph computes.
+    is_graph_value = False
+
+    def graph_arg(self):
+        """(fx node structure, example structure) when passed to a graph op: graph values, constants
+        and containers of them override this."""
+        raise Unsupported(UNSUPPORTED_VALUE, f"cannot pass a {type(self).__name__} to a graph op")
+
+    def children(self) -> tuple:
+        """The values this value holds (for walking: tensors to output, objects built twice)."""
+        return ()
+
+    # ---- attributes ----------------------------------------------------------------------
+    def load_attr(self, frame, name: str) -> "Value":
+        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{type(self).__name__}.{name}")
+
+    def store_attr(self, frame, name: str, value: "Value") -> None:
+        raise Unsupported(UNSUPPORTED_MUTATION, f"setting attribute {name!r} on {type(self).__name__}")
+
+    def del_attr(self, frame, name: str) -> None:
+        raise Unsupported(UNSUPPORTED_MUTATION, f"deleting attribute {name!r} of {type(self).__name__}")
+
+    # ---- calls --------------------------------------------------------------------------------
+    def call(self, frame, args: list, kwargs: dict) -> "Value":
+        raise Unsupported(UNKNOWN_CALL, f"calling a {type(self).__name__}")
+
+    def call_method(self, frame, method, args: list, kwargs: dict) -> "Value":
+        """`self.method(*args)`: `method` is a name (for kinds whose methods are a table) or the
+        function found on the class (a Python function is inlined with self first)."""
+        if not isinstance(method, str):
+            result = call_modelled(method, frame, [self, *args], kwargs)
+            if result is not NotImplemented:
+                return result
+        if isinstance(method, types.FunctionType):
+            return frame.wrap(method, None).call(frame, [self, *args], kwargs)
+        raise Unsupported(UNKNOWN_CALL, f"method {getattr(method, '__name__', method)} of {type(self).__name__}")
+
+    # ---- containers -------------------------------------------------------------------------
+    def getitem(self, frame, key: "Value") -> "Value":
+        raise Unsupported(UNSUPPORTED_VALUE, f"indexing a {type(self).__name__}")
+
+    def setitem(self, frame, key: "Value", value: "Value") -> None:
+        raise Unsupported(UNSUPPORTED_MUTATION, f"item assignment on {type(self).__name__}")
+
+    def delitem(self, frame, key: "Value") -> None:
+        raise Unsupported(UNSUPPORTED_MUTATION, f"del on {type(self).__name__}")
+
+    def unpack(self, frame) -> list:
+        """Iterate to the end: the items, as a list of values."""
+        raise Unsupported(UNSUPPORTED_VALUE, f"iterating over {type(self).__name__}")
+
+    def get_iter(self, frame):
+        """`iter(self)`: an iterator value; NotImplemented means an iterator over `unpack()`."""
+        return NotImplemented
+
+    def as_mapping(self, frame) -> dict:
+        """The key -> value pairs `{**self}` and `dict(self)` copy."""
+        raise Unsupported(UNSUPPORTED_VALUE, f"** of {type(self).__name__}")
+
+    def length(self, frame) -> "Value":
+        raise Unsupported(UNSUPPORTED_VALUE, f"len() of {type(self).__name__}")
+
+    def contains(self, frame, item: "Value") -> bool:
+        raise Unsupported(UNSUPPORTED_VALUE, f"`in` on {kind_name(self)}")
+
+    # ---- truth and operators ------------------------------------------------------------------
+    def truthy(self, frame) -> bool:
+        cls = self.python_type()
+        if hasattr(cls, "__bool__") and cls is not type or hasattr(cls, "__len__") and cls is not type:
+            raise Unsupported(UNSUPPORTED_VALUE, f"truth value of a {cls.__name__}")
+        return True
+
+    def unary(self, frame, fn) -> "Value":
+        raise Unsupported(UNSUPPORTED_VALUE, f"{fn.__name__} of {kind_name(self)}")
+
+    def binary(self, frame, fn, other: "Value"):
+        """`self <op> other`; NotImplemented lets the other operand try (`rbinary`)."""
+        return NotImplemented
+
+    def rbinary(self, frame, fn, other: "Value"):
+        """`other <op> self`, after `other` gave NotImplemented."""
+        return NotImplemented
+
+    def compare(self, frame, fn, other: "Value"):
+        """`self <cmp> other`; NotImplemented: the generic rules apply (identity for ==)."""
+        return NotImplemented
+
+    # ---- generated code -------------------------------------------------------------------------
+    def rebuild(self, em) -> None:
+        """Emit code that pushes this value (after the graph ran): reload it from where it came
+        from, or build it anew."""
+        if self.source is not None:
+            em.load_source(self.source)
+            return
+        raise Unsupported(UNSUPPORTED_VALUE, f"cannot return a {type(self).__name__} from captured code")
+
+    def rebuild_method(self, em, method: "MethodValue") -> None:
+        """Emit code that pushes `method`, a method of this value looked up by name."""
+        em.value(self)
+        em.load_attr(method.fn)
+
+
+class Const(Value):
+    """An immutable Python value known while tracing (numbers, str, None, dtype, Size, slices...)."""
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python(self):
+        return self.value
+
+    def identity(self):
+        return id(self.value)
+
+    def rebuild(self, em):
+        em.const(self.value)
+
+    def graph_arg(self):
+        return self.value, self.value
+
+    def truthy(self, frame):
+        return _fold(bool, self.value)
+
+    def load_attr(self, frame, name):
+        try:
+            value = getattr(self.value, name)
+        except Exception as e:
+            raise TracedException(e, f"{type(self.value).__name__}.{name}: {type(e).__name__}: {e}")
+        if isinstance(value, (types.BuiltinMethodType, types.MethodType)) or callable(value) \
+                and not isinstance(value, type):
+            return MethodValue(self, name)
+        return frame.wrap(value, None)
+
+    def call_method(self, frame, method, args, kwargs):
+        name = getattr(method, "__name__", method)
+        if not isinstance(self.value, PURE_CONSTANT_TYPES):
+            raise Unsupported(UNKNOWN_CALL, f"{type(self.value).__name__}.{name}")
+        if not all(v.is_python_constant() for v in [*args, *kwargs.values()]):
+            raise Unsupported(TENSOR_TO_PYTHON if any(v.is_graph_value for v in [*args, *kwargs.values()])
+                              else UNSUPPORTED_VALUE, f"{type(self.value).__name__}.{name}() of a traced value")
+        bound = getattr(self.value, name)
+        result = _fold(bound, *[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()})
+        return frame.wrap(result, None)
+
+    def call(self, frame, args, kwargs):
+        raise user_error(TypeError, f"'{type(self.value).__name__}' object is not callable")
+
+    def getitem(self, frame, key):
+        return Const(_fold(operator.getitem, self.value, key.as_python()))
+
+    def unpack(self, frame):
+        value = self.value
+        if isinstance(value, range) and len(value) > config.instruction_limit:
+            raise Unsupported(INSTRUCTION_LIMIT, f"range of {len(value)}")
+        if isinstance(value, (range, tuple, str, bytes, torch.Size, frozenset)):
+            return [Const(x) for x in value]
+        raise user_error(TypeError, f"'{type(value).__name__}' object is not iterable")
+
+    def length(self, frame):
+        return Const(_fold(len, self.value))
+
+    def contains(self, frame, item):
+        return _fold(operator.contains, self.value, item.as_python())
+
+    def unary(self, frame, fn):
+        return Const(_fold(fn, self.value))
+
+    def binary(self, frame, fn, other):
+        if isinstance(other, Const) or other.is_python_constant():
+            return Const(_fold(plain(fn), self.value, other.as_python()))
+        return NotImplemented
+
+    def rbinary(self, frame, fn, other):
+        if other.is_python_constant():
+            return Const(_fold(plain(fn), other.as_python(), self.value))
+        return NotImplemented
+
+    def compare(self, frame, fn, other):
+        if other.is_python_constant():
+            return Const(_fold(fn, self.value, other.as_python()))
+        return NotImplemented
+
+
+# Immutable values whose methods are pure: calling one on constants is folded.
+PURE_CONSTANT_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset, range, slice, torch.Size, torch.dtype,
+                       torch.device, type(None))
+
+
+def _fold(fn, *args, **kwargs):
+    """fn(*args) on real values while tracing; an exception is the program's (it may catch it)."""
+    try:
+        return fn(*args, **kwargs)
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise TracedException(e, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}")
+
+
+fold = _fold
+
+
+class MethodValue(Value):
+    """`obj.name` looked up as a method: `fn` is the function found on the class (a Python
+    function is inlined with obj as self, a C method called with obj first) or a method name for
+    kinds whose methods are a table (tensors, lists, dicts...). Calling it is `obj.call_method`."""
+    __slots__ = ("obj", "fn")
+
+    def __init__(self, obj: Value, fn, source=None):
+        super().__init__(source)
+        self.obj = obj
+        self.fn = fn
+
+    def python_type(self):
+        return types.MethodType
+
+    def children(self):
+        return (self.obj,)
+
+    def identity(self):
+        return None if self.source is None else super().identity()
+
+    def call(self, frame, args, kwargs):
+        return self.obj.call_method(frame, self.fn, args, kwargs)
+
+    def load_attr(self, frame, name):
+        if name == "__self__":
+            return self.obj
+        if name == "__func__" and isinstance(self.fn, types.FunctionType):
+            return frame.wrap(self.fn, None)
+        if name in ("__name__", "__qualname__") and not isinstance(self.fn, str):
+            return Const(getattr(self.fn, name))
+        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"method.{name}")
+
+    def truthy(self, frame):
+        return True
+
+    def rebuild(self, em):
+        if self.source is not None:
+            em.load_source(self.source)
+        elif isinstance(self.fn, str):
+            self.obj.rebuild_method(em, self)
+        elif isinstance(self.fn, types.FunctionType):
+            em.call_const(types.MethodType, [lambda: em.const(self.fn), lambda: em.value(self.obj)])
+        elif hasattr(self.fn, "__get__"):          # a slot such as object.__getattribute__
+            em.call_const(self.fn.__get__, [lambda: em.value(self.obj)])
+        else:
+            super().rebuild(em)
+
+
+class IteratorValue(Value):
+    """An iterator over values known while tracing (loops are unrolled)."""
+    __slots__ = ("items", "pos")
+
+    def __init__(self, items, source=None):
+        super().__init__(source)
+        self.items = list(items)
+        self.pos = 0
+
+    def python_type(self):
+        return type(iter(()))
+
+    def identity(self):
+        return id(self)
+
+    def next(self, frame) -> Optional[Value]:
+        """The next item, or None when exhausted."""
+        if self.pos >= len(self.items):
+            return None
+        self.pos += 1
+        return self.items[self.pos - 1]
+
+    def get_iter(self, frame):
+        return self
+
+    def unpack(self, frame):
+        items = self.items[self.pos:]
+        self.pos = len(self.items)
+        return items
+
+    def as_python(self):
+        return iter([x.as_python() for x in self.items[self.pos:]])
+
+    def children(self):
+        return tuple(self.items[self.pos:])
+
+    def truthy(self, frame):
+        return True
+
+    def rebuild(self, em):
+        rest = self.items[self.pos:]
+        em.call_const(iter, [lambda: em.build_tuple(rest)])
+
+
+class NullValue(Value):
+    """The NULL CPython pushes before a callable (PUSH_NULL, LOAD_GLOBAL with the low bit set)."""
+    __slots__ = ()
+
+    def python_type(self):
+        return type(None)
+
+    def rebuild(self, em):
+        em.emit("PUSH_NULL")
+
+
+class UndefinedValue(Value):
+    """What LOAD_FAST_AND_CLEAR pushes for a local that is not bound."""
+    __slots__ = ()
+
+    def python_type(self):
+        return type(None)
+
+
+class LazyValue:
+    """A root-frame argument or closure value not yet wrapped: wrapping (and guarding) happens on
+    first use, so unused inputs add no guards. Not a Value: it never reaches the stack."""
+    __slots__ = ("value", "source")
+
+    def __init__(self, value, source):
+        self.value = value
+        self.source = source
+
+
+NULL = NullValue()
+UNDEFINED = UndefinedValue()
+
+
+def is_same(a: Value, b: Value) -> Optional[bool]:
+    """`a is b`, when it can be decided (None when it cannot: a tuple made while tracing)."""
+    if a is b:
+        return True
+    ia, ib = a.identity(), b.identity()
+    if ia is not None and ib is not None:
+        return ia == ib
+    if isinstance(a, Const) and a.value is None or isinstance(b, Const) and b.value is None:
+        return False          # a value that is not a constant is never None
+    return None
+
+
+_SCALARS = (int, float, bool, str, bytes, complex, type(None))
+
+
+def equal_only_if_identical(a: Value, b: Value) -> bool:
+    """Is `a == b` decided by identity? Yes when one side compares by identity (object.__eq__)
+    and the other does too or is a builtin scalar (whose __eq__ gives NotImplemented)."""
+    try:
+        types_ = (a.python_type(), b.python_type())
+    except NotImplementedError:
+        return False
+    by_identity = [t.__eq__ is object.__eq__ for t in types_]
+    return any(by_identity) and all(i or t in _SCALARS for i, t in zip(by_identity, types_))
+
+
+def missing_attribute(frame, obj: Value, name: str, generic: bool = False) -> TracedException:
+    """The AttributeError eager Python raises for `obj.name`, with a guard that the attribute is
+    still missing when the graph is reused (the code may catch it: getattr's default, hasattr)."""
+    if obj.source is not None:
+        frame.tracer.add_guard(AttrAbsent(obj.source, name, generic))
+    real = obj.real_object()
+    what = f"type object '{real.__name__}'" if isinstance(real, type) else f"'{obj.python_type().__name__}' object"
+    return user_error(AttributeError, f"{what} has no attribute {name!r}")
+
+
+def is_const(v: Value, *types_) -> bool:
+    return isinstance(v, Const) and (not types_ or isinstance(v.value, types_))

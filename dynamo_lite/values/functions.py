@@ -1,0 +1,275 @@
+"""Python functions: real ones read from the program (`FunctionValue`), ones made by MAKE_FUNCTION
+while tracing (`ClosureValue`), and closure cells (`CellValue`).
+
+Calling one inlines it: its body runs in a child interpreter frame (`frame.inline`), after the
+arguments are bound as CPython binds them (`bind_args`). Before that, a call is checked against
+the modelled callables (`semantics.modelled`: builtins, library functions the tracer knows) and
+the skip rules (functions of the standard library or torch internals are graph ops, breaks or
+not traced).
+"""
+from __future__ import annotations
+
+import functools
+import types
+
+from ..breaks import (DISABLED_FUNCTION, EXPLICIT_BREAK, PRINT_OR_LOG, SKIPPED_FILE, UNSUPPORTED_ATTRIBUTE,
+                      Unsupported, user_error)
+from ..fallback import skip
+from ..semantics import modelled
+from ..sources import AttrSource, ItemSource
+from .base import Const, LazyValue, Value, missing_attribute
+from .containers import DictValue, SeqValue
+from .tensors import torch_call
+
+
+class FunctionValue(Value):
+    """A real Python function whose body we inline when it is called. One read from the program
+    is guarded by what it is made of (wrap.py: FunctionMatch) where it can be; `pin` then holds
+    the identity guard to add once the trace depends on *which* function object it is."""
+    __slots__ = ("fn", "pin")
+
+    def __init__(self, fn: types.FunctionType, source=None, pin=None):
+        super().__init__(source)
+        self.fn = fn
+        self.pin = pin                   # (tracer, IdMatch guard) or None
+
+    def python_type(self):
+        return types.FunctionType
+
+    def _pinned(self):
+        if self.pin is not None:
+            tracer, guard = self.pin
+            tracer.add_guard(guard)
+        return self.fn
+
+    def real_object(self):
+        return self._pinned()
+
+    def identity(self):
+        return id(self._pinned())
+
+    def as_python(self):
+        return self._pinned()
+
+    def truthy(self, frame):
+        return True
+
+    def rebuild(self, em):
+        if self.source is not None:
+            em.load_source(self.source)
+        else:
+            em.const(self.fn)
+
+    def load_attr(self, frame, name):
+        try:
+            value = getattr(self.fn, name)
+        except AttributeError:
+            raise missing_attribute(frame, self, name) from None
+        return frame.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
+
+    def call(self, frame, args, kwargs):
+        f = self.fn                      # calling depends on its code, defaults and closure, all guarded
+        handler = modelled(f)
+        if handler is not None:
+            result = handler(frame, args, kwargs)
+            if result is not NotImplemented:
+                return result
+        rule = skip.call_rule(f)
+        if rule == skip.UNWRAP:
+            return frame.wrap(skip.unwrapped(f), None).call(frame, args, kwargs)
+        if rule == skip.DISABLED:
+            raise Unsupported(DISABLED_FUNCTION, f.__qualname__)
+        if rule == skip.BREAK:
+            raise Unsupported(EXPLICIT_BREAK, "dynamo_lite.graph_break()")
+        if rule == skip.GRAPH_OP and not skip.is_torch_namespace(f):
+            return frame.tracer.graph.call("call_function", f, tuple(args), kwargs)
+        if rule == skip.GRAPH_OP:
+            return torch_call(frame, f, args, kwargs)
+        if rule == skip.SKIPPED:
+            if skip.is_printer(f):
+                raise Unsupported(PRINT_OR_LOG, f.__qualname__)
+            raise Unsupported(SKIPPED_FILE, f"{f.__module__}.{f.__qualname__}")
+        defaults = tuple(frame.wrap(v, self._defaults_source("__defaults__", i))
+                         for i, v in enumerate(f.__defaults__ or ()))
+        kwdefaults = {k: frame.wrap(v, self._defaults_source("__kwdefaults__", k))
+                      for k, v in (f.__kwdefaults__ or {}).items()}
+        return frame.inline(f.__code__, f.__globals__, defaults, kwdefaults, self._closure(frame), args, kwargs,
+                            self.source)
+
+    def _defaults_source(self, attr, key):
+        return ItemSource(AttrSource(self.source, attr), key) if self.source is not None else None
+
+    def _closure(self, frame) -> tuple:
+        """The function's real cells, each one value per trace (so writes through one are seen
+        through the others); their contents are wrapped when first read."""
+        cells = []
+        tracer = frame.tracer
+        for i, cell in enumerate(self.fn.__closure__ or ()):
+            known = tracer.wrapped.get(id(cell))
+            if known is None:
+                source = ItemSource(AttrSource(self.source, "__closure__"), i) if self.source is not None else None
+                try:
+                    contents = cell.cell_contents
+                    lazy = LazyValue(contents, AttrSource(source, "cell_contents") if source is not None else None)
+                except ValueError:
+                    lazy = None
+                known = CellValue(lazy, source)
+                tracer.remember(cell, known)
+            cells.append(known)
+        return tuple(cells)
+
+
+class CellValue(Value):
+    """A closure cell created while tracing (or a real cell's contents we track)."""
+    __slots__ = ("contents",)
+
+    def __init__(self, contents=None, source=None):
+        super().__init__(source)
+        self.contents = contents
+
+    def python_type(self):
+        return types.CellType
+
+    def identity(self):
+        return id(self)
+
+    def children(self):
+        return (self.contents,) if isinstance(self.contents, Value) else ()
+
+
+class ClosureValue(Value):
+    """A function made by MAKE_FUNCTION while tracing."""
+    __slots__ = ("code", "globals", "defaults", "kwdefaults", "closure", "qualname", "attrs")
+
+    def __init__(self, code, globals, defaults=(), kwdefaults=None, closure=(), qualname="", source=None):
+        super().__init__(source)
+        self.code = code
+        self.globals = globals
+        self.defaults = tuple(defaults)
+        self.kwdefaults = dict(kwdefaults or {})
+        self.closure = tuple(closure)
+        self.qualname = qualname or code.co_name
+        self.attrs: dict = {}     # function attributes set while tracing (functools.wraps metadata)
+
+    def python_type(self):
+        return types.FunctionType
+
+    def identity(self):
+        return id(self)
+
+    def truthy(self, frame):
+        return True
+
+    def children(self):
+        return (*self.defaults, *self.kwdefaults.values(), *self.closure, *self.attrs.values())
+
+    def call(self, frame, args, kwargs):
+        return frame.inline(self.code, self.globals, self.defaults, self.kwdefaults, self.closure, args, kwargs, None)
+
+    def load_attr(self, frame, name):
+        if name in self.attrs:
+            return self.attrs[name]
+        code = self.code
+        values = {"__name__": code.co_name, "__qualname__": self.qualname, "__code__": code,
+                  "__doc__": code.co_consts[0] if code.co_consts and isinstance(code.co_consts[0], str) else None,
+                  "__module__": self.globals.get("__name__")}
+        if name in values:
+            return Const(values[name])
+        if name == "__defaults__":
+            return SeqValue(list(self.defaults), tuple) if self.defaults else Const(None)
+        if name == "__kwdefaults__":
+            return DictValue(self.kwdefaults) if self.kwdefaults else Const(None)
+        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"function.{name}")
+
+    def store_attr(self, frame, name, value):
+        self.attrs[name] = value           # a function made in this trace: nothing outside sees it yet
+
+
+class PartialValue(Value):
+    """`functools.partial(func, *args, **keywords)`: made while tracing, or an existing one read
+    from the program (then guarded by what it is made of — its function, arguments and keywords
+    — not by its identity, so a partial built afresh on each call reuses the graph)."""
+    __slots__ = ("func", "args", "keywords")
+
+    def __init__(self, func: Value, args: list, keywords: dict, source=None):
+        super().__init__(source)
+        self.func, self.args, self.keywords = func, list(args), dict(keywords)
+
+    def python_type(self):
+        return functools.partial
+
+    def identity(self):
+        return id(self)
+
+    def truthy(self, frame):
+        return True
+
+    def children(self):
+        return (self.func, *self.args, *self.keywords.values())
+
+    def call(self, frame, args, kwargs):
+        return self.func.call(frame, [*self.args, *args], {**self.keywords, **kwargs})
+
+    def load_attr(self, frame, name):
+        if name == "func":
+            return self.func
+        if name == "args":
+            return SeqValue(list(self.args), tuple)
+        if name == "keywords":
+            return DictValue(dict(self.keywords))
+        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"functools.partial.{name}")
+
+    def rebuild(self, em):
+        if self.source is not None:
+            em.load_source(self.source)
+            return
+        em.call_const(_make_partial, [lambda: em.value(self.func), lambda: em.build_tuple(self.args),
+                                      lambda: em.build_map(self.keywords)])
+
+
+def _make_partial(func, args, keywords):
+    return functools.partial(func, *args, **keywords)
+
+
+def bind_args(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict, args: list, kwargs: dict) -> dict:
+    """Parameter name -> value, as CPython binds a call's arguments (a TypeError otherwise)."""
+    nargs, nkwonly, nposonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
+    names = code.co_varnames
+    positional, kwonly = names[:nargs], names[nargs:nargs + nkwonly]
+    i = nargs + nkwonly
+    varargs = names[i] if code.co_flags & 0x04 else None
+    varkw = names[i + (1 if varargs else 0)] if code.co_flags & 0x08 else None
+    bound: dict = {}
+    for pname, value in zip(positional, args):
+        bound[pname] = value
+    extra = args[nargs:]
+    if extra and varargs is None:
+        raise user_error(TypeError, f"{name}() takes {nargs} positional arguments but {len(args)} were given")
+    extra_kw = {}
+    for key, value in kwargs.items():
+        if key in positional[nposonly:] or key in kwonly:
+            if key in bound:
+                raise user_error(TypeError, f"{name}() got multiple values for argument {key!r}")
+            bound[key] = value
+        elif varkw is not None:
+            extra_kw[key] = value
+        else:
+            raise user_error(TypeError, f"{name}() got an unexpected keyword argument {key!r}")
+    first_default = nargs - len(defaults)
+    for j, pname in enumerate(positional):
+        if pname not in bound:
+            if j >= first_default:
+                bound[pname] = defaults[j - first_default]
+            else:
+                raise user_error(TypeError, f"{name}() missing 1 required positional argument: {pname!r}")
+    for pname in kwonly:
+        if pname not in bound:
+            if pname in kwdefaults:
+                bound[pname] = kwdefaults[pname]
+            else:
+                raise user_error(TypeError, f"{name}() missing 1 required keyword-only argument: {pname!r}")
+    if varargs is not None:
+        bound[varargs] = SeqValue(extra, tuple)
+    if varkw is not None:
+        bound[varkw] = DictValue(extra_kw, dict)
+    return bound

@@ -1,0 +1,277 @@
+"""torch.nn modules: existing ones from the program (`ModuleValue`) and tensor-free ones built while
+tracing (`NewModuleValue`).
+
+A module is an object (objects.py) with nn.Module's attribute tables: an attribute read looks in
+the instance dict, then `_parameters`, `_buffers`, `_modules` (reloaded through those dicts,
+bypassing nn.Module.__getattr__). Calling a module inlines its forward when it has no hooks
+(guarded). The torch.nn containers are iterated, indexed and measured from their `_modules`
+keys, which are guarded; other modules use their own special methods. nn.Module's iteration
+methods (children, parameters, named_modules...) are modelled rather than inlined.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+
+from ..breaks import UNKNOWN_CALL, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, USER_EXCEPTION, Unsupported, user_error
+from ..guards import DictKeysMatch, NoHooksMatch
+from ..modelled import models
+from ..sources import AttrSource, ModuleDictSource
+from .base import Const, IteratorValue, Value, missing_attribute
+from .containers import SeqValue
+from .functions import FunctionValue
+from .objects import MISSING, ObjectValue, class_attribute, python_function, sub_source
+
+_TABLES = ("_parameters", "_buffers", "_modules")
+_SEQUENCES = (torch.nn.Sequential, torch.nn.ModuleList)
+
+
+class ModuleValue(ObjectValue):
+    """An nn.Module instance from the user's program."""
+    __slots__ = ()
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self.obj
+
+    def load_attr(self, frame, name):
+        m, src = self.obj, self.source
+        d = m.__dict__
+        cls_attr = inspect.getattr_static(type(m), name, MISSING)
+        if isinstance(cls_attr, property) or name not in d and cls_attr is not MISSING:
+            result = class_attribute(frame, self, type(m), name, src)
+            if result is not MISSING:
+                return result
+        if name in d:
+            return frame.wrap(d[name], sub_source(src, name))
+        found = self.table_entry(frame, name)
+        if found is not None:
+            return found
+        custom = python_function(type(m), "__getattr__")
+        if custom is not None and custom is not torch.nn.Module.__getattr__:
+            return FunctionValue(custom).call(frame, [self, Const(name)], {})
+        raise missing_attribute(frame, self, name)
+
+    def table_entry(self, frame, name: str):
+        """`name` from the module's parameters, buffers or submodules, or None."""
+        d = self.obj.__dict__
+        for table in _TABLES:
+            entries = d.get(table)
+            if entries is not None and name in entries:
+                source = ModuleDictSource(self.source, table, name) if self.source is not None else None
+                return frame.wrap(entries[name], source)
+        return None
+
+    def store_attr(self, frame, name, value):
+        real = self.obj
+        cls = type(real)
+        if self.source is None:
+            raise Unsupported(UNSUPPORTED_MUTATION, f"setting attribute {name!r} on a {cls.__name__} without a source")
+        if cls.__setattr__ is not torch.nn.Module.__setattr__:
+            setter = python_function(cls, "__setattr__")
+            if setter is None:
+                raise Unsupported(UNSUPPORTED_MUTATION, f"custom __setattr__ of {cls.__name__}")
+            FunctionValue(setter).call(frame, [self, Const(name), value], {})
+            return
+        for table in ("_parameters", "_modules"):
+            if name in real.__dict__.get(table, {}):
+                raise Unsupported(UNSUPPORTED_MUTATION, f"assigning module {table[1:-1]} {name!r}")
+        if name in real.__dict__.get("_buffers", {}):
+            if not isinstance(value, Value) or not value.is_graph_value:
+                raise Unsupported(UNSUPPORTED_MUTATION, f"assigning a non-tensor to buffer {name!r}")
+            current = self.load_attr(frame, name)
+            if current.is_graph_value and current.example is value.example:
+                return   # `self.buf += 1`: the in-place op already changed the buffer
+        if isinstance(value, ModuleValue):
+            raise Unsupported(UNSUPPORTED_MUTATION, f"assigning a submodule to {name!r}")
+        self.store_existing_attr(frame, name, value)
+
+    # ---- calling -----------------------------------------------------------------------------
+    def call(self, frame, args, kwargs):
+        m = self.obj
+        for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
+            if getattr(m, hooks, None):
+                raise Unsupported(UNKNOWN_CALL, f"module {type(m).__name__} has {hooks[1:]}")
+        if self.source is not None:
+            frame.tracer.add_guard(NoHooksMatch(self.source))
+        from torch.nn.modules import module as module_mod
+        if any(getattr(module_mod, name, None) for name in ("_global_forward_hooks", "_global_forward_pre_hooks",
+                                                            "_global_backward_hooks", "_global_backward_pre_hooks")):
+            raise Unsupported(UNKNOWN_CALL, "global module hooks are registered")
+        if "forward" in m.__dict__:
+            forward = frame.wrap(m.__dict__["forward"], AttrSource(self.source, "forward")
+                                 if self.source is not None else None)
+            return forward.call(frame, args, kwargs)
+        forward = type(m).forward
+        if not isinstance(forward, types.FunctionType):
+            raise Unsupported(UNKNOWN_CALL, f"{type(m).__name__}.forward is not a Python function")
+        if forward is torch.nn.Module.forward:
+            raise Unsupported(USER_EXCEPTION, f"{type(m).__name__} has no forward")
+        return FunctionValue(forward).call(frame, [self, *args], kwargs)
+
+    # ---- the torch.nn containers --------------------------------------------------------------
+    def guard_keys(self, frame, table: str = "_modules") -> None:
+        """Iterating or measuring a container module depends on its table's keys."""
+        if self.source is not None:
+            entries = self.obj.__dict__[table]
+            frame.tracer.add_guard(DictKeysMatch(AttrSource(self.source, table), type(entries), tuple(entries)))
+
+    def unpack(self, frame):
+        m = self.obj
+        if isinstance(m, _SEQUENCES):
+            self.guard_keys(frame)
+            return [self.load_attr(frame, k) for k in m._modules]
+        if isinstance(m, torch.nn.ModuleDict):
+            self.guard_keys(frame)
+            return [Const(k) for k in m._modules]
+        if isinstance(m, torch.nn.ParameterList):
+            return [self.load_attr(frame, k) for k in m._parameters]
+        if isinstance(m, torch.nn.ParameterDict):
+            return [Const(k) for k in m._parameters]
+        return super().unpack(frame)
+
+    def getitem(self, frame, key):
+        m = self.obj
+        if isinstance(m, _SEQUENCES):
+            k = key.as_python()
+            self.guard_keys(frame)
+            keys = list(m._modules)
+            if isinstance(k, slice):
+                if type(m) is not torch.nn.ModuleList:
+                    raise Unsupported(UNSUPPORTED_VALUE, "slicing a module container")
+                # `self.layers[:n]`: the modules themselves; rebuilt as a ModuleList if it escapes
+                return SeqValue([self.load_attr(frame, name) for name in keys[k]], torch.nn.ModuleList)
+            if not isinstance(k, int) or not -len(keys) <= k < len(keys):
+                raise user_error(IndexError, f"index {k} is out of range")
+            return self.load_attr(frame, keys[k])
+        if isinstance(m, torch.nn.ModuleDict):
+            self.guard_keys(frame)
+            return self.load_attr(frame, key.as_python())
+        if isinstance(m, (torch.nn.ParameterList, torch.nn.ParameterDict)):
+            return self.load_attr(frame, str(key.as_python()))
+        return super().getitem(frame, key)
+
+    def length(self, frame):
+        m = self.obj
+        if isinstance(m, (*_SEQUENCES, torch.nn.ModuleDict)):
+            self.guard_keys(frame)
+            return Const(len(m._modules))
+        if isinstance(m, (torch.nn.ParameterList, torch.nn.ParameterDict)):
+            return Const(len(m._parameters))
+        return super().length(frame)
+
+    def contains(self, frame, item):
+        if isinstance(self.obj, torch.nn.ModuleDict):
+            self.guard_keys(frame)
+            return item.as_python() in self.obj._modules
+        return super().contains(frame, item)
+
+    def truthy(self, frame):
+        if isinstance(self.obj, (*_SEQUENCES, torch.nn.ModuleDict, torch.nn.ParameterList, torch.nn.ParameterDict)):
+            return self.length(frame).as_python() > 0
+        return super().truthy(frame)
+
+
+class NewModuleValue(ModuleValue):
+    """A tensor-free module built while tracing (an activation made in forward). It is real, so
+    its forward is inlined like any module's; it has no source, and code that would hand it out
+    of the trace (return it, store it) cannot: each eager call makes a new one."""
+    __slots__ = ()
+
+    def rebuild(self, em):
+        raise Unsupported(UNSUPPORTED_VALUE, f"a {type(self.obj).__name__} made in captured code escapes it")
+
+
+# ============================================================================================
+# nn.Module's methods that are modelled
+# ============================================================================================
+
+def _module_arg(args) -> bool:
+    return bool(args) and isinstance(args[0], ModuleValue)
+
+
+@models(torch.nn.Module.__call__, getattr(torch.nn.Module, "_call_impl", None))
+def _module_call(frame, args, kwargs):
+    if not _module_arg(args):
+        return NotImplemented
+    return args[0].call(frame, args[1:], kwargs)
+
+
+@models(torch.nn.Module.__getattr__)
+def _module_getattr(frame, args, kwargs):
+    """nn.Module.__getattr__(self, name), reached from a subclass's own __getattr__."""
+    if not _module_arg(args) or len(args) != 2 or kwargs:
+        return NotImplemented
+    module, name = args[0], args[1].as_python()
+    found = module.table_entry(frame, name)
+    if found is not None:
+        return found
+    raise missing_attribute(frame, module, name)
+
+
+def _guard_table(frame, mv: ModuleValue, table: str):
+    if mv.source is not None:
+        mv.guard_keys(frame, table)
+
+
+def _children(frame, mv: ModuleValue):
+    mv.guard_keys(frame)
+    return [(k, mv.load_attr(frame, k)) for k, m in mv.obj._modules.items() if m is not None]
+
+
+def _walk(frame, mv: ModuleValue, prefix: str, seen: set):
+    if id(mv.obj) in seen:
+        return
+    seen.add(id(mv.obj))
+    yield prefix, mv
+    for name, child in _children(frame, mv):
+        yield from _walk(frame, child, f"{prefix}.{name}" if prefix else name, seen)
+
+
+def _tensors(frame, mv: ModuleValue, table: str, recurse: bool):
+    found, seen_tensors = [], set()
+    modules = _walk(frame, mv, "", set()) if recurse else [("", mv)]
+    for prefix, sub in modules:
+        _guard_table(frame, sub, table)
+        for name, t in sub.obj.__dict__[table].items():
+            if t is None or id(t) in seen_tensors:
+                continue
+            seen_tensors.add(id(t))
+            found.append((f"{prefix}.{name}" if prefix else name, sub.load_attr(frame, name)))
+    return found
+
+
+def _pairs(pairs, named: bool):
+    if named:
+        return IteratorValue([SeqValue([Const(k), v], tuple) for k, v in pairs])
+    return IteratorValue([v for _, v in pairs])
+
+
+def _recurse_arg(args, kwargs) -> bool:
+    if "recurse" in kwargs:
+        return bool(kwargs["recurse"].as_python())
+    return bool(args[0].as_python()) if args else True
+
+
+def _module_method(walk):
+    def handler(frame, args, kwargs):
+        if not _module_arg(args):
+            return NotImplemented
+        return walk(frame, args[0], args[1:], kwargs)
+    return handler
+
+
+M = torch.nn.Module
+models(M.children)(_module_method(lambda f, mv, a, k: _pairs(_children(f, mv), False)))
+models(M.named_children)(_module_method(lambda f, mv, a, k: _pairs(_children(f, mv), True)))
+models(M.modules)(_module_method(lambda f, mv, a, k: _pairs(list(_walk(f, mv, "", set())), False)))
+models(M.named_modules)(_module_method(lambda f, mv, a, k: _pairs(list(_walk(f, mv, "", set())), True)))
+models(M.parameters)(_module_method(lambda f, mv, a, k: _pairs(_tensors(f, mv, "_parameters",
+                                                                       _recurse_arg(a, k)), False)))
+models(M.named_parameters)(_module_method(lambda f, mv, a, k: _pairs(_tensors(f, mv, "_parameters",
+                                                                             _recurse_arg(a[1:], k)), True)))
+models(M.buffers)(_module_method(lambda f, mv, a, k: _pairs(_tensors(f, mv, "_buffers", _recurse_arg(a, k)), False)))
+models(M.named_buffers)(_module_method(lambda f, mv, a, k: _pairs(_tensors(f, mv, "_buffers",
+                                                                          _recurse_arg(a[1:], k)), True)))
