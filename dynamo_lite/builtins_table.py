@@ -242,10 +242,7 @@ def _iter(frame, args, kwargs):
 
 @models(next)
 def _next(frame, args, kwargs):
-    it = args[0]
-    if not isinstance(it, IteratorValue):
-        raise Unsupported(UNSUPPORTED_VALUE, "next() on a non-iterator")
-    item = it.next(frame)
+    item = args[0].next(frame)
     if item is None:
         if len(args) > 1:
             return args[1]

@@ -317,6 +317,11 @@ def replace_contents(target, new):
     target.update(new)
 
 
+def dict_view(mapping, kind: str):
+    """`mapping.keys()` / `.values()` / `.items()`: a view made while tracing, live on the mapping."""
+    return getattr(mapping, kind)()
+
+
 def dereference(ref):
     return ref()
 

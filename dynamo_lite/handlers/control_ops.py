@@ -6,7 +6,7 @@ from ..breaks import TracedException, Unsupported
 from ..compat import (FOR_ITER_SKIPS_END_FOR, POP_JUMP_IF_FALSE, POP_JUMP_IF_NONE, POP_JUMP_IF_NOT_NONE,
                       POP_JUMP_IF_TRUE, UNCONDITIONAL_JUMPS)
 from ..semantics import call, get_iter, load_attr, truthy
-from ..values.base import Const, IteratorValue, Value
+from ..values.base import Const, Value
 from ..values.callables import plain_exception_class
 from ..values.contexts import block_exit
 from ..values.objects import ObjectValue
@@ -105,10 +105,7 @@ def get_iter_op(frame, inst):
 
 @handler("FOR_ITER")
 def for_iter(frame, inst):
-    it = frame.peek()
-    if not isinstance(it, IteratorValue):
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"FOR_ITER over {type(it).__name__}")
-    item = it.next(frame)
+    item = frame.peek().next(frame)
     if item is not None:
         frame.push(item)
         return

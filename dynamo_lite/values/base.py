@@ -150,6 +150,10 @@ class Value:
         """`iter(self)`: an iterator value; NotImplemented means an iterator over `unpack()`."""
         return NotImplemented
 
+    def next(self, frame) -> Optional["Value"]:
+        """`next(self)` on an iterator: the next item, or None when it is exhausted."""
+        raise user_error(TypeError, f"'{self.python_type().__name__}' object is not an iterator")
+
     def as_mapping(self, frame) -> dict:
         """The key -> value pairs `{**self}` and `dict(self)` copy."""
         raise Unsupported(UNSUPPORTED_VALUE, f"** of {type(self).__name__}")

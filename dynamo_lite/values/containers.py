@@ -18,7 +18,8 @@ from ..breaks import (TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNS
                       TracedException, Unsupported, user_error)
 from ..pyops import plain
 from ..semantics import binary
-from .base import Const, MethodValue, Value, equal_only_if_identical, fold, is_same, kind_name
+from ..runtime import dict_view
+from .base import Const, IteratorValue, MethodValue, Value, equal_only_if_identical, fold, is_same, kind_name
 
 
 def _method_name(method) -> str:
@@ -430,16 +431,13 @@ def _key(v: Value):
     return key
 
 
-def _dict_keys(frame, obj, args, kwargs):
-    return SeqValue([Const(k) for k in obj.items], tuple)
+def _dict_view(kind):
+    def method(frame, obj, args, kwargs):
+        return DictViewValue(obj, kind, obj.items)
+    return method
 
 
-def _dict_values(frame, obj, args, kwargs):
-    return SeqValue(list(obj.items.values()), tuple)
-
-
-def _dict_items(frame, obj, args, kwargs):
-    return SeqValue([SeqValue([Const(k), v], tuple) for k, v in obj.items.items()], tuple)
+_dict_keys, _dict_values, _dict_items = _dict_view("keys"), _dict_view("values"), _dict_view("items")
 
 
 def _dict_get(frame, obj, args, kwargs):
@@ -508,6 +506,143 @@ DictValue.METHODS = {
     "__setitem__": _dict_setitem, "__contains__": _dict_contains, "copy": _dict_copy, "update": _dict_update,
     "setdefault": _dict_setdefault, "pop": _dict_pop, "clear": _dict_clear,
 }
+
+
+class DictViewValue(Value):
+    """`d.keys()`, `d.values()`, `d.items()`: live on the dict's contents (`items`, the very dict
+    the owner's value changes in place), so changes after the view was taken are seen."""
+    __slots__ = ("owner", "kind", "items")
+
+    def __init__(self, owner: Value, kind: str, items: dict, source=None):
+        super().__init__(source)
+        self.owner, self.kind, self.items = owner, kind, items
+
+    def python_type(self):
+        return type(getattr({}, self.kind)())
+
+    def identity(self):
+        return id(self)
+
+    def children(self):
+        return (self.owner,)
+
+    def elements(self) -> list:
+        if self.kind == "keys":
+            return [Const(k) for k in self.items]
+        if self.kind == "values":
+            return list(self.items.values())
+        return [SeqValue([Const(k), v], tuple) for k, v in self.items.items()]
+
+    def unpack(self, frame):
+        return self.elements()
+
+    def get_iter(self, frame):
+        return DictIteratorValue(self)
+
+    def length(self, frame):
+        return Const(len(self.items))
+
+    def truthy(self, frame):
+        return len(self.items) > 0
+
+    def contains(self, frame, item):
+        if self.kind == "keys":
+            return _key(item) in self.items
+        if self.kind == "items":
+            key, value = item.unpack(frame)
+            k = _key(key)
+            return k in self.items and sequence_contains([self.items[k]], value)
+        return sequence_contains(self.elements(), item)
+
+    def as_python(self):
+        if self.kind == "values":
+            return super().as_python()
+        return set(e.as_python() for e in self.elements())
+
+    def binary(self, frame, fn, other):
+        if self.kind != "values" and plain(fn) in (operator.and_, operator.or_, operator.sub, operator.xor):
+            mine = set(self.as_python())
+            theirs = set(other.as_python()) if not isinstance(other, DictViewValue) else other.as_python()
+            return SetValue([Const(v) for v in fold(plain(fn), mine, theirs)], set)
+        return NotImplemented
+
+    def rbinary(self, frame, fn, other):
+        if self.kind != "values" and plain(fn) in (operator.and_, operator.or_, operator.sub, operator.xor):
+            return SetValue([Const(v) for v in fold(plain(fn), set(other.as_python()), self.as_python())], set)
+        return NotImplemented
+
+    def compare(self, frame, fn, other):
+        if self.kind != "values" and other.is_python_constant():
+            theirs = other.as_python()
+            theirs = set(theirs) if isinstance(theirs, (set, frozenset, type({}.keys()), type({}.items()))) else theirs
+            return Const(fold(fn, self.as_python(), theirs))
+        return NotImplemented
+
+    def load_attr(self, frame, name):
+        if name == "mapping":
+            return self.owner
+        if name in ("isdisjoint", "__reversed__", "__len__", "__contains__", "__iter__"):
+            return MethodValue(self, name)
+        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"dict view.{name}")
+
+    def call_method(self, frame, method, args, kwargs):
+        name = _method_name(method)
+        if name == "isdisjoint":
+            return Const(not (set(self.as_python()) & set(args[0].as_python())))
+        if name == "__reversed__":
+            return IteratorValue(list(reversed(self.elements())))
+        if name == "__len__":
+            return self.length(frame)
+        if name == "__contains__":
+            return Const(self.contains(frame, args[0]))
+        if name == "__iter__":
+            return self.get_iter(frame)
+        return super().call_method(frame, method, args, kwargs)
+
+    def rebuild(self, em):
+        em.call_const(dict_view, [lambda: em.value(self.owner), lambda: em.const(self.kind)])
+
+
+class DictIteratorValue(Value):
+    """An iterator over a dict view, reading the dict as it is now at each step (a dict that
+    changes size meanwhile is an error, as in Python)."""
+    __slots__ = ("view", "pos", "size")
+
+    def __init__(self, view: DictViewValue, source=None):
+        super().__init__(source)
+        self.view, self.pos, self.size = view, 0, len(view.items)
+
+    def python_type(self):
+        return type(iter({}.keys()))
+
+    def identity(self):
+        return id(self)
+
+    def get_iter(self, frame):
+        return self
+
+    def next(self, frame):
+        if len(self.view.items) != self.size:
+            self.size = -1                  # stays broken, as CPython's does
+            raise user_error(RuntimeError, "dictionary changed size during iteration")
+        elements = self.view.elements()
+        if self.pos >= len(elements):
+            return None
+        self.pos += 1
+        return elements[self.pos - 1]
+
+    def unpack(self, frame):
+        items = []
+        while (item := self.next(frame)) is not None:
+            items.append(item)
+        return items
+
+    def children(self):
+        return (self.view,)
+
+    def rebuild(self, em):
+        rest = self.view.elements()[self.pos:]
+        em.call_const(iter, [lambda: em.build_tuple(rest)])
 
 
 # ============================================================================================

@@ -29,7 +29,7 @@ from ..guards import DictKeysMatch
 from ..semantics import load_attr
 from ..sources import DictItemSource
 from .base import Const, IteratorValue, Value
-from .containers import DictValue, SeqValue
+from .containers import DictValue, DictViewValue, SeqValue
 from .functions import FunctionValue
 from .objects import NewObjectValue, ObjectValue, python_function
 
@@ -265,16 +265,13 @@ def _iter(frame, obj, items, base, args, kwargs):
     return IteratorValue([Const(k) for k in items])
 
 
-def _keys(frame, obj, items, base, args, kwargs):
-    return SeqValue([Const(k) for k in items], tuple)
+def _view(kind):
+    def method(frame, obj, items, base, args, kwargs):
+        return DictViewValue(obj, kind, items)
+    return method
 
 
-def _values(frame, obj, items, base, args, kwargs):
-    return SeqValue(list(items.values()), tuple)
-
-
-def _items(frame, obj, items, base, args, kwargs):
-    return SeqValue([SeqValue([Const(k), v], tuple) for k, v in items.items()], tuple)
+_keys, _values, _items = _view("keys"), _view("values"), _view("items")
 
 
 _METHODS = {"__getitem__": _getitem, "__setitem__": _setitem, "__delitem__": _delitem, "__init__": _init,
