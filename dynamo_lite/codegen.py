@@ -3,7 +3,7 @@
 The replacement keeps the original signature, cells and free variables (the C hook runs it in
 the original frame), then: loads the graph inputs from their sources, calls the compiled graph,
 replays recorded side effects (attribute/global/cell writes, list and dict contents; a graph that
-raises first makes the frame run eagerly, see runtime.RerunOnFailure), rebuilds
+raises first makes the frame run eagerly, see runtime.FrameRun), rebuilds
 the Python value the frame returned from graph outputs, constants and reloaded sources, and
 returns it.
 """
@@ -17,14 +17,14 @@ from .breaks import UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, Unsupported
 from .code_facts import abstract_instructions, facts
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
 from .resume import first_argument_for_super, resume_code
-from .runtime import (DisabledCall, EagerResult, RerunOnFailure, draws_random_numbers, fresh_array_copy,
-                      replace_contents)
+from .runtime import FrameRun, draws_random_numbers, fresh_array_copy, replace_contents
 from .sources import LocalSource, Source
 from .values.base import Const, NullValue, Value
 from .values.containers import DictValue, SetValue
 from .values.contexts import block_exit
 
 GRAPH_OUT = "___graph_out"
+RESULT = "___result"
 
 
 class Emitter:
@@ -143,31 +143,48 @@ class Emitter:
         self.const(self.output_index[node])
         self.emit("BINARY_SUBSCR")
 
-    def call_graph(self, compiled, inputs: list[Source], tracer):
-        """Call the compiled graph on its inputs (reloaded from their sources); keep the outputs.
-        With side effects to replay after it, or ops inside a try block, a graph that raises runs
-        the frame eagerly instead (runtime.RerunOnFailure), and the frame returns what that eager
-        run returned."""
-        if compiled is None:
-            return
-        loads = [lambda s=s: self.load_source(s) for s in inputs]
-        if not (tracer.effects or tracer.op_in_try):
+    def call_graph(self, compiled, inputs: list[Source], tracer, on_internal_error):
+        """Call the compiled graph on its inputs (reloaded from their sources), keeping the outputs,
+        inside a guarded range that `end_guarded` closes: if the graph or a rebuild in the range
+        raises, the frame runs eagerly instead (runtime.FrameRun) and returns what that eager run
+        returns. Graphs that write into their inputs or draw random numbers take a snapshot first."""
+        written = tracer.graph.written_inputs() if compiled is not None else []
+        random = compiled is not None and draws_random_numbers(tracer.graph.graph)
+        # With graph ops inside a try block a failure may be the program's own, handled by its except.
+        report = on_internal_error if tracer.op_in_try is None else None
+        self.frame_run = FrameRun(self.code, tracer.root_globals, written, random, report)
+        self.rerun_label, self.snapshot = Label(), None
+        if compiled is not None and self.frame_run.needs_snapshot:
+            temps = []
+            for src in inputs:
+                self.load_source(src)
+                temps.append(self.temporary())
+                self.emit("STORE_FAST", temps[-1])
+            loads = [lambda t=t: self.emit("LOAD_FAST", t) for t in temps]
+            self.snapshot = self.temporary()
+            self.call_const(self.frame_run.snapshot, loads)
+            self.emit("STORE_FAST", self.snapshot)
+        else:
+            loads = [lambda s=s: self.load_source(s) for s in inputs]
+        self.guarded = TryBegin(self.rerun_label, push_lasti=False, stack_depth=0)
+        self.out.append(self.guarded)
+        if compiled is not None:
             self.call_const(compiled, loads)
             self.emit("STORE_FAST", GRAPH_OUT)
-            return
-        guarded = DisabledCall(RerunOnFailure(compiled, self.code, tracer.root_globals, tracer.graph.written_inputs(),
-                                              draws_random_numbers(tracer.graph.graph)))
-        self.call_const(guarded, [self.closure_tuple, self.frame_arguments] + loads)
-        self.emit("STORE_FAST", GRAPH_OUT)
-        graph_ran = Label()
-        self.call_const(type, [lambda: self.emit("LOAD_FAST", GRAPH_OUT)])
-        self.const(EagerResult)
-        self.emit("IS_OP", 0)
-        self.out.append(Instr(jump_if_opname("FALSE"), graph_ran, lineno=self.lineno))
-        self.emit("LOAD_FAST", GRAPH_OUT)
-        self.load_attr("value")
+
+    def end_guarded(self):
+        self.out.append(TryEnd(self.guarded))
+
+    def rerun_handler(self):
+        """The guarded range's handler: the exception is on the stack."""
+        self.out.append(self.rerun_label)
+        exc = self.temporary()
+        self.emit("STORE_FAST", exc)
+        snapshot = self.snapshot
+        self.call_const(self.frame_run.rerun, [lambda: self.emit("LOAD_FAST", exc),
+                                               lambda: self.emit("LOAD_FAST", snapshot) if snapshot else self.const(None),
+                                               self.closure_tuple, self.frame_arguments])
         self.emit("RETURN_VALUE")
-        self.out.append(graph_ran)
 
     def closure_tuple(self):
         if not self.code.co_freevars:
@@ -297,7 +314,7 @@ def _prologue(original: Bytecode) -> list:
 
 
 def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: list[Source],
-              outputs: list, lineno: int) -> types.CodeType:
+              outputs: list, lineno: int, on_internal_error=None) -> types.CodeType:
     original = Bytecode.from_code(code)
     prologue = _prologue(original)
     emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)}, tracer)
@@ -305,12 +322,16 @@ def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: lis
     for v in tracer.effects.values():
         emitter.count_shared(v, seen)
     emitter.count_shared(result, seen)
-    emitter.call_graph(compiled, inputs, tracer)
     emitter.begin_pinning()
-    emitter.replay(tracer)
+    emitter.call_graph(compiled, inputs, tracer, on_internal_error)
     emitter.value(result)
+    emitter.emit("STORE_FAST", RESULT)
+    emitter.end_guarded()
+    emitter.replay(tracer)
     emitter.end_pinning()
+    emitter.emit("LOAD_FAST", RESULT)
     emitter.emit("RETURN_VALUE")
+    emitter.rerun_handler()
     original.clear()
     original.extend(prologue + emitter.out)
     new_code = original.to_code()
@@ -347,7 +368,7 @@ def break_start(code: types.CodeType, index: int) -> tuple[int, str]:
 
 
 def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[Source],
-                    outputs: list, start: int, end: int) -> types.CodeType:
+                    outputs: list, start: int, end: int, on_internal_error=None) -> types.CodeType:
     """Code that runs the graph captured so far, rebuilds the stack and live locals, runs the
     instructions [start, end] as CPython would, and continues in a resume function."""
     code_facts = facts(code)
@@ -366,14 +387,16 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     for v in list(frame.locals.values()) + [cell.contents for cell in frame.cells.values()]:
         if isinstance(v, Value):
             emitter.count_shared(v, seen)
-    emitter.call_graph(compiled, inputs, tracer)
     emitter.begin_pinning()
-    emitter.replay(tracer)
+    emitter.call_graph(compiled, inputs, tracer, on_internal_error)
     # Inside grad-mode / autocast `with` blocks (in force at the break: the graph entered them, or
     # an earlier frame did), their `__exit__`s on the stack are rebuilt as callables that leave
     # them; an exception from the break's own instructions must leave them (innermost first) as
-    # eager would: kept in temporaries for the handler.
+    # eager would: kept in temporaries for the handler. Rebuilding one enters the block for real,
+    # so it is not in the guarded range (an eager rerun would enter it a second time).
     exits = block_exits(frame, code_facts, code_facts.insts[end].offset)
+    if exits:
+        emitter.end_guarded()
     for v in frame.stack:
         emitter.value(v)
         if not isinstance(v, NullValue):
@@ -390,15 +413,37 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     below = frame.stack[:remaining - pushed]
     nulls = tuple(isinstance(v, NullValue) for v in below) + (False,) * pushed
 
+    # What the resume function(s) get besides the stack — the first argument for super(), live
+    # locals, cells — is rebuilt now, inside the guarded range (before any effect is replayed and
+    # before the break's instructions run), into temporaries.
+    first = first_argument_for_super(code)
+    first_value = frame.cells[first].contents if first in frame.cells else frame.locals.get(first)
+    first = first if first_value is not None else ""
+    offsets = [code_facts.insts[end + 1].offset] if last.opname not in _NO_RESUME_AFTER else []
+    if last.opname in JUMP_OPS:
+        offsets.append(last.argval)
+    lives = {offset: tuple(sorted(name for name in code_facts.live_at(offset) if name in frame.locals
+                                  and name != first)) for offset in offsets}
+    cells = tuple(name for name in code.co_cellvars if name != first and frame.cells.get(name) is not None
+                  and frame.cells[name].contents is not None)
+    arguments = {}          # what a resume argument is -> the temporary holding it
+    for kind, name, value in ([("first", first, first_value)] if first else []) + \
+            [("local", n, frame.locals[n]) for n in sorted(set().union(*lives.values()))] + \
+            [("cell", n, frame.cells[n].contents) for n in cells]:
+        if isinstance(value, Value):
+            emitter.value(value)
+        else:                                       # an argument the trace never read
+            emitter.load_source(value.source)
+        arguments[kind, name] = emitter.temporary()
+        emitter.emit("STORE_FAST", arguments[kind, name])
+    if not exits:
+        emitter.end_guarded()
+    emitter.replay(tracer)
+
     def call_resume(offset):
         for i in reversed(range(len(nulls))):
             emitter.emit("STORE_FAST", f"___break_stack{i}")
-        first = first_argument_for_super(code)
-        first_value = frame.cells[first].contents if first in frame.cells else frame.locals.get(first)
-        first = first if first_value is not None else ""
-        live = tuple(sorted(name for name in code_facts.live_at(offset) if name in frame.locals and name != first))
-        cells = tuple(name for name in code.co_cellvars if name != first and frame.cells.get(name) is not None
-                      and frame.cells[name].contents is not None)
+        live = lives[offset]
         resume = resume_code(code, offset, nulls, live, cells, first)
         emitter.emit("PUSH_NULL")
         if code.co_freevars:
@@ -410,25 +455,14 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
         else:
             emitter.const(types.FunctionType(resume, tracer.root_globals, code.co_name))
         if first:
-            if isinstance(first_value, Value):
-                emitter.value(first_value)
-            else:
-                emitter.load_source(first_value.source)
+            emitter.emit("LOAD_FAST", arguments["first", first])
         for i, is_null in enumerate(nulls):
             if not is_null:
                 emitter.emit("LOAD_FAST", f"___break_stack{i}")
         for name in live:
-            value = frame.locals[name]
-            if isinstance(value, Value):
-                emitter.value(value)
-            else:                                   # an argument the trace never read
-                emitter.load_source(value.source)
+            emitter.emit("LOAD_FAST", arguments["local", name])
         for name in cells:
-            contents = frame.cells[name].contents
-            if isinstance(contents, Value):
-                emitter.value(contents)
-            else:
-                emitter.load_source(contents.source)
+            emitter.emit("LOAD_FAST", arguments["cell", name])
         emitter.out.extend(instrs_call(bool(first) + len(live) + len(cells) + nulls.count(False), lineno))
         emitter.emit("RETURN_VALUE")
 
@@ -460,6 +494,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
             emitter.out.extend(instrs_call(0, lineno))
             emitter.emit("POP_TOP")
         emitter.emit("RERAISE", 0)
+    emitter.rerun_handler()
     emitter.end_pinning()
     original.clear()
     original.extend(prologue + emitter.out)

@@ -225,6 +225,20 @@ def _internal_error(code, e: BaseException) -> None:
         _mark_skip(code)
 
 
+def graph_failed_for_us(code, exc: BaseException) -> None:
+    """A captured graph (or the rebuild after it) raised where the frame, run eagerly, did not: a
+    failure of ours, hidden from the user. Record it, warn once, and capture this code no more."""
+    try:
+        records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "error",
+                                detail=f"the captured code failed at run time ({type(exc).__name__}: {exc}); "
+                                       f"the frame ran eagerly"))
+        records.warn_once(("run", code), f"dynamo_lite: the captured code of {code.co_name} ({code.co_filename}:"
+                                         f"{code.co_firstlineno}) raised {type(exc).__name__}: {exc}, where eager "
+                                         f"did not; it runs eagerly from now on")
+    finally:
+        _mark_skip(code)
+
+
 def _mark_skip(code) -> None:
     try:
         set_extra(code, _evalframe.SKIP)
@@ -286,7 +300,7 @@ def _capture(code, func, args, options, entries, recompile_reason):
             inputs = [src for (_, _, src) in graph.inputs]
         else:
             outputs, inputs = [], []
-        new_code = make_code(code, tracer, result, compiled, inputs, outputs, lineno)
+        new_code = make_code(code, tracer, result, compiled, inputs, outputs, lineno, graph_failed_for_us)
     except Unsupported as e:
         if options.fullgraph:
             raise _graph_break_error(e) from None
@@ -394,7 +408,7 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     else:
         outputs = []
     try:
-        new_code = make_break_code(code, tracer, frame, compiled, inputs, outputs, start, end)
+        new_code = make_break_code(code, tracer, frame, compiled, inputs, outputs, start, end, graph_failed_for_us)
     except Unsupported as e:
         record.graphs.clear()
         record.fallback_reason = f"cannot resume: {e.detail}"

@@ -1,25 +1,24 @@
 """What generated code and compiled graphs call at run time.
 
 Everything here runs in the user's program, after capture: the wrappers around a compiled
-graph (grad mode and autocast restored when it raises, `RerunOnFailure`), the graph nodes that
+graph (grad mode and autocast restored when it raises, `FrameRun`), the graph nodes that
 switch autocast or check an `assert`, the `__exit__`s of `with` blocks a graph break
 interrupted, and the helpers that rebuild Python objects made while tracing. Backends may import
 this module; it imports nothing of the engine but the C hook.
 
-**RerunOnFailure.** A captured frame's replacement code calls the graph first and replays the
-recorded side effects (list/dict contents, attribute, global and cell writes) after it. If the
-graph raises (a shape or dtype error the example values did not show, overlapping memory in an
-in-place op), the replay never happens, yet in eager the mutations the program made before the
-failing op are visible; and with ops inside a try block, the user's except/finally must see the
-error. So for such frames the graph is called through `RerunOnFailure`: when the graph raises,
-nothing the user can observe has happened yet (everything before the graph call only loads
-values) except what the graph wrote into its inputs. Those inputs are copied before the call and
-put back after a failure, and running the frame's code eagerly from its start then gives exactly
-eager's state, exception and traceback. Where the writes cannot be undone (unknown targets, an
-input that requires grad), a graph that wrote before failing lets its error propagate as it is.
-A graph that draws random numbers (dropout, randn) has the generators' states saved before the
-call and put back after a failure, so the eager run draws the numbers eager would have. The
-eager run has the frame hook off (DisabledCall), so it cannot come back to the same graph.
+**Running a frame eagerly when its graph fails (`FrameRun`).** A captured frame's replacement
+code calls the graph, rebuilds the Python values it returns (or leaves on the stack at a break),
+then replays the recorded side effects (list/dict contents, attribute, global and cell writes).
+If the graph or a rebuild raises — a shape error the example values did not show, overlapping
+memory in an in-place op, a bug of ours — nothing the user can observe has happened yet
+(everything before only loads values and computes) except what the graph wrote into its inputs
+and the random numbers it drew. Those inputs are copied and the generators' states saved before
+the call (only for graphs that do either), put back after a failure, and running the frame's
+code eagerly from its start then gives exactly eager's result, or eager's exception and
+traceback: the user's except/finally sees it, and an error of ours never reaches the user.
+Where writes cannot be undone (unknown targets, an input that requires grad), the graph's error
+propagates as it is. The eager run has the frame hook off (DisabledCall), so it cannot come back
+to the same graph.
 """
 from __future__ import annotations
 
@@ -41,59 +40,62 @@ _VARARGS, _VARKEYWORDS = 0x04, 0x08
 # ============================================================================================
 
 
-class EagerResult:
-    """What the frame returned when it ran eagerly after its graph raised."""
-    __slots__ = ("value",)
+class FrameRun:
+    """What the replacement code of one frame needs when its graph, or the rebuilding of its
+    Python values after the graph, raises: the frame's code and globals, to run it eagerly; which
+    graph inputs the graph writes into (`written`: positions, or None when unknown), to undo those
+    writes first; whether the graph draws random numbers, to put the generators back.
 
-    def __init__(self, value):
-        self.value = value
+    The replacement code calls the graph inside an exception-table range whose handler calls
+    `rerun` (no cost while nothing raises). Before the call it takes a `snapshot` only when the
+    graph writes into its inputs or draws random numbers. `on_internal_error(code, exc)` is told
+    when the eager run succeeds where the graph failed: that failure was ours, not the user's."""
 
-
-class RerunOnFailure:
-    """Call `graph(*inputs)`; if it raises, put back what it wrote into its inputs, run `code`
-    eagerly on the frame's arguments and hand back its result as an EagerResult.
-
-    `written`: positions of the inputs the graph writes into (graph_builder.written_inputs), or
-    None when unknown. Those inputs are copied before each call, so a graph that fails halfway
-    can be undone; an input that requires grad cannot be restored faithfully (its autograd
-    history changed too), and neither can unknown writes: then the graph's error propagates as
-    it is, as when no rerun is possible."""
-
-    def __init__(self, graph, code: types.CodeType, globals_: dict, written: Optional[list], random: bool = False):
-        self.graph = graph
+    def __init__(self, code: types.CodeType, globals_: dict, written: Optional[list], random: bool,
+                 on_internal_error=None):
         self.code = code
         self.globals = globals_
         self.written = written
         self.random = random
+        self.on_internal_error = on_internal_error
 
-    def __call__(self, closure, frame_args: tuple, *inputs):
-        saved, versions = self._snapshot(inputs)
+    @property
+    def needs_snapshot(self) -> bool:
+        return self.written != [] or self.random
+
+    def snapshot(self, *inputs):
+        """(copies of the written inputs, their versions, random generator states)."""
         rng = _rng_states() if self.random else None
-        try:
-            return self.graph(*inputs)
-        except Exception:
-            if versions is not None and versions != _versions(inputs):
-                if saved is None:
-                    raise
-                with torch.no_grad():
-                    for i, copy in saved:
-                        inputs[i].copy_(copy)
-            if rng is not None:
-                _restore_rng_states(rng)
-        fn = types.FunctionType(self.code, self.globals, self.code.co_name, None, closure)
-        args, kwargs = call_arguments(self.code, frame_args)
-        return EagerResult(_evalframe.DisabledCall(fn)(*args, **kwargs))
-
-    def _snapshot(self, inputs):
         if self.written == []:
-            return None, None
-        versions = _versions(inputs)
+            return None, None, rng
+        versions = [(t, t._version) for t in inputs if isinstance(t, torch.Tensor)]
         if self.written is None:
-            return None, versions
+            return None, versions, rng
         written = [inputs[i] for i in self.written]
         if any(not isinstance(t, torch.Tensor) or t.requires_grad for t in written):
-            return None, versions
-        return [(i, inputs[i].clone()) for i in self.written], versions
+            return None, versions, rng
+        return [(t, t.clone()) for t in written], versions, rng
+
+    def rerun(self, exc: BaseException, snapshot, closure, frame_args: tuple):
+        """The graph (or a rebuild after it) raised `exc`: undo what the graph wrote, run the frame's
+        code eagerly and return its result; re-raise `exc` when the writes cannot be undone."""
+        if not isinstance(exc, Exception):           # KeyboardInterrupt, SystemExit: never retried
+            raise exc
+        saved, versions, rng = snapshot if snapshot is not None else (None, None, None)
+        if versions is not None and any(t._version != v for t, v in versions):
+            if saved is None:
+                raise exc
+            with torch.no_grad():
+                for tensor, copy in saved:
+                    tensor.copy_(copy)
+        if rng is not None:
+            _restore_rng_states(rng)
+        fn = types.FunctionType(self.code, self.globals, self.code.co_name, None, closure)
+        args, kwargs = call_arguments(self.code, frame_args)
+        result = DisabledCall(fn)(*args, **kwargs)
+        if self.on_internal_error is not None:     # eager succeeded: the failure was the graph's, not the program's
+            self.on_internal_error(self.code, exc)
+        return result
 
 
 def _rng_states():
