@@ -4,7 +4,7 @@ Every test runs a function (or nn.Module) twice from identical deep copies of it
 eagerly and once through graph capture with a `CountingBackend`.  `check` then compares
 
 * the return value, recursively (tensors incl. dtype/shape/device/requires_grad, tuples, lists,
-  dicts, sets, namedtuples, dataclasses, torch.Size, scalars),
+  deques, dicts, sets, namedtuples, dataclasses, torch.Size, NumPy arrays, scalars),
 * the raised exception (type and message), when there is one,
 * what was printed to stdout,
 * the inputs after the call (in-place changes to tensors, lists, dicts passed in), and the
@@ -13,7 +13,9 @@ eagerly and once through graph capture with a `CountingBackend`.  `check` then c
 
 and finally calls both a second time with fresh copies: the captured side must reuse its graph(s)
 (no new backend call) and still agree with eager.  On failure it prints `dis` of the function and
-the code of every captured graph.
+the code of every captured graph.  `check_calls` does the same over several argument sets
+(new input values, as TorchDynamo's `standard_test` does), which catches values baked in at the
+first call.
 
 Reference mode: with ``DL_TEST_REFERENCE=torch`` capture is ``torch.compile(fn, backend=...)``
 (TorchDynamo) and reset is ``torch._dynamo.reset()``, which lets the suite's expectations be
@@ -22,6 +24,7 @@ number of graphs (graph breaks), a test passes ``graphs=Graphs(dl=..., torch=...
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import dataclasses
@@ -206,6 +209,15 @@ def assert_same(expected: Any, actual: Any, path: str = "result", *,
         torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True,
                                    msg=lambda m: f"{path}: {m}")
         return
+    if type(expected).__module__ == "numpy" and type(expected).__name__ == "ndarray":
+        import numpy as np
+
+        assert type(actual) is type(expected), f"{path}: expected an ndarray, got {type(actual).__name__}"
+        assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+        assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+        np.testing.assert_allclose(actual, expected, rtol=1e-5 if rtol is None else rtol,
+                                   atol=1e-6 if atol is None else atol, equal_nan=True, err_msg=path)
+        return
     if isinstance(expected, nn.Module):
         assert type(actual) is type(expected), f"{path}: {type(actual).__name__} != {type(expected).__name__}"
         same(expected.state_dict(), actual.state_dict(), f"{path}.state_dict()")
@@ -217,7 +229,7 @@ def assert_same(expected: Any, actual: Any, path: str = "result", *,
         for field in type(expected)._fields:
             same(getattr(expected, field), getattr(actual, field), f"{path}.{field}")
         return
-    if isinstance(expected, (tuple, list)):
+    if isinstance(expected, (tuple, list, collections.deque)):
         assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
         for i, (e, a) in enumerate(zip(expected, actual)):
             same(e, a, f"{path}[{i}]")
@@ -418,3 +430,30 @@ def check_state_change(fn: Callable, args: tuple, change: Callable[[], Any], *, 
         if max_graphs is not None:
             assert backend.count <= max_graphs, f"expected at most {max_graphs} graphs, got {backend.count}"
     return backend
+
+
+def check_calls(fn: Callable, *arg_sets: tuple, graphs: int | Graphs | None, rtol: float | None = None,
+                atol: float | None = None) -> CheckResult:
+    """Like `check`, over several argument sets of the same structure (new input *values*, as
+    TorchDynamo's `standard_test` does): the first set captures `graphs` graph(s); every later set
+    must match eager and reuse the capture (no new backend call); the first set runs once more at
+    the end.  This catches values a capture baked in from its first call.  All values are
+    compared before the graph counts, so a wrong value is what a failure reports."""
+    assert arg_sets and all(isinstance(a, tuple) for a in arg_sets), "check_calls needs tuples of arguments"
+    reset()
+    backend = CountingBackend()
+    expected_count = _expected_count(graphs)
+    with diagnostics_on_failure(fn, backend):
+        compiled = capture(fn, backend=backend)
+        eager, got = call_both(fn, compiled, arg_sets[0], {}, "first call", rtol=rtol, atol=atol)
+        after_first = backend.count
+        # every call's values first (a value baked in at the first call is the worse failure)...
+        for i, args in enumerate(arg_sets[1:] + arg_sets[:1], start=2):
+            call_both(fn, compiled, args, {}, f"call {i} (new inputs)", rtol=rtol, atol=atol)
+        # ...then the graph counts
+        if expected_count is not None:
+            assert after_first == expected_count, (
+                f"expected {expected_count} graph(s) on {ENGINE}, backend was called {after_first} time(s)")
+        assert backend.count == after_first, (
+            f"calls with new input values captured {backend.count - after_first} new graph(s)")
+    return CheckResult(eager=eager, captured=got, backend=backend, compiled=compiled)

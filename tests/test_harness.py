@@ -4,6 +4,7 @@ tests exercise the harness only and run the same in every mode."""
 import collections
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -53,10 +54,12 @@ class Box:
     (Point(torch.ones(1), 2), Point(torch.ones(1), 3), r"\.y"),
     (Box(torch.ones(1)), Box(torch.zeros(1)), r"\.value"),
     (torch.Size([2, 3]), (2, 3), "type"),
+    (np.ones(2), np.ones(2, dtype=np.float32), "dtype"),
+    (np.ones(2), np.zeros(2), "Mismatch|Not equal"),
     (1, True, "type"),
     (0.5, 0.5000001, "0.5"),
 ], ids=["dtype", "shape", "values", "requires_grad", "tuple_vs_list", "dict_order", "namedtuple",
-        "dataclass", "size_vs_tuple", "int_vs_bool", "float"])
+        "dataclass", "size_vs_tuple", "ndarray_dtype", "ndarray_values", "int_vs_bool", "float"])
 def test_assert_same_detects(expected, actual, match):
     with pytest.raises(AssertionError, match=match):
         assert_same(expected, actual)
@@ -192,3 +195,20 @@ def test_graphs_per_engine_needs_a_reason():
         Graphs(dl=0, torch=2, why="")
     expected = Graphs(dl=0, torch=2, why="graph break").expected()
     assert expected == (2 if harness.REFERENCE else 0)
+
+
+def test_check_calls_detects_value_baked_in_at_first_call(monkeypatch):
+    seen = []
+
+    def baking(fn):
+        def run(*args):
+            if not seen:
+                seen.append(fn(*args))
+            return seen[0]
+        return run
+
+    fake_engine(monkeypatch, baking)
+    harness.check_calls(lambda x: x * 2, (torch.ones(2),), graphs=1)   # one argument set: fine
+    seen.clear()
+    with pytest.raises(AssertionError, match="call 2"):
+        harness.check_calls(lambda x: x * 2, (torch.ones(2),), (torch.zeros(2),), graphs=1)
