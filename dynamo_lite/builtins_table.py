@@ -109,11 +109,8 @@ def _type(frame, args, kwargs):
 
 @models(callable)
 def _callable(frame, args, kwargs):
-    v = args[0]
-    if isinstance(v, TensorValue):
-        return Const(False)
-    return Const(callable(v.python_type()) and hasattr(v.python_type(), "__call__") or v.real_object() is not None
-                 and callable(v.real_object()) or v.is_python_constant() and callable(v.as_python()))
+    """callable(v): whether v's class (not v itself) defines __call__, as CPython checks it."""
+    return Const(any("__call__" in vars(k) for k in args[0].python_type().__mro__))
 
 
 @models(id)
@@ -473,5 +470,9 @@ def _signature(frame, args, kwargs):
     real = v.real_object()
     if isinstance(real, types.FunctionType):
         return Const(inspect.signature(real))
+    if isinstance(v, ClosureValue) and all(d.is_python_constant() for d in [*v.defaults, *v.kwdefaults.values()]):
+        made = types.FunctionType(v.code, v.globals, v.code.co_name, tuple(d.as_python() for d in v.defaults))
+        made.__kwdefaults__ = {k: d.as_python() for k, d in v.kwdefaults.items()} or None
+        return Const(inspect.signature(made))
     raise Unsupported(UNKNOWN_CALL, f"inspect.signature of a {type(v).__name__}")
 

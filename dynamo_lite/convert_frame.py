@@ -257,7 +257,8 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
         return None
     recompile_reason = None
     if entries:
-        recompile_reason = recapture_reason(entries, func, args)
+        recompile_reason, failing = _closest_failure(entries, func, args)
+        _note_recapture(code, failing, recompile_reason)
         if options.dynamic is None:
             note_changed_sizes(code, entries, func, args)
         if len(entries) >= config.cache_size_limit:
@@ -331,9 +332,42 @@ def _capture(code, func, args, options, entries, recompile_reason):
 
 def recapture_reason(entries, func, args) -> Optional[str]:
     """Why no entry matched, told for the entry that came closest (passed the most guards)."""
-    best = max((e.guards.failure(func, args) for e in entries if e.record is not None), key=lambda f: f[0],
-               default=None)
-    return best[1] if best else None
+    return _closest_failure(entries, func, args)[0]
+
+
+def _closest_failure(entries, func, args) -> tuple:
+    """(reason, the guard that failed) for the entry that came closest (passed the most guards)."""
+    best, guard = None, None
+    for entry in entries:
+        if entry.record is None:
+            continue
+        passed, reason = entry.guards.failure(func, args)
+        if best is None or passed > best[0]:
+            best = (passed, reason)
+            guard = entry.guards.guards[passed] if passed < len(entry.guards.guards) else None
+    return (best[1] if best else None), guard
+
+
+# How often each code object was recaptured because of one guard: {code: {guard key: count}}.
+RECAPTURES: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
+STORM_AFTER = 3
+
+
+def _note_recapture(code, guard, reason: Optional[str]) -> None:
+    """One warning when a code object keeps being recaptured for the same guard: the user can fix
+    that (the value it checks changes on every call), and it is the costliest pattern there is."""
+    if guard is None:
+        return
+    source = getattr(guard, "source", None)
+    key = (type(guard).__name__, source.name() if source is not None else guard.describe())
+    counts = RECAPTURES.setdefault(code, {})
+    counts[key] = counts.get(key, 0) + 1
+    if counts[key] == STORM_AFTER:
+        records.warn_once(("storm", code, key),
+                          f"dynamo_lite: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) keeps being "
+                          f"recaptured: its guard `{guard.describe()}` failed on {STORM_AFTER} calls in a row "
+                          f"(last: {reason}). Each new value makes a new graph; pass the changing value as a "
+                          f"tensor, or keep it the same between calls.")
 
 
 def _first_failure(entry, func, args) -> Optional[str]:

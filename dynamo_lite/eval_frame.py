@@ -12,7 +12,7 @@ import torch
 from . import _evalframe
 from .backends import lookup_backend
 from .compat import SUPPORTED, unsupported_version_message
-from .convert_frame import WRAPPER_CODES, CaptureOptions, make_callback
+from .convert_frame import AUTO_DYNAMIC, RECAPTURES, TOUCHED_CODES, WRAPPER_CODES, CaptureOptions, make_callback
 from .fallback import records
 
 
@@ -77,7 +77,6 @@ def _capture_module(module: torch.nn.Module, options: CaptureOptions) -> torch.n
 
 def reset() -> None:
     """Forget every capture: cache entries, records, warnings."""
-    from .convert_frame import AUTO_DYNAMIC, TOUCHED_CODES
     while True:                      # another thread may add codes while we copy the set
         try:
             codes = list(TOUCHED_CODES)
@@ -88,6 +87,7 @@ def reset() -> None:
         _evalframe.set_code_extra(code, None)
     TOUCHED_CODES.clear()
     AUTO_DYNAMIC.clear()
+    RECAPTURES.clear()
     records.clear()
 
 

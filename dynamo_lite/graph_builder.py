@@ -27,6 +27,12 @@ from .values.tensors import SymValue, TensorValue
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
+try:    # numpy scalars folded while tracing are graph constants: fx prints them as `np.float64(1.5)`
+    import numpy as _np
+    torch.fx.graph._register_custom_builtin("np", "import numpy as np", _np)
+except ImportError:
+    pass
+
 
 def is_symbolic(x) -> bool:
     """A SymInt/SymFloat/SymBool that really depends on a symbol (not a constant in disguise)."""

@@ -35,6 +35,7 @@ import math
 import os
 import sys
 import types
+import warnings
 from typing import Any, Callable
 
 import pytest
@@ -337,11 +338,22 @@ def call_both(eager_fn: Callable, compiled: Callable, args: tuple, kwargs: dict,
     e_args, e_kwargs = copy.deepcopy((args, kwargs))
     c_args, c_kwargs = copy.deepcopy((args, kwargs))
     eager = run(eager_fn, e_args, e_kwargs)
-    got = run(compiled, c_args, c_kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = run(compiled, c_args, c_kwargs)
+    ours = [str(w.message) for w in caught if any(m in str(w.message) for m in OUR_FAILURES)]
+    assert not ours, f"{label}: the engine hid a failure of its own behind an eager run: {ours[0]}"
+    for w in caught:          # the program's own warnings still reach the test's filters
+        if not str(w.message).startswith("dynamo_lite"):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     assert_same_outcome(eager, got, label, rtol=rtol, atol=atol)
     assert_same(e_args, c_args, f"{label}: positional inputs after the call", rtol=rtol, atol=atol)
     assert_same(e_kwargs, c_kwargs, f"{label}: keyword inputs after the call", rtol=rtol, atol=atol)
     return eager, got
+
+
+# Warnings by which dynamo_lite says it hid an error of its own (the frame then ran eagerly).
+OUR_FAILURES = ("dynamo_lite: internal error", "where eager did not")
 
 
 @dataclasses.dataclass

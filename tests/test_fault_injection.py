@@ -133,7 +133,7 @@ def test_a_compiled_graph_that_raises_at_run_time_runs_the_frame_eagerly():
 
 def _writes_then_fails(gm, example_inputs):
     def compiled(*args):
-        out = gm.forward(*args)          # the graph's in-place write into its input happened
+        gm.forward(*args)                # the graph's in-place write into its input happened
         raise Injected("after the write")
     return compiled
 

@@ -190,7 +190,7 @@ def test_cache_size_limit_warns_once_and_runs_eagerly(monkeypatch):
         for n in range(12):
             torch.testing.assert_close(captured(x, n), x + n)
     assert backend.count == 8
-    limit_warnings = [w for w in caught if "cache_size_limit" in str(w.message)]
+    limit_warnings = [w for w in caught if "config.cache_size_limit=" in str(w.message)]
     assert len(limit_warnings) == 1 and "L['n'] changed" in str(limit_warnings[0].message)
     for n in range(12):   # captured variants still used, others eager, all right
         torch.testing.assert_close(captured(x, n), x + n)

@@ -250,9 +250,6 @@ def test_numpy_iinfo_finfo_constants():
     standard(fn, 1)
 
 
-@open_issue("crash", "a NumPy scalar constant (np.sqrt(2.0) folds to np.float64) is written into the "
-            "graph code as `np.float64(...)`, and the GraphModule raises NameError: name 'np' "
-            "is not defined")
 def test_numpy_pi_and_sqrt_constants():
     def fn(x):
         return x * np.pi + np.sqrt(2.0) + np.e

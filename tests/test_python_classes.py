@@ -65,9 +65,6 @@ class Scaled:
         return self.t @ other
 
 
-@open_issue("wrong", "user __add__/__mul__/__truediv__/__sub__ on instances (Val(a) + Val(b) * "
-            "Val(c)): breaks at the first dunder, and the resume function folds `+` on the "
-            "real objects, returning call 1's value")
 def test_dunder_methods_combine_instances():
     def fn(a, b, c):
         return (Val(a) + Val(b) * Val(c) / Val(a) - Val(b)).val
@@ -75,8 +72,6 @@ def test_dunder_methods_combine_instances():
     standard(fn, 3)
 
 
-@open_issue("wrong", "user __add__ on instances passed in: `p + q` is folded while tracing (the real "
-            "__add__ runs on call 1's tensors) and the result baked in as a constant")
 def test_dunder_add_on_input_instances():
     def fn(p, q):
         return (p + q).val
@@ -85,8 +80,6 @@ def test_dunder_add_on_input_instances():
     check_calls(fn, (Val(x), Val(y)), (Val(x * 3), Val(y - 1)), graphs=1)
 
 
-@open_issue("graphs", "user __add__/__mul__ on instances made in the frame (binary op of newobject and "
-            "newobject)")
 def test_dunder_methods_return_instance():
     def fn(a, b):
         r = Val(a) * Val(b) + Val(a)
@@ -225,7 +218,6 @@ def test_property_setter():
     standard(fn, 1)
 
 
-@open_issue("graphs", "custom __getattr__ of a dict subclass (attribute read through self[name])")
 def test_user_getattr_on_dict_subclass():
     class MyConfig(dict):
         def __getattr__(self, name):
@@ -240,7 +232,6 @@ def test_user_getattr_on_dict_subclass():
     check(fn, MyConfig(offset=5), torch.randn(10), torch.randn(10), graphs=1)
 
 
-@open_issue("graphs", "custom __getattr__ fallback for a missing attribute")
 def test_user_getattr_fallback():
     class MyConfig:
         defined_on_class = 1
@@ -282,7 +273,6 @@ def test_user_getattribute():
     standard(fn, 1, shape=(2, 2))
 
 
-@open_issue("eager", "custom __getattr__ on an nn.Module subclass")
 def test_module_getattr_override():
     class MyMod(torch.nn.Module):
         def __init__(self):
@@ -404,7 +394,6 @@ class Scale:
         return 2.0 if obj is None else obj.factor * 2
 
 
-@open_issue("graphs", "a data descriptor's __set__ on an object made in the frame")
 def test_data_descriptor():
     class Layer:
         weight = Positive()
@@ -667,7 +656,6 @@ def test_class_name_of_new_object():
     standard(fn, 3)
 
 
-@open_issue("eager", "x.__class__.__name__ of a tensor (cannot resume after LOAD_ATTR)", python="3.11")
 def test_tensor_class_name_in_fstring():
     def fn(x):
         tmp = f"{x.__class__.__name__} foo"
@@ -786,7 +774,6 @@ def test_dunder_new_returns_other_module():
     check(Model(), torch.rand(2, 2), graphs=1)
 
 
-@open_issue("graphs", "attribute writes on a __slots__ class (member descriptors)")
 def test_slots_class_made_in_frame():
     class Vec:
         __slots__ = ("x", "y")

@@ -17,8 +17,6 @@ from harness import check
 # -- dict views --------------------------------------------------------------------------------
 
 
-@open_issue("wrong", "dict.keys() is a snapshot tuple, not a live view: a key added later is missing, "
-            "and `view == other.keys()` compares tuples")
 def test_dict_keys_view_sees_later_insert():
     def fn(x):
         d = {3: x}
@@ -30,7 +28,6 @@ def test_dict_keys_view_sees_later_insert():
     standard(fn, 1)
 
 
-@open_issue("wrong", "dict.values() is a snapshot tuple, not a live view: len() misses later inserts")
 def test_dict_values_view_sees_later_insert():
     def fn(x):
         d = {3: x}
@@ -42,7 +39,6 @@ def test_dict_values_view_sees_later_insert():
     standard(fn, 1)
 
 
-@open_issue("wrong", "dict.items() is a snapshot tuple, not a live view: iteration misses later inserts")
 def test_dict_items_view_sees_later_insert():
     def fn(x):
         d = {"a": x}
@@ -56,7 +52,6 @@ def test_dict_items_view_sees_later_insert():
     standard(fn, 1)
 
 
-@open_issue("wrong", "dict.values() is a snapshot tuple, not a live view: an updated value is not seen")
 def test_dict_values_view_sees_later_update():
     def fn(x):
         d = {"a": x, "b": x}
@@ -67,7 +62,6 @@ def test_dict_values_view_sees_later_update():
     standard(fn, 1)
 
 
-@open_issue("crash", "set operators on dict key views (keys() & keys()): the snapshot tuple raises TypeError")
 def test_dict_keys_set_operations():
     def fn(a, b):
         d1 = {"a": a, "b": b}
@@ -80,7 +74,6 @@ def test_dict_keys_set_operations():
     standard(fn, 2)
 
 
-@open_issue("crash", "keys() | keys() of input dicts: the snapshot tuple raises TypeError")
 def test_dict_keys_union_of_inputs():
     def fn(inputs_a, inputs_b):
         total = torch.zeros(1)
@@ -109,7 +102,6 @@ def test_dict_items_iteration_of_input():
     check(fn, {"a": torch.tensor([1.0]), "b": torch.tensor([2.0])}, graphs=1)
 
 
-@open_issue("wrong", "type(d.items()) is tuple instead of dict_items")
 def test_dict_view_type_and_reversed():
     def fn(x):
         d = {"a": 1, "b": 2, "c": 3}
@@ -118,7 +110,6 @@ def test_dict_view_type_and_reversed():
     standard(fn, 1)
 
 
-@open_issue("wrong", "a returned d.keys() is a tuple instead of dict_keys")
 def test_dict_view_returned():
     def fn(x):
         d = {"a": x, "b": x + 1}
@@ -313,8 +304,6 @@ def test_dict_popitem_and_clear():
     standard(fn, 1)
 
 
-@open_issue("wrong", "dict.popitem() at a graph break: the dict popped is a copy of the local, which "
-            "keeps its item")
 def test_dict_popitem_then_len():
     def fn(x):
         d = {"a": 1, "b": 2}

@@ -35,7 +35,6 @@ def test_partial_of_torch_function_global():
     standard(fn, 2)
 
 
-@open_issue("graphs", "functools.partial made in the frame with a tensor argument")
 def test_partial_of_torch_op_kwarg_and_arg():
     def fn(x):
         by_kw = functools.partial(torch.mul, other=torch.ones(10, 10))
@@ -45,7 +44,6 @@ def test_partial_of_torch_op_kwarg_and_arg():
     standard(fn, 1)
 
 
-@open_issue("graphs", "functools.partial of a user function made in the frame, with a tensor argument")
 def test_partial_of_user_function():
     def fn(x):
         a = functools.partial(udf_mul, torch.ones(10, 10))
@@ -64,7 +62,6 @@ def test_partial_of_lambda():
     standard(fn, 1)
 
 
-@open_issue("graphs", "functools.partial made in the frame with positional and keyword tensor arguments")
 def test_partial_args_and_kwargs_mixed():
     def fn(x):
         p1 = functools.partial(udf_mul3, x, 4, z=x)
@@ -83,8 +80,6 @@ def test_partial_of_partial():
     standard(fn, 1)
 
 
-@open_issue("graphs", "calling a functools.partial (from a closure) whose bound argument is a tensor "
-            "(no source to reload it)")
 def test_partials_from_enclosing_scope():
     f0 = functools.partial(udf_mul, y=torch.randn(10, 10))
     f1 = functools.partial(udf_mul, y=torch.randn(10, 10))

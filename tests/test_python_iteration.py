@@ -802,12 +802,10 @@ class Stack(torch.nn.Module):
         return x
 
 
-@open_issue("eager", "len(self) / self[i] of a module with its own __len__ / __getitem__, inside its forward")
 def test_module_own_len_and_getitem_in_forward():
     check(Stack(3), torch.randn(2, 10), graphs=1)
 
 
-@open_issue("graphs", "len() / indexing of a module with its own __len__ / __getitem__")
 def test_module_own_len_and_getitem_from_function():
     stack = Stack(2)
 
@@ -891,7 +889,6 @@ def test_user_container_module_getitem_by_name():
     standard(fn, 1)
 
 
-@open_issue("eager", "len() / indexing of a submodule with its own __len__ / __getitem__")
 def test_module_len_and_getitem_called_in_outer_forward():
     class Model(torch.nn.Module):
         def __init__(self):

@@ -23,6 +23,7 @@ package imports nothing above it.
 from __future__ import annotations
 
 import enum
+import inspect
 import operator
 import types
 from typing import Any, Optional
@@ -235,6 +236,8 @@ class Const(Value):
         if isinstance(value, (types.BuiltinMethodType, types.MethodType)) or callable(value) \
                 and not isinstance(value, type):
             return MethodValue(self, name)
+        if isinstance(value, IMMUTABLE_TYPES):
+            return Const(value)
         return frame.wrap(value, None)
 
     def call_method(self, frame, method, args, kwargs):
@@ -287,9 +290,11 @@ class Const(Value):
         return NotImplemented
 
 
-# Immutable values whose methods are pure: calling one on constants is folded.
+# Immutable values whose methods are pure: calling one on constants is folded. inspect's
+# signatures are immutable by design (their `parameters` a read-only mapping).
+IMMUTABLE_TYPES = (types.MappingProxyType, inspect.Signature, inspect.Parameter)
 PURE_CONSTANT_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset, range, slice, torch.Size, torch.dtype,
-                       torch.device, type(None))
+                       torch.device, type(None), *IMMUTABLE_TYPES)
 
 
 def _fold(fn, *args, **kwargs):
