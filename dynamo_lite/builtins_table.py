@@ -22,8 +22,8 @@ from .values.base import Const, IteratorValue, MethodValue, Value, fold
 from .values.callables import CallableValue
 from .values.containers import DictValue, SeqValue, SetValue
 from .values.dict_objects import NewDictObjectValue, dict_base
-from .values.functions import ClosureValue, PartialValue
-from .values.objects import NewObjectValue, ObjectValue, SuperValue
+from .values.functions import ClosureValue, FunctionValue, PartialValue
+from .values.objects import NewObjectValue, ObjectValue, SuperValue, python_function
 from .values.tensors import TensorValue
 
 
@@ -52,7 +52,18 @@ def _len(frame, args, kwargs):
 
 @models(isinstance)
 def _isinstance(frame, args, kwargs):
-    return Const(fold(issubclass, args[0].python_type(), real_class_arg(args[1])))
+    return Const(_is_instance(frame, args[0], real_class_arg(args[1])))
+
+
+def _is_instance(frame, obj: Value, cls) -> bool:
+    """isinstance(obj, cls): a metaclass's own __instancecheck__ written in Python runs on the
+    object; otherwise the object's class decides (ABCMeta's check is its __subclasscheck__)."""
+    if isinstance(cls, tuple):
+        return any(_is_instance(frame, obj, c) for c in cls)
+    check = python_function(type(cls), "__instancecheck__")
+    if check is not None:
+        return FunctionValue(check).call(frame, [frame.wrap(cls, None), obj], {}).truthy(frame)
+    return fold(issubclass, obj.python_type(), cls)
 
 
 @models(issubclass)

@@ -680,8 +680,6 @@ def test_isinstance_with_metaclass():
     check(fn, torch.rand(4, 4), MyClass(), graphs=1)
 
 
-@open_issue("wrong", "isinstance() ignores a metaclass __instancecheck__ (computed as "
-            "issubclass(type(obj), cls))")
 def test_isinstance_with_instancecheck_metaclass():
     class A:
         pass
