@@ -151,7 +151,6 @@ def test_user_hash_as_dict_key():
     check(fn, torch.randn(3), graphs=1)
 
 
-@open_issue("graphs", "`MyCls() == None` on a new user object", python="3.12")
 def test_obj_and_cls_equality_and_identity():
     class MyCls:
         a = 1
