@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional
 
 from . import _evalframe, breaks, config
-from .breaks import GraphBreakError, Unsupported
+from .breaks import GraphBreakError, TracedException, Unsupported
 from .code_facts import facts
 from .codegen import block_exits, break_start, make_break_code, make_code, tensors_needed
 from .fallback import records, skip
@@ -305,8 +305,14 @@ def _capture(code, func, args, options, entries, recompile_reason):
     except Unsupported as e:
         if options.fullgraph:
             raise _graph_break_error(e) from None
-        record.kind, record.detail, record.user_stack = e.kind, e.detail, e.user_stack
-        new_code, tracer = _graph_break(code, func, args, options, tracer, record)
+        if _raises_before_any_op(tracer, e):
+            # Nothing to capture: the frame raises (AttributeError from a __getattr__, say) before
+            # any tensor op. Its original code runs under the guards seen, without a break.
+            new_code = code
+            record.detail = f"raises {type(e.exc).__name__} before any tensor op"
+        else:
+            record.kind, record.detail, record.user_stack = e.kind, e.detail, e.user_stack
+            new_code, tracer = _graph_break(code, func, args, options, tracer, record)
     _guard_distinct_inputs(tracer)
     shape_guards = tracer.graph.shape_guards()
     if shape_guards and new_code is not code:
@@ -328,6 +334,10 @@ def _capture(code, func, args, options, entries, recompile_reason):
     if "graph" in config.log and record.graphs:
         log.info("graph for %s:\n%s", code.co_name, record.graphs[0].code)
     return new_code
+
+
+def _raises_before_any_op(tracer, e: Unsupported) -> bool:
+    return isinstance(e, TracedException) and tracer.graph.op_count() == 0 and not tracer.effects
 
 
 def recapture_reason(entries, func, args) -> Optional[str]:

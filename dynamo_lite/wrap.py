@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import functools
 import types
+import weakref
 from collections import OrderedDict
 from typing import Any, Optional
 
@@ -88,6 +89,8 @@ def _build(tracer, value, source) -> Value:
         return _wrap_function(tracer, value, source)
     if type(value) is functools.partial:
         return _wrap_partial(tracer, value, source)
+    if _bound_to_a_value(value):
+        return _wrap_bound_builtin(tracer, value, source)
     if callable(value) and (isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, type,
                                                types.MethodWrapperType, types.WrapperDescriptorType,
                                                types.MethodDescriptorType, types.ClassMethodDescriptorType))
@@ -125,9 +128,25 @@ def _wrap_function(tracer, fn: types.FunctionType, source) -> FunctionValue:
         _guard(tracer, identity)
         return FunctionValue(fn, source)
     _guard(tracer, FunctionMatch(source, fn.__code__, id(fn.__globals__), len(fn.__defaults__ or ()),
-                                 tuple(fn.__kwdefaults__ or ())))
+                                 tuple(fn.__kwdefaults__ or ()), weakref.ref(fn)))
     tracer.keepalive.append(fn.__globals__)
     return FunctionValue(fn, source, pin=(tracer, identity))
+
+
+def _bound_to_a_value(value) -> bool:
+    """A C method bound to a tensor or a container (`t.to`, `xs.append`), as a resume function
+    receives one that was on the stack at a break: modelled as the method of its object."""
+    return type(value) in (types.BuiltinMethodType, types.MethodWrapperType) \
+        and isinstance(getattr(value, "__self__", None), (torch.Tensor, list, dict, set, tuple))
+
+
+def _wrap_bound_builtin(tracer, method, source) -> MethodValue:
+    owner = None
+    if source is not None:
+        _guard(tracer, TypeMatch(source, type(method)))
+        _guard(tracer, ConstantMatch(_attr(source, "__name__"), method.__name__))
+        owner = _attr(source, "__self__")
+    return MethodValue(wrap(tracer, method.__self__, owner), method.__name__, source)
 
 
 def _wrap_partial(tracer, p: functools.partial, source) -> PartialValue:

@@ -35,7 +35,7 @@ _TOOL_PACKAGES = ("numpy", "rich", "pytest", "_pytest", "pluggy", "IPython", "ip
                   "hypothesis", "typing_extensions", "tqdm", "sympy", "triton", "setuptools", "pkg_resources",
                   "packaging", "filelock", "fsspec", "jinja2", "networkx", "mpmath", "bytecode", "pygments",
                   "markdown_it", "traitlets", "tornado", "zmq", "nbclient", "safetensors", "tokenizers",
-                  "huggingface_hub", "requests", "urllib3", "yaml", "regex")
+                  "requests", "urllib3", "yaml", "regex")
 _skip_paths: list[str] = []
 # Pure-Python stdlib code worth tracing through (Mapping.get / __contains__ / keys over user classes).
 _INLINED_STDLIB = (os.sep + "_collections_abc.py", "<frozen _collections_abc>")

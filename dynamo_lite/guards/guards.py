@@ -386,13 +386,17 @@ class FunctionMatch(Guard):
     globals_id: int
     n_defaults: int
     kwdefault_keys: tuple
+    seen: Any = None        # weakref.ref to the function seen while tracing: the usual case is the same one
 
     def code(self, scope, const):
         x = self.source.expr(scope)
-        return (f"type({x}) is {const(types.FunctionType)} and {x}.__code__ is {const(self.code_obj)} "
-                f"and id({x}.__globals__) == {self.globals_id} and not {x}.__dict__ "
-                f"and len({x}.__defaults__ or ()) == {self.n_defaults} "
-                f"and tuple({x}.__kwdefaults__ or ()) == {self.kwdefault_keys!r}")
+        made_of = (f"type({x}) is {const(types.FunctionType)} and {x}.__code__ is {const(self.code_obj)} "
+                   f"and id({x}.__globals__) == {self.globals_id} and not {x}.__dict__ "
+                   f"and len({x}.__defaults__ or ()) == {self.n_defaults} "
+                   f"and tuple({x}.__kwdefaults__ or ()) == {self.kwdefault_keys!r}")
+        if self.seen is None:
+            return made_of
+        return f"({const(self.seen)}() is {x} or ({made_of}))"
 
     def describe(self):
         return f"{self.source.name()} is a function of {self.code_obj.co_qualname} (line {self.code_obj.co_firstlineno})"
@@ -403,3 +407,21 @@ class FunctionMatch(Guard):
             got = getattr(code, "co_qualname", type(value).__name__)
             return f"{self.source.name()}: expected a function of {self.code_obj.co_qualname}, got {got}"
         return f"{self.describe()} with the same defaults and no attributes: no longer holds"
+
+
+@dataclass(frozen=True, eq=False)
+class QueryMatch(Guard):
+    """`fn()` still answers `result`: a query of global state (`torch.distributed.is_initialized()`)
+    whose answer the trace used."""
+    fn: Callable
+    result: Any
+    source: Source = field(default=None)
+
+    def code(self, scope, const):
+        return f"{const(self.fn)}() == {const(self.result)}"
+
+    def describe(self):
+        return f"{_display_const(self.fn)}() == {self.result!r}"
+
+    def why_not(self, value):
+        return f"{_display_const(self.fn)}() changed: {self.result!r} -> {self.fn()!r}"

@@ -15,6 +15,7 @@ import torch
 
 from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE,
                       Unsupported, user_error)
+from ..guards import QueryMatch
 from ..pyops import plain
 from .base import Const, MethodValue, Value, fold, is_constant, kind_name
 
@@ -229,6 +230,9 @@ _TENSOR_METHODS_TO_PYTHON = {"item", "tolist", "numpy", "__bool__", "__int__", "
 _TENSOR_METHODS_UNSUPPORTED = {"backward", "register_hook", "retain_grad", "share_memory_", "pin_memory",
                                "record_stream", "set_", "resize_", "__setstate__", "__reduce_ex__", "__deepcopy__",
                                "apply_", "map_", "map2_", "to_sparse"}
+# Questions about the process's set-up that libraries ask on every call; folded, and guarded.
+_GLOBAL_QUERIES = {torch.distributed.is_available, getattr(torch.distributed, "is_initialized", None),
+                   getattr(torch.distributed, "is_torchelastic_launched", None)} - {None}
 _COMPILING_QUERIES = {torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling,
                       getattr(torch._utils, "is_compiling", None)} - {None}
 
@@ -274,6 +278,10 @@ def torch_call(frame, f, args: list, kwargs: dict) -> Value:
             if name.startswith(("has_", "_has_")):
                 return Const(False)
             return graph.call("call_function", f, tuple(args), kwargs)
+    if f in _GLOBAL_QUERIES and not args and not kwargs:
+        result = f()
+        frame.tracer.add_guard(QueryMatch(f, result))
+        return Const(result)
     if name.startswith(_GLOBAL_STATE_PREFIXES) or module.startswith(("torch.cuda", "torch.random", "torch.distributed",
                                                                      "torch.autograd", "torch.utils", "torch.jit",
                                                                      "torch.testing", "torch.hub", "torch.backends")):
