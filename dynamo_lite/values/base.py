@@ -153,7 +153,9 @@ class Value:
 
     def next(self, frame) -> Optional["Value"]:
         """`next(self)` on an iterator: the next item, or None when it is exhausted."""
-        raise user_error(TypeError, f"'{self.python_type().__name__}' object is not an iterator")
+        if not hasattr(self.python_type(), "__next__"):
+            raise user_error(TypeError, f"'{self.python_type().__name__}' object is not an iterator")
+        raise Unsupported(UNSUPPORTED_VALUE, f"next() of a {self.python_type().__name__}")
 
     def as_mapping(self, frame) -> dict:
         """The key -> value pairs `{**self}` and `dict(self)` copy."""

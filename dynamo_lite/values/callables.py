@@ -191,6 +191,7 @@ def construct_instance(frame, cls_value: Value, cls: type, args: list, kwargs: d
     new = inspect.getattr_static(cls, "__new__")
     new = new.__func__ if isinstance(new, staticmethod) else new
     if new is object.__new__:
+        fold(object.__new__, cls)        # what it refuses (an abstract class) is refused as in eager
         obj = NewObjectValue(cls)
     elif isinstance(new, types.FunctionType):
         obj = FunctionValue(new).call(frame, [cls_value, *args], kwargs)

@@ -589,7 +589,9 @@ class SuperValue(Value):
         return super
 
     def load_attr(self, frame, name):
-        mro = self.obj.python_type().__mro__
+        real = self.obj.real_object()
+        on_class = isinstance(real, type) and issubclass(real, self.cls)   # super() in __new__ / a classmethod
+        mro = real.__mro__ if on_class else self.obj.python_type().__mro__
         if self.cls not in mro:
             raise user_error(TypeError, "super(type, obj): obj must be an instance or subtype of type")
         for klass in mro[mro.index(self.cls) + 1:]:
@@ -597,16 +599,17 @@ class SuperValue(Value):
                 continue
             attr = klass.__dict__[name]
             if isinstance(attr, types.FunctionType):
-                return MethodValue(self.obj, attr)
-            if isinstance(attr, property) and attr.fget is not None:
+                return frame.wrap(attr, None) if on_class else MethodValue(self.obj, attr)
+            if isinstance(attr, property) and attr.fget is not None and not on_class:
                 return FunctionValue(attr.fget).call(frame, [self.obj], {})
             if isinstance(attr, classmethod):
-                return MethodValue(frame.wrap(self.obj.python_type(), None), attr.__func__)
+                owner = self.obj if on_class else frame.wrap(self.obj.python_type(), None)
+                return MethodValue(owner, attr.__func__)
             if isinstance(attr, staticmethod):
                 return frame.wrap(attr.__func__, None)
-            if attr is object.__init__:
-                return frame.wrap(object.__init__, None)   # modelled as a no-op (builtins_table)
-            if isinstance(attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+            if attr is object.__init__ or attr is object.__new__:
+                return frame.wrap(attr, None)              # modelled (builtins_table)
+            if isinstance(attr, (types.WrapperDescriptorType, types.MethodDescriptorType)) and not on_class:
                 return MethodValue(self.obj, attr)         # a C method called with obj first (call_method)
             raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"super().{name} ({type(attr).__name__})")
         raise user_error(AttributeError, f"'super' object has no attribute {name!r}")
