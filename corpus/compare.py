@@ -1,9 +1,11 @@
 """Compare a captured run's outputs with eager's, over nested structures.
 
 `compare(expected, actual)` walks tensors, tuples/lists (incl. namedtuples), dicts and Mappings
-(incl. transformers' ModelOutput), dataclasses, torch.Size and plain Python values, and raises
-`Mismatch` naming the path of the first difference (``out[1]['logits']: ...``). Tensors are
-compared with `torch.testing.assert_close` (NaNs equal), plus dtype, shape and device.
+(incl. transformers' ModelOutput), dataclasses, instances of plain classes whose equality is
+identity (transformers' ``DynamicCache`` and its layers: attribute by attribute), torch.Size and
+plain Python values, and raises `Mismatch` naming the path of the first difference
+(``out[1]['logits']: ...``). Tensors are compared with `torch.testing.assert_close` (NaNs equal),
+plus dtype, shape and device.
 """
 from __future__ import annotations
 
@@ -50,6 +52,14 @@ def compare(expected: Any, actual: Any, *, rtol: float | None = None, atol: floa
             compare(getattr(expected, f.name), getattr(actual, f.name), rtol=rtol, atol=atol,
                     path=f"{path}.{f.name}")
         return
+    if _by_identity(expected):
+        for name, value in vars(expected).items():
+            if name not in vars(actual):
+                raise Mismatch(f"{path}.{name}: missing")
+            compare(value, vars(actual)[name], rtol=rtol, atol=atol, path=f"{path}.{name}")
+        if set(vars(actual)) - set(vars(expected)):
+            raise Mismatch(f"{path}: extra attributes {sorted(set(vars(actual)) - set(vars(expected)))}")
+        return
     if isinstance(expected, float) and isinstance(actual, float):
         if math.isnan(expected) and math.isnan(actual):
             return
@@ -84,6 +94,18 @@ def _tensors(value: Any):
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
             yield from _tensors(getattr(value, f.name))
+    elif _by_identity(value):
+        for v in vars(value).values():
+            yield from _tensors(v)
+
+
+def _by_identity(value: Any) -> bool:
+    """An instance of a plain class whose equality is identity (a KV cache object): two runs'
+    results are equal when their attributes are."""
+    cls = type(value)
+    return (cls.__eq__ is object.__eq__ and isinstance(getattr(value, "__dict__", None), dict)
+            and not isinstance(value, (type, torch.nn.Module)) and not callable(value)
+            and cls.__module__ not in ("builtins", "types"))
 
 
 def _is_number(value: Any) -> bool:

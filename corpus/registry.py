@@ -16,7 +16,7 @@ imports the package itself (never at module import time) through `require`, whic
 `MissingDependency` when the package is not installed; `ModelEntry.build` lets that exception
 through so that a report can list the model as skipped, with the reason, instead of crashing.
 
-`all_models()` imports every corpus module (vision, language, misc, breaks, hf), so listing the
+`all_models()` imports every corpus module (vision, language, misc, breaks, hf, libraries), so listing the
 corpus never needs an optional package.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Optional
 
 # Corpus modules that register models, imported by `all_models()`.
 CORPUS_MODULES = ("corpus.vision", "corpus.language", "corpus.misc", "corpus.generative", "corpus.breaks",
-                  "corpus.hf")
+                  "corpus.hf", "corpus.libraries")
 
 
 class MissingDependency(Exception):

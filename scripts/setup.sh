@@ -2,7 +2,7 @@
 # Create (once) a virtual environment for one Python version, install the pinned requirements
 # and dynamo_lite itself (building the C frame hook). Prints the venv's python path last.
 #   PYTHON=python3.12 bash scripts/setup.sh
-#   EXTRA=corpus bash scripts/setup.sh      # also requirements/corpus.txt (transformers, for the corpus report)
+#   EXTRA=corpus bash scripts/setup.sh      # also requirements/corpus.txt (the libraries of the corpus report)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"

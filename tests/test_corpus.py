@@ -1,7 +1,7 @@
 """The model corpus (corpus/): registry sanity, deterministic builders, optional dependencies.
 
 Fast by default: every built-in model is built twice and run eagerly (no capture). Set
-``DL_CORPUS_SURVEY=1`` for the end-to-end run: every model (HF ones too, when transformers is
+``DL_CORPUS_SURVEY=1`` for the end-to-end run: every model (HF ones and the real libraries' too, when
 installed) under dynamo_lite, compared with eager by `corpus.survey.survey_model`.
 """
 from __future__ import annotations
@@ -26,6 +26,8 @@ ENTRIES = all_models()
 OWN = [e for e in ENTRIES if e.requires is None]
 HF = [e for e in ENTRIES if "hf" in e.tags]
 HAVE_TRANSFORMERS = bool(HF) and HF[0].available()
+LIB = [e for e in ENTRIES if "lib" in e.tags]          # corpus/libraries.py: the installed libraries
+LIB_PACKAGES = ("transformers", "einops", "einx", "x_transformers", "diffusers", "timm", "torchvision")
 
 
 def _run(entry: ModelEntry):
@@ -91,6 +93,26 @@ def test_hf_builder_runs_offline(entry, monkeypatch):
     assert isinstance(out, dict) and out, f"{entry.name}: expected a ModelOutput"
 
 
+def test_library_entries_are_registered():
+    assert len(LIB) >= 40, len(LIB)
+    assert all(e.requires in LIB_PACKAGES and e.name.startswith("lib_") for e in LIB)
+    for tag in ("hf-lib", "generate", "einops", "einx", "xtransformers", "diffusers", "timm", "torchvision"):
+        assert any(tag in e.tags for e in LIB), tag
+
+
+@pytest.mark.parametrize("entry", LIB, ids=[e.name for e in LIB])
+def test_library_builder_runs_offline(entry, monkeypatch):
+    """Built from the installed library with no download and run eagerly; skipped when it is not installed."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    try:
+        out, example = _run(entry)
+    except MissingDependency as exc:
+        pytest.skip(str(exc))
+    if isinstance(example.model, torch.nn.Module):
+        assert not example.model.training, f"{entry.name}: build the model in eval mode"
+    assert out is not None
+
+
 def test_missing_dependency_is_a_skip_not_a_crash():
     from corpus.survey import survey_model
 
@@ -127,6 +149,59 @@ def test_hf_models_skip_cleanly_without_transformers():
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok")
+
+
+def test_library_models_skip_cleanly_when_missing_or_broken():
+    """With the libraries' imports blocked the corpus still lists the "lib" models and reports them skipped;
+    a library that is installed but fails to import (torchvision 0.28's C ops next to a CPU torch) is a
+    skip with the import error as the reason, not a failed model."""
+    script = textwrap.dedent("""
+        import importlib.abc, importlib.machinery, sys
+        BLOCKED = %r
+        class Broken(importlib.abc.Loader):
+            def create_module(self, spec):
+                return None
+            def exec_module(self, module):
+                raise RuntimeError("operator torchvision::nms does not exist")
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                top = name.split(".")[0]
+                if top == "torchvision":
+                    return importlib.machinery.ModuleSpec(name, Broken())
+                if top in BLOCKED:
+                    raise ModuleNotFoundError(f"No module named {name!r}")
+        sys.meta_path.insert(0, Block())
+        from corpus.registry import all_models
+        from corpus.survey import survey_model
+        lib = [e for e in all_models() if "lib" in e.tags]
+        assert len(lib) >= 40
+        assert all(e.skip_reason() for e in lib if e.requires != "torchvision")
+        for e in lib:
+            if e.name in ("lib_gpt2", "lib_einops_vit", "lib_tv_resnet18"):
+                result = survey_model(e)
+                assert result.status == "skipped", (e.name, result.status, result.detail)
+                if e.requires == "torchvision":
+                    assert "fails to import: RuntimeError: operator torchvision::nms" in result.detail, result.detail
+        print("ok", len(lib))
+    """ % (tuple(p for p in LIB_PACKAGES if p != "torchvision"),))
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok")
+
+
+def test_compare_walks_objects_compared_by_identity():
+    """A KV cache object (transformers' DynamicCache) is compared attribute by attribute."""
+    class Layer:
+        def __init__(self, keys):
+            self.keys, self.is_initialized = keys, True
+
+    class Cache:
+        def __init__(self, *keys):
+            self.layers = [Layer(k) for k in keys]
+
+    compare({"past": Cache(torch.ones(2))}, {"past": Cache(torch.ones(2))})
+    with pytest.raises(Mismatch, match=r"out\['past'\]\.layers\[0\]\.keys"):
+        compare({"past": Cache(torch.ones(2))}, {"past": Cache(torch.zeros(2))})
 
 
 def test_compare_reports_the_path():
