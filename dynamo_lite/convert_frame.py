@@ -474,9 +474,9 @@ def _leave_autocast_blocks_entered_here(frame, graph) -> None:
 
 
 def _check_ops_in_try(tracer) -> None:
-    """Graph ops inside a try block are called through runtime.RerunOnFailure (a run-time error
-    reruns the frame eagerly, so the except/finally sees it); that needs a graph that does not
-    write into its inputs."""
+    """A run-time error of a graph op inside a try block reruns the frame eagerly (runtime.FrameRun),
+    so the except/finally sees it; undoing the graph's writes first must be possible, so the graph
+    must not write into its inputs."""
     if tracer.op_in_try is not None and tracer.graph.writes_into_inputs():
         file, line, _ = tracer.op_in_try
         raise Unsupported(breaks.TRY_BLOCK, f"a tensor op inside a try block ({os.path.basename(file)}:{line}) "

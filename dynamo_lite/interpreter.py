@@ -270,9 +270,8 @@ class Tracer:
 
     def _note_op_in_try(self, frame: Frame):
         """A graph op inside a try block: if it fails at run time, the user's except/finally must
-        run. The graph is then called through runtime.RerunOnFailure (a failure reruns the frame
-        eagerly, handlers included), which needs a graph that does not write into its inputs
-        (checked when the code is generated: codegen.call_graph)."""
+        run (runtime.FrameRun reruns the frame eagerly, handlers included, and does not take the
+        failure for one of ours); convert_frame refuses such a graph if it writes into its inputs."""
         if self.op_in_try is None:
             self.op_in_try = frame.location()
 
