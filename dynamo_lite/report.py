@@ -141,6 +141,10 @@ def summary(results: list[dict], compare: Optional[str]) -> dict:
             out["capture_ratio_geomean"] = math.exp(sum(math.log(r["dl"]["first_call_s"] / r["torch"]["first_call_s"])
                                                         for r in ok) / len(ok))
             out["capture_ratio_models"] = len(ok)
+        steady_both = [r for r in ok if r["dl"].get("steady_call_s") and r["torch"].get("steady_call_s")]
+        if steady_both:
+            out["steady_ratio_geomean"] = math.exp(sum(math.log(r["dl"]["steady_call_s"] / r["torch"]["steady_call_s"])
+                                                       for r in steady_both) / len(steady_both))
         out["models_with_fewer_or_equal_graphs"] = sum(1 for r in ok if r["dl"]["graphs"] <= r["torch"]["graphs"])
         # Where TorchDynamo captured nothing (it ran the whole model eagerly), any graph of ours is
         # more capture, not more fragmentation: told apart, never hidden.
@@ -204,6 +208,9 @@ def _render(results: list[dict], info: dict, options: ReportOptions, console) ->
         if "capture_ratio_geomean" in info:
             lines.append(f"capture (first call) dynamo_lite / TorchDynamo, geometric mean over "
                          f"{info['capture_ratio_models']} models: {info['capture_ratio_geomean']:.2f}x")
+        if "steady_ratio_geomean" in info:
+            lines.append(f"steady-state call dynamo_lite / TorchDynamo, geometric mean: "
+                         f"{info['steady_ratio_geomean']:.2f}x")
     for line in lines:
         console.print(line)
 
