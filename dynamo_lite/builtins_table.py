@@ -17,9 +17,7 @@ from . import semantics
 from .breaks import PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
 from .modelled import models
 from .pyops import BINARY_OPS, COMPARE_OPS
-from .sources import ObjectRefSource
 from .values.base import Const, IteratorValue, MethodValue, Value, fold
-from .values.callables import CallableValue
 from .values.containers import DictValue, SeqValue, SetValue
 from .values.dict_objects import NewDictObjectValue, dict_base
 from .values.functions import ClosureValue, PartialValue
@@ -103,8 +101,9 @@ def _type(frame, args, kwargs):
         raise Unsupported(UNKNOWN_CALL, "type() with 3 arguments")
     cls = args[0].python_type()
     # Read through a reference to the class itself, so its attributes are guarded like any
-    # object's: `type(self).counter` must not be baked in as the value it had while tracing.
-    return CallableValue(cls, ObjectRefSource(cls))
+    # object's: `type(self).counter` must not be baked in as the value it had while tracing; and
+    # the one value of the class in this trace, so a write to it is seen by later reads.
+    return frame.wrap(cls, frame.tracer.ref_source(cls))
 
 
 @models(callable)
@@ -357,6 +356,18 @@ def _object_setattr(frame, args, kwargs):
         target.store_existing_attr(frame, name.as_python(), value, bypass_setattr=True)
     else:
         raise Unsupported(UNKNOWN_CALL, f"object.__setattr__ on a {type(target).__name__}")
+    return Const(None)
+
+
+@models(object.__delattr__)
+def _object_delattr(frame, args, kwargs):
+    target, name = args
+    if isinstance(target, NewObjectValue):
+        target.generic_delattr(frame, name.as_python())
+    elif isinstance(target, ObjectValue):
+        target.delete_existing_attr(frame, name.as_python(), bypass_delattr=True)
+    else:
+        raise Unsupported(UNKNOWN_CALL, f"object.__delattr__ on a {type(target).__name__}")
     return Const(None)
 
 

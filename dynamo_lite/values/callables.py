@@ -20,7 +20,9 @@ import warnings
 
 import torch
 
-from ..breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, USER_EXCEPTION, Unsupported, user_error)
+from ..breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_MUTATION, USER_EXCEPTION,
+                      TracedException, Unsupported, user_error)
+from ..effects import DELETED
 from ..fallback import skip
 from ..modelled import modelled
 from ..runtime import AUTOCAST_DEVICES
@@ -32,10 +34,11 @@ from .dict_objects import construct as construct_dict_object
 from .dict_objects import dict_base
 from .functions import FunctionValue
 from .modules import NewModuleValue
-from .objects import NewExceptionValue, NewObjectValue
+from .objects import NewExceptionValue, NewObjectValue, pending_class_attr
 from .tensors import TensorValue, torch_call
 
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)
+_HEAPTYPE = 1 << 9            # Py_TPFLAGS_HEAPTYPE: a class written in Python
 
 
 class CallableValue(Value):
@@ -67,6 +70,9 @@ class CallableValue(Value):
     def load_attr(self, frame, name):
         fn = self.fn
         if isinstance(fn, type):
+            pending = pending_class_attr(frame, fn, name)      # written to a base class by this trace
+            if pending is not None:
+                return pending
             raw = inspect.getattr_static(fn, name, None)
             if isinstance(raw, classmethod) and isinstance(raw.__func__, types.FunctionType):
                 return MethodValue(self, raw.__func__)
@@ -77,6 +83,40 @@ class CallableValue(Value):
         except AttributeError:
             raise missing_attribute(frame, self, name) from None
         return frame.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
+
+    def store_attr(self, frame, name, value):
+        """`Cls.name = value` (`type(self).counter += 1`): a write to an existing class, done for
+        real after the graph; later reads in this trace (through the class, a subclass or an
+        instance) see it."""
+        self._class_to_change(name, "setting")
+        frame.tracer.effects.store_attr(self, name, value)
+
+    def del_attr(self, frame, name):
+        cls = self._class_to_change(name, "deleting")
+        pending = frame.tracer.effects.pending_attr(self, name)
+        if pending is None and name not in cls.__dict__ or pending is DELETED:
+            raise missing_attribute(frame, self, name) if pending is None else \
+                user_error(AttributeError, f"type object '{cls.__name__}' has no attribute {name!r}")
+        if pending is None:
+            frame.wrap(cls.__dict__[name], AttrSource(self.source, name))   # guards that it is there now
+        frame.tracer.effects.delete_attr(self, name)
+
+    def _class_to_change(self, name: str, what: str) -> type:
+        """The class whose attribute `name` this trace may write: a class written in Python with
+        the plain metaclass behaviour, reached through a source; special names would change how
+        the class behaves while the trace still uses the old behaviour, so they are refused."""
+        cls = self.fn
+        if not isinstance(cls, type) or self.source is None:
+            raise Unsupported(UNSUPPORTED_MUTATION, f"{what} attribute {name!r} of a {type(cls).__name__}")
+        if not cls.__flags__ & _HEAPTYPE or type(cls).__setattr__ is not type.__setattr__ \
+                or type(cls).__delattr__ is not type.__delattr__:
+            raise Unsupported(UNSUPPORTED_MUTATION, f"{what} attribute {name!r} of class {cls.__qualname__}")
+        if name.startswith("__") and name.endswith("__"):
+            raise Unsupported(UNSUPPORTED_MUTATION, f"{what} special attribute {name!r} of class {cls.__qualname__}")
+        if hasattr(type(inspect.getattr_static(cls, name, None)), "__get__") or \
+                hasattr(type(inspect.getattr_static(type(cls), name, None)), "__set__"):
+            raise Unsupported(UNSUPPORTED_MUTATION, f"{what} {cls.__qualname__}.{name}, a method or descriptor")
+        return cls
 
     def getitem(self, frame, key):
         if isinstance(self.fn, type) and hasattr(self.fn, "__class_getitem__"):
@@ -190,7 +230,14 @@ def construct_instance(frame, cls_value: Value, cls: type, args: list, kwargs: d
     is an instance of the class."""
     new = inspect.getattr_static(cls, "__new__")
     new = new.__func__ if isinstance(new, staticmethod) else new
+    init = inspect.getattr_static(cls, "__init__")
     if new is object.__new__:
+        if (args or kwargs) and init is object.__init__:
+            raise user_error(TypeError, f"{cls.__name__}() takes no arguments")
+        try:                    # what object.__new__ refuses (an abstract class): nothing else happens
+            object.__new__(cls)
+        except TypeError as e:
+            raise TracedException(e) from None
         obj = NewObjectValue(cls)
     elif isinstance(new, types.FunctionType):
         obj = FunctionValue(new).call(frame, [cls_value, *args], kwargs)
@@ -198,15 +245,11 @@ def construct_instance(frame, cls_value: Value, cls: type, args: list, kwargs: d
             return obj
     else:
         raise Unsupported(UNKNOWN_CALL, f"{cls.__qualname__}.__new__ ({type(new).__name__})")
-    init = inspect.getattr_static(cls, "__init__")
     if isinstance(init, types.FunctionType):
         result = FunctionValue(init).call(frame, [obj, *args], kwargs)
         if not (isinstance(result, Const) and result.value is None):
             raise user_error(TypeError, f"__init__() should return None, not '{result.python_type().__name__}'")
-    elif init is object.__init__:
-        if (args or kwargs) and new is object.__new__:
-            raise user_error(TypeError, f"{cls.__name__}() takes no arguments")
-    else:
+    elif init is not object.__init__:
         raise Unsupported(UNKNOWN_CALL, f"{cls.__qualname__}.__init__ ({type(init).__name__})")
     return obj
 
