@@ -328,8 +328,14 @@ def _slot_member(cls, name: str):
     return None
 
 
-def rebuild_exception(cls, args):
-    return cls(*args)
+def rebuild_exception(cls, args, attrs=None):
+    """An exception made while tracing: `cls(*args)` for a plain class; for one with its own
+    __init__ (which ran while tracing), its builtin __new__ with the final args, then its state."""
+    if attrs is None:
+        return cls(*args)
+    exc = cls.__new__(cls, *args)
+    exc.__dict__.update(attrs)
+    return exc
 
 
 def replace_contents(target, new):

@@ -109,7 +109,7 @@ class Value:
 
     # ---- attributes ----------------------------------------------------------------------
     def load_attr(self, frame, name: str) -> "Value":
-        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{type(self).__name__}.{name}")
+        raise attribute_not_modelled(self, name)
 
     def store_attr(self, frame, name: str, value: "Value") -> None:
         raise Unsupported(UNSUPPORTED_MUTATION, f"setting attribute {name!r} on {type(self).__name__}")
@@ -464,6 +464,24 @@ def missing_attribute(frame, obj: Value, name: str, generic: bool = False) -> Tr
     real = obj.real_object()
     what = f"type object '{real.__name__}'" if isinstance(real, type) else f"'{obj.python_type().__name__}' object"
     return user_error(AttributeError, f"{what} has no attribute {name!r}")
+
+
+HEAPTYPE = 1 << 9             # Py_TPFLAGS_HEAPTYPE: a class written in Python
+
+
+def attribute_not_modelled(v: Value, name: str) -> Unsupported:
+    """The error for `v.name` where the value's kind has no model for `name`: the AttributeError
+    eager raises when v's type is a C type whose instances have no __dict__ and which has no such
+    attribute (what such an object has cannot change, so nothing needs a guard: `hasattr(d, n)`
+    on a dict), else a graph break."""
+    try:
+        cls = v.python_type()
+    except NotImplementedError:
+        cls = None
+    if isinstance(cls, type) and not cls.__flags__ & HEAPTYPE and not cls.__dictoffset__ \
+            and type(cls) is type and not hasattr(cls, name):
+        return user_error(AttributeError, f"'{cls.__name__}' object has no attribute {name!r}")
+    return Unsupported(UNSUPPORTED_ATTRIBUTE, f"{type(v).__name__}.{name}" if cls is None else f"{cls.__name__}.{name}")
 
 
 def is_const(v: Value, *types_) -> bool:

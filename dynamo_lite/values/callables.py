@@ -27,18 +27,17 @@ from ..fallback import skip
 from ..modelled import modelled
 from ..runtime import AUTOCAST_DEVICES
 from ..sources import AttrSource
-from .base import Const, MethodValue, Value, fold, missing_attribute
+from .base import HEAPTYPE, Const, MethodValue, Value, fold, missing_attribute
 from .containers import SeqValue
 from .contexts import AutocastValue, GradModeValue
 from .dict_objects import construct as construct_dict_object
 from .dict_objects import dict_base
 from .functions import FunctionValue
 from .modules import NewModuleValue
-from .objects import NewExceptionValue, NewObjectValue, pending_class_attr
+from .objects import NewObjectValue, new_exception, pending_class_attr
 from .tensors import TensorValue, torch_call
 
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)
-_HEAPTYPE = 1 << 9            # Py_TPFLAGS_HEAPTYPE: a class written in Python
 
 
 class CallableValue(Value):
@@ -108,7 +107,7 @@ class CallableValue(Value):
         cls = self.fn
         if not isinstance(cls, type) or self.source is None:
             raise Unsupported(UNSUPPORTED_MUTATION, f"{what} attribute {name!r} of a {type(cls).__name__}")
-        if not cls.__flags__ & _HEAPTYPE or type(cls).__setattr__ is not type.__setattr__ \
+        if not cls.__flags__ & HEAPTYPE or type(cls).__setattr__ is not type.__setattr__ \
                 or type(cls).__delattr__ is not type.__delattr__:
             raise Unsupported(UNSUPPORTED_MUTATION, f"{what} attribute {name!r} of class {cls.__qualname__}")
         if name.startswith("__") and name.endswith("__"):
@@ -169,13 +168,6 @@ def _is_printer(f) -> bool:
         return False
 
 
-def plain_exception_class(cls: type) -> bool:
-    """An exception class whose construction runs no Python code (builtin or a plain subclass)."""
-    return all(not isinstance(getattr(k, attr, None), types.FunctionType)
-               for k in cls.__mro__ for attr in ("__init__", "__new__")
-               if attr in k.__dict__)
-
-
 # ============================================================================================
 # construction of classes
 # ============================================================================================
@@ -203,6 +195,8 @@ def construct(frame, cls_value: Value, args: list, kwargs: dict) -> Value:
             raise Unsupported(TENSOR_TO_PYTHON, f"{cls.__name__}(tensor)")
         if cls is bool and len(args) == 1 and not kwargs:     # bool(container): its truth value
             return Const(args[0].truthy(frame))
+        if cls is str and len(args) == 1 and not kwargs:
+            return _str(frame, args[0])
         return Const(fold(cls, *[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()}))
     if cls is torch.Size:
         return Const(torch.Size(args[0].as_python() if args else ()))
@@ -211,9 +205,7 @@ def construct(frame, cls_value: Value, args: list, kwargs: dict) -> Value:
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _namedtuple(frame, cls, args, kwargs)
     if issubclass(cls, BaseException):
-        if not plain_exception_class(cls) or kwargs:
-            raise Unsupported(USER_EXCEPTION, f"creates {cls.__name__}")
-        return NewExceptionValue(fold(cls, *[a.as_python() for a in args]))   # BaseException's own __init__
+        return new_exception(frame, cls, args, kwargs)
     if dict_base(cls) is not None:
         return construct_dict_object(frame, cls, args, kwargs)
     if issubclass(cls, torch.nn.Module):
@@ -254,13 +246,29 @@ def construct_instance(frame, cls_value: Value, cls: type, args: list, kwargs: d
     return obj
 
 
+def _str(frame, v: Value) -> Value:
+    """`str(v)`: the class's Python `__str__` inlined (`__repr__` when it has only that), else
+    folded on the real value."""
+    cls = v.python_type()
+    for name in ("__str__", "__repr__"):
+        method = inspect.getattr_static(cls, name, None)
+        if isinstance(method, types.FunctionType):
+            result = FunctionValue(method).call(frame, [v], {})
+            if not issubclass(result.python_type(), str):
+                raise user_error(TypeError, f"{name} returned non-string (type {result.python_type().__name__})")
+            return result
+        if method is not object.__str__:
+            break                          # a C __str__ (BaseException's, int's...): fold it
+    return Const(fold(str, v.as_python()))
+
+
 def _namedtuple(frame, cls, args, kwargs) -> SeqValue:
     new = cls.__new__
     if not isinstance(new, types.FunctionType):
         raise Unsupported(UNKNOWN_CALL, f"namedtuple {cls.__name__}")
     from .functions import bind_args
     defaults = tuple(frame.wrap(v, None) for v in (new.__defaults__ or ()))
-    bound = bind_args(new.__code__, cls.__name__, defaults, {}, [Const(cls), *args], kwargs)
+    bound = bind_args(new.__code__, new.__qualname__, defaults, {}, [Const(cls), *args], kwargs)
     return SeqValue([bound[f] for f in cls._fields], cls)
 
 

@@ -28,7 +28,7 @@ from ..pyops import BINARY_DUNDERS, COMPARE_DUNDERS, INPLACE_DUNDERS, INPLACE_TO
 from ..modelled import modelled
 from ..sources import AttrSource, GenericAttrSource, WeakRefTargetSource
 from ..runtime import rebuild_exception, rebuild_object
-from .base import Const, MethodValue, Value, fold, missing_attribute
+from .base import HEAPTYPE, Const, MethodValue, Value, fold, missing_attribute
 from .containers import DictValue
 from .functions import FunctionValue
 
@@ -662,29 +662,132 @@ def _has_instance_dict(cls) -> bool:
 
 
 class NewExceptionValue(ObjectValue):
-    """An exception object made while tracing (`raise KeyError(k)`, or one an op raised and an
-    except block caught). Code that rebuilds it makes a fresh one, as each eager run does."""
-    __slots__ = ()
+    """An exception object made while tracing (`raise KeyError(k)`, `raise ShapeError(3, 1)` of a
+    class with its own Python `__init__`, or one an op raised and an except block caught).
 
-    def __init__(self, exc: BaseException):
+    `obj` is a real exception of the right class whose `args` are the (constant) ones the trace
+    gave it, so `except E`, `e.args` and `str(e)` are decided on it; `attrs` holds the attributes
+    its `__init__` (or later code) set, as values (they may be tensors). Code that rebuilds it
+    makes a fresh one, as each eager run does, without running `__init__` again."""
+    __slots__ = ("attrs",)
+
+    def __init__(self, exc: BaseException, attrs=None):
         super().__init__(exc)
+        self.attrs = dict(attrs or {})
 
     def identity(self):
         return id(self.obj)
 
+    def children(self):
+        return tuple(self.attrs.values())
+
+    def as_python(self):
+        """The real exception, when its state is all constants and no Python code of its class
+        would run on it (str(), format())."""
+        cls = type(self.obj)
+        if any(python_function(cls, name) for name in ("__str__", "__repr__", "__format__")) \
+                or not all(v.is_python_constant() for v in self.attrs.values()):
+            return Value.as_python(self)
+        return self.obj
+
     def load_attr(self, frame, name):
-        """`e.args` and friends of an exception made while tracing (its state is all constants)."""
+        """`e.args`, `e.expected` (set by its __init__) and friends; its class's methods and properties."""
         from .base import is_constant
+        if name in self.attrs:
+            return self.attrs[name]
+        cls = type(self.obj)
+        if name in ("args", "__class__", "__cause__", "__context__", "__suppress_context__"):
+            return frame.wrap(getattr(self.obj, name), None)
+        if not name.startswith("__") or python_function(cls, name) is not None:
+            result = class_attribute(frame, self, cls, name, None)
+            if result is not MISSING:
+                return result
         try:
             value = getattr(self.obj, name)
         except AttributeError:
-            raise missing_attribute(frame, self, name) from None
-        if name in ("args", "__class__") or is_constant(value) and not name.startswith("__"):
+            raise user_error(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}") from None
+        if is_constant(value) and not name.startswith("__"):
             return frame.wrap(value, None)
-        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{type(self.obj).__name__}.{name}")
+        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{cls.__name__}.{name}")
+
+    def store_attr(self, frame, name, value):
+        cls = type(self.obj)
+        if cls.__setattr__ is not object.__setattr__ and cls.__setattr__ is not BaseException.__setattr__:
+            raise Unsupported(UNSUPPORTED_MUTATION, f"custom __setattr__ of {cls.__name__}")
+        if descriptor_set(frame, self, cls, name, value):
+            return
+        if name.startswith("__") or name == "args":        # BaseException's own state (args, __cause__...)
+            if not value.is_python_constant():
+                raise Unsupported(UNSUPPORTED_MUTATION, f"setting {cls.__name__}.{name} to a traced value")
+            fold(setattr, self.obj, name, value.as_python())
+            return
+        self.attrs[name] = value
+
+    def call_method(self, frame, method, args, kwargs):
+        """`super().__init__(message)` from a user exception's __init__: the builtin base's own
+        __init__ on the real exception (it sets `args`)."""
+        base = getattr(method, "__objclass__", None)
+        if getattr(method, "__name__", None) == "__init__" and isinstance(base, type) \
+                and issubclass(base, BaseException) and not base.__flags__ & HEAPTYPE:
+            if kwargs or not all(a.is_python_constant() for a in args):
+                raise Unsupported(UNSUPPORTED_VALUE, f"{base.__name__}.__init__ with traced arguments")
+            fold(method, self.obj, *[a.as_python() for a in args])
+            return Const(None)
+        return super().call_method(frame, method, args, kwargs)
 
     def rebuild(self, em):
-        em.call_const(rebuild_exception, [lambda: em.const(type(self.obj)), lambda: em.const(self.obj.args)])
+        cls = type(self.obj)
+        if not self.attrs and plain_exception_class(cls):
+            em.call_const(rebuild_exception, [lambda: em.const(cls), lambda: em.const(self.obj.args)])
+            return
+        attrs = DictValue(self.attrs)
+        em.call_const(rebuild_exception, [lambda: em.const(cls), lambda: em.const(self.obj.args),
+                                          lambda: em.value(attrs)])
+
+
+def plain_exception_class(cls: type) -> bool:
+    """An exception class whose construction runs no Python code (builtin or a plain subclass)."""
+    return all(not isinstance(getattr(k, attr, None), types.FunctionType)
+               for k in cls.__mro__ for attr in ("__init__", "__new__")
+               if attr in k.__dict__)
+
+
+def new_exception(frame, cls: type, args: list, kwargs: dict) -> Value:
+    """`cls(*args, **kwargs)` for an exception class: a plain one is made for real from constant
+    arguments; one with its own Python `__init__` (and the builtin `__new__`) is made as
+    type.__call__ does: the builtin `__new__` gives a real exception whose args are the call's,
+    then its `__init__` is inlined on it."""
+    if not all(a.is_python_constant() for a in args):
+        raise Unsupported(UNSUPPORTED_VALUE, f"{cls.__name__}(...) made from traced values")
+    const_args = [a.as_python() for a in args]
+    if plain_exception_class(cls):
+        if kwargs:
+            _raise_new(cls, const_args, kwargs)
+        return _remember(frame, NewExceptionValue(fold(cls, *const_args)))
+    new = inspect.getattr_static(cls, "__new__")
+    if isinstance(new, (staticmethod, types.FunctionType)):
+        raise Unsupported(UNKNOWN_CALL, f"{cls.__qualname__}.__new__ written in Python")
+    exc = _remember(frame, NewExceptionValue(fold(cls.__new__, cls, *const_args)))
+    init = inspect.getattr_static(cls, "__init__")
+    if isinstance(init, types.FunctionType):
+        result = FunctionValue(init).call(frame, [exc, *args], kwargs)
+        if not (isinstance(result, Const) and result.value is None):
+            raise user_error(TypeError, f"__init__() should return None, not '{result.python_type().__name__}'")
+    else:
+        fold(init, exc.obj, *const_args, **{k: v.as_python() for k, v in kwargs.items()})
+    return exc
+
+
+def _raise_new(cls, args, kwargs):
+    """A plain exception class called with keywords: what eager raises (they take none)."""
+    fold(cls, *args, **{k: v.as_python() for k, v in kwargs.items()})
+    raise Unsupported(UNKNOWN_CALL, f"{cls.__name__}(...) with keyword arguments")
+
+
+def _remember(frame, exc: NewExceptionValue) -> NewExceptionValue:
+    """One value per exception object, so the one an except block catches is the one raised."""
+    frame.tracer.remember(exc.obj, exc)
+    return exc
 
 
 class SuperValue(Value):
