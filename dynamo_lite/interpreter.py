@@ -27,7 +27,7 @@ from .values.base import Const, IteratorValue, LazyValue, Value
 from .values.functions import CellValue, bind_args
 from .values.objects import NewExceptionValue
 from .wrap import wrap
-from . import autograd_function, builtins_table, higher_order  # noqa: F401  (they register modelled callables)
+from . import autograd_function, builtins_table, copying, higher_order  # noqa: F401  (they register modelled callables)
 from .values import arrays  # noqa: F401  (registers numpy as modelled callables)
 
 _INSTRUCTIONS_CACHE: dict[types.CodeType, tuple[list, dict]] = {}

@@ -307,7 +307,7 @@ def rebuild_object(cls, attrs, items=None):
             base.__setitem__(obj, key, value)
     instance_dict = getattr(obj, "__dict__", None) if _has_dict_slot(cls) else None
     for name, value in attrs.items():
-        member = _slot_member(cls, name)
+        member = slot_member(cls, name)
         if member is not None:
             member.__set__(obj, value)
         else:
@@ -319,7 +319,7 @@ def _has_dict_slot(cls) -> bool:
     return any(isinstance(k.__dict__.get("__dict__"), types.GetSetDescriptorType) for k in cls.__mro__)
 
 
-def _slot_member(cls, name: str):
+def slot_member(cls, name: str):
     """The __slots__ member descriptor for `name` on cls, or None."""
     for klass in cls.__mro__:
         attr = klass.__dict__.get(name)

@@ -18,7 +18,7 @@ def one_graph(fn, *args, torch_graphs=1, why=""):
     """`check(fn, *args)` with one graph, and the capture has no graph break at all
     (`fullgraph=True`): a break before the first tensor op would not show in the graph count.
     `torch_graphs` is what TorchDynamo does where it differs (then `why` says why)."""
-    graphs = 1 if torch_graphs == 1 else Graphs(dl=1, torch=torch_graphs, why=why)
+    graphs = 1 if torch_graphs == 1 else Graphs(dl=1, torch=torch_graphs, why=why)   # None: not checked
     check(fn, *args, graphs=graphs)
     if REFERENCE and torch_graphs != 1:
         return
@@ -600,3 +600,102 @@ def test_attribute_error_through_getattr_is_caught():
             return x * 3, e.args
         return x * v
     one_graph(f, torch.randn(3))
+
+
+# ---- copy.copy / copy.deepcopy -------------------------------------------------------------------
+
+class EncoderConfig:
+    def __init__(self):
+        self.hidden = 4
+        self.layers = [1, 2]
+        self.extra = {"act": "gelu", "dims": (3, 4)}
+
+
+@skip_in_reference("TorchDynamo recaptures on the second call (it guards the config object's identity)")
+def test_deepcopy_of_an_existing_config_object():
+    import copy
+
+    def f(x, config):
+        decoder = copy.deepcopy(config)
+        decoder.layers.append(3)
+        decoder.is_decoder = True
+        return x * len(decoder.layers) + config.hidden, decoder, config
+    one_graph(f, torch.randn(3), EncoderConfig())
+
+
+def test_shallow_copy_shares_the_contents():
+    import copy
+
+    def f(x, config):
+        other = copy.copy(config)
+        other.hidden = 8
+        other.layers.append(5)
+        return x * other.hidden, other, config, copy.copy([1, 2]), copy.copy({"a": x})
+    one_graph(f, torch.randn(3), EncoderConfig(), torch_graphs=None, why="TorchDynamo breaks on list.copy")
+
+
+def test_deepcopy_keeps_shared_references_shared():
+    import copy
+
+    def f(x):
+        inner = [1, 2]
+        outer = {"a": inner, "b": inner, "t": (inner, 3)}
+        c = copy.deepcopy(outer)
+        c["a"].append(3)
+        return x * len(c["b"]), c["t"][0] is c["a"], c, outer
+    one_graph(f, torch.randn(3))
+
+
+def test_deepcopy_of_objects_made_in_the_frame_with_slots_and_dataclasses():
+    import copy
+
+    def f(x):
+        p = Point([1.0], 2.0)
+        s = Slotted(1)
+        s.b = [2]
+        p2, s2 = copy.deepcopy((p, s))
+        s2.b.append(3)
+        p2.x.append(5.0)
+        return x * p2.norm, p2, p, s2.a, s2.b, s.b
+    one_graph(f, torch.randn(3), torch_graphs=0, why="TorchDynamo captures no graph of this frame")
+
+
+class CustomCopy:
+    def __init__(self, v):
+        self.v = v
+
+    def __copy__(self):
+        return CustomCopy(self.v + 1)
+
+
+def test_python_copy_dunder_is_inlined():
+    import copy
+
+    def f(x):
+        return x * copy.copy(CustomCopy(2)).v
+    one_graph(f, torch.randn(3))
+
+
+def test_deepcopy_of_a_tensor_is_refused():
+    import copy
+    import dynamo_lite
+    if REFERENCE:
+        pytest.skip("dynamo_lite's own break kind")
+
+    def f(x):
+        return copy.deepcopy(x * 2)
+    check(f, torch.randn(3), graphs=1)
+    reset()
+    with pytest.raises(dynamo_lite.GraphBreakError, match="DL019"):
+        capture(f, backend=CountingBackend(), fullgraph=True)(torch.randn(3))
+
+
+@skip_in_reference("TorchDynamo recaptures on the second call (it guards the config object's identity)")
+def test_deepcopy_through_a_custom_getattribute():
+    import copy
+
+    def f(x, config):
+        decoder = copy.deepcopy(config)
+        decoder.d_model = 8
+        return x * decoder.hidden_size + config.hidden_size, decoder
+    one_graph(f, torch.randn(3), PretrainedLikeConfig())

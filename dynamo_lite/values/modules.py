@@ -40,7 +40,7 @@ class ModuleValue(ObjectValue):
         m, src = self.obj, self.source
         d = m.__dict__
         if name == "__dict__" and src is not None:
-            return self._instance_dict(frame, d, src)
+            return self.instance_dict_value(frame)
         view = self._dict_value(frame)               # `self.__dict__` read earlier: the trace's view of it
         cls_attr = inspect.getattr_static(type(m), name, MISSING)
         in_dict = name in (d if view is None else view.items)

@@ -27,7 +27,7 @@ from ..guards import AttrAbsent, MembershipMatch
 from ..pyops import BINARY_DUNDERS, COMPARE_DUNDERS, INPLACE_DUNDERS, INPLACE_TO_PLAIN, UNARY_DUNDERS
 from ..modelled import modelled
 from ..sources import AttrSource, GenericAttrSource, WeakRefTargetSource
-from ..runtime import rebuild_exception, rebuild_object
+from ..runtime import rebuild_exception, rebuild_object, slot_member  # noqa: F401  (slot_member: re-exported)
 from .base import HEAPTYPE, Const, MethodValue, Value, fold, missing_attribute
 from .containers import DictValue
 from .functions import FunctionValue
@@ -326,7 +326,7 @@ class ObjectValue(_Instance):
         if table is not None and name in table[0]:
             return MethodValue(self, name)
         if name == "__dict__" and d is not None and src is not None:
-            return self._instance_dict(frame, d, src)
+            return self.instance_dict_value(frame)
         if is_data_descr and not isinstance(cls_attr, property) and python_function(type(cls_attr), "__get__") is None:
             try:
                 value = getattr(o, name)                  # __slots__ members, getset descriptors
@@ -351,10 +351,13 @@ class ObjectValue(_Instance):
             raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{cls.__name__}.{name}")
         raise missing_attribute(frame, self, name, generic=not is_plain_getattr(cls))
 
-    def _instance_dict(self, frame, d: dict, src) -> Value:
+    def instance_dict_value(self, frame) -> Value:
         """`obj.__dict__` of an existing object: its guarded entries, with this trace's own writes
         on top; from then on attribute reads and writes of the object go through this view too."""
-        view = frame.wrap(d, sub_source(src, "__dict__"))
+        if self.source is None or getattr(self.obj, "__dict__", None) is None:
+            raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"__dict__ of a {type(self.obj).__name__}")
+        plain = is_plain_getattr(type(self.obj))          # else reloaded past the class's own __getattribute__
+        view = frame.wrap(self.obj.__dict__, (AttrSource if plain else GenericAttrSource)(self.source, "__dict__"))
         if isinstance(view, DictValue):
             for name, value in frame.tracer.effects.pending_attrs.get(id(self), {}).items():
                 if value is DELETED:
