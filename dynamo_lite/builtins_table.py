@@ -17,7 +17,7 @@ from . import semantics
 from .breaks import PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
 from .modelled import models
 from .pyops import BINARY_OPS, COMPARE_OPS
-from .values.base import Const, IteratorValue, MethodValue, Value, fold
+from .values.base import Const, IteratorValue, MethodValue, Value, fold, is_constant
 from .values.containers import DictValue, SeqValue, SetValue
 from .values.dict_objects import NewDictObjectValue, dict_base
 from .values.functions import ClosureValue, PartialValue
@@ -473,16 +473,37 @@ models(dataclasses.is_dataclass)(_dataclass_query(dataclasses.is_dataclass))
 
 @models(inspect.signature)
 def _signature(frame, args, kwargs):
-    """`inspect.signature(fn)` of a function the guards pin (an immutable answer, so a constant):
-    transformers' apply_chunking_to_forward counts a forward function's parameters this way."""
+    """`inspect.signature(fn)` of a function, bound method or class the guards pin: an immutable
+    answer (when its defaults are constants), so a constant, whose `parameters` are iterated,
+    tested with `in` and read (`.default`, `.kind`) by folding. transformers' apply_chunking_to_forward
+    counts a forward function's parameters this way; libraries filter keyword arguments with it."""
     if len(args) != 1 or kwargs:
         return NotImplemented
-    v = args[0]
+    sig = fold(inspect.signature, _signature_target(frame, args[0]))
+    if not is_constant(sig):
+        raise Unsupported(UNSUPPORTED_VALUE, "inspect.signature of a function with a mutable default value")
+    return Const(sig)
+
+
+def _signature_target(frame, v: Value):
+    """A real callable with the signature of `v`: the object itself when it exists (its identity
+    guarded), a stand-in for a function or bound method made while tracing."""
     if isinstance(v, MethodValue) and isinstance(v.fn, types.FunctionType):
-        sig = inspect.signature(v.fn)
-        return Const(sig.replace(parameters=list(sig.parameters.values())[1:]))    # bound: no self
+        return types.MethodType(v.fn, _SELF)                  # bound: inspect drops the first parameter
+    if isinstance(v, ClosureValue):
+        if "__wrapped__" in v.attrs:                          # functools.wraps: inspect follows it
+            return _signature_target(frame, v.attrs["__wrapped__"])
+        if not all(d.is_python_constant() for d in [*v.defaults, *v.kwdefaults.values()]):
+            raise Unsupported(UNSUPPORTED_VALUE, "inspect.signature of a function with traced default values")
+        stub = types.FunctionType(v.code, {}, v.code.co_name, tuple(d.as_python() for d in v.defaults) or None,
+                                  tuple(types.CellType() for _ in v.code.co_freevars) or None)
+        stub.__kwdefaults__ = {k: d.as_python() for k, d in v.kwdefaults.items()} or None
+        return stub
     real = v.real_object()
-    if isinstance(real, types.FunctionType):
-        return Const(inspect.signature(real))
+    if isinstance(real, (types.FunctionType, type, types.BuiltinFunctionType)) or \
+            isinstance(real, types.MethodType) and isinstance(real.__func__, types.FunctionType):
+        return real
     raise Unsupported(UNKNOWN_CALL, f"inspect.signature of a {type(v).__name__}")
 
+
+_SELF = object()          # what a stand-in bound method is bound to (inspect only drops it)

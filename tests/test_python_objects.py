@@ -699,3 +699,50 @@ def test_deepcopy_through_a_custom_getattribute():
         decoder.d_model = 8
         return x * decoder.hidden_size + config.hidden_size, decoder
     one_graph(f, torch.randn(3), PretrainedLikeConfig())
+
+
+# ---- inspect.signature -----------------------------------------------------------------------------
+
+def _forward_like(hidden, attention_mask=None, *args, scale=1.0, **kwargs):
+    return hidden
+
+
+class Block(torch.nn.Module):
+    def forward(self, x, mask=None, output_attentions=False):
+        return x * 2
+
+
+def test_signature_parameters_of_a_function():
+    import inspect
+
+    def f(x):
+        params = inspect.signature(_forward_like).parameters
+        names = list(params.keys())
+        kinds = [p.kind for p in params.values()]
+        defaults = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
+        takes_mask = "attention_mask" in params
+        var_kw = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
+        return x * len(params), names, kinds, defaults, takes_mask, var_kw
+    one_graph(f, torch.randn(3))
+
+
+def test_signature_of_a_bound_method_a_class_and_a_module_forward():
+    import inspect
+
+    def f(x, block):
+        accepted = set(inspect.signature(block.forward).parameters)
+        kwargs = {k: v for k, v in {"mask": None, "other": 1}.items() if k in accepted}
+        init_params = tuple(inspect.signature(Child).parameters)
+        return block(x, **kwargs), sorted(accepted), init_params
+    one_graph(f, torch.randn(3), Block())
+
+
+def test_signature_of_a_closure_made_in_the_frame():
+    import inspect
+
+    def f(x):
+        def helper(a, b=2, *, c=3):
+            return a
+        return x * len(inspect.signature(helper).parameters), inspect.signature(helper).parameters["b"].default
+    one_graph(f, torch.randn(3), torch_graphs=0, why="TorchDynamo does not fold inspect.signature of a function "
+                                                      "made in the frame")

@@ -23,8 +23,10 @@ package imports nothing above it.
 from __future__ import annotations
 
 import enum
+import inspect
 import operator
 import types
+from collections import OrderedDict
 from typing import Any, Optional
 
 import torch
@@ -44,12 +46,24 @@ CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellips
 
 
 def is_constant(value) -> bool:
-    """A value made only of immutable constants (tuples and frozensets of them included)."""
+    """A value made only of immutable constants (tuples and frozensets of them included, and
+    `inspect` signatures whose defaults are constants)."""
     if isinstance(value, CONSTANT_TYPES):
         return True
     if type(value) in (tuple, frozenset, torch.Size):
         return all(is_constant(v) for v in value)
+    if isinstance(value, inspect.Signature):
+        return all(is_constant(p) for p in value.parameters.values())
+    if isinstance(value, inspect.Parameter):
+        return value.default is inspect.Parameter.empty or is_constant(value.default)
     return False
+
+
+# What an `inspect.Signature` hands out: its `parameters` (a read-only view of a dict nothing else
+# can reach) and that view's own views. Held by a Const only when they come from a constant
+# signature, they are as immutable as it is (a mappingproxy in general is not: `cls.__dict__`).
+_SIGNATURE_PARTS = (types.MappingProxyType, type(OrderedDict().keys()), type(OrderedDict().values()),
+                    type(OrderedDict().items()), type({}.keys()), type({}.values()), type({}.items()))
 
 
 def kind_name(v: "Value") -> str:
@@ -235,6 +249,8 @@ class Const(Value):
         if isinstance(value, (types.BuiltinMethodType, types.MethodType)) or callable(value) \
                 and not isinstance(value, type):
             return MethodValue(self, name)
+        if isinstance(self.value, inspect.Signature) and isinstance(value, _SIGNATURE_PARTS):
+            return Const(value)                       # `sig.parameters`
         return frame.wrap(value, None)
 
     def call_method(self, frame, method, args, kwargs):
@@ -246,6 +262,8 @@ class Const(Value):
                               else UNSUPPORTED_VALUE, f"{type(self.value).__name__}.{name}() of a traced value")
         bound = getattr(self.value, name)
         result = _fold(bound, *[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()})
+        if isinstance(self.value, _SIGNATURE_PARTS) and isinstance(result, _SIGNATURE_PARTS):
+            return Const(result)                      # `sig.parameters.items()`
         return frame.wrap(result, None)
 
     def call(self, frame, args, kwargs):
@@ -258,7 +276,7 @@ class Const(Value):
         value = self.value
         if isinstance(value, range) and len(value) > config.instruction_limit:
             raise Unsupported(INSTRUCTION_LIMIT, f"range of {len(value)}")
-        if isinstance(value, (range, tuple, str, bytes, torch.Size, frozenset)):
+        if isinstance(value, (range, tuple, str, bytes, torch.Size, frozenset, *_SIGNATURE_PARTS)):
             return [Const(x) for x in value]
         raise user_error(TypeError, f"'{type(value).__name__}' object is not iterable")
 
@@ -289,7 +307,7 @@ class Const(Value):
 
 # Immutable values whose methods are pure: calling one on constants is folded.
 PURE_CONSTANT_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset, range, slice, torch.Size, torch.dtype,
-                       torch.device, type(None))
+                       torch.device, type(None), inspect.Signature, inspect.Parameter, *_SIGNATURE_PARTS)
 
 
 def _fold(fn, *args, **kwargs):
