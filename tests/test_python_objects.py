@@ -746,3 +746,62 @@ def test_signature_of_a_closure_made_in_the_frame():
         return x * len(inspect.signature(helper).parameters), inspect.signature(helper).parameters["b"].default
     one_graph(f, torch.randn(3), torch_graphs=0, why="TorchDynamo does not fold inspect.signature of a function "
                                                       "made in the frame")
+
+
+# ---- cls.__subclasses__() --------------------------------------------------------------------------
+
+class Backend:
+    framework = None
+
+    @classmethod
+    def is_appropriate(cls, x):
+        return cls.framework == "torch"
+
+
+class NumpyBackend(Backend):
+    framework = "numpy"
+
+
+class TorchBackend(Backend):
+    framework = "torch"
+
+
+def find_backend(x):
+    """einops' get_backend: walk the subclasses of the abstract backend."""
+    backends = Backend.__subclasses__()
+    while backends:
+        backend = backends.pop()
+        backends += backend.__subclasses__()
+        if backend.is_appropriate(x):
+            return backend
+    raise RuntimeError("no backend")
+
+
+def test_subclasses_walk_is_folded():
+    def f(x):
+        return x * len(find_backend(x).framework)
+    one_graph(f, torch.randn(3))
+
+
+def test_unbound_type_subclasses():
+    def f(x):
+        return x * len(type.__subclasses__(Backend)), type.__subclasses__(Backend) == Backend.__subclasses__()
+    one_graph(f, torch.randn(3), torch_graphs=None, why="TorchDynamo does not trace type.__subclasses__(cls)")
+
+
+def test_defining_a_subclass_later_recaptures():
+    def f(x):
+        return x * len(Backend.__subclasses__())
+    reset()
+    backend = CountingBackend()
+    captured = capture(f, backend=backend)
+    x = torch.randn(2)
+    torch.testing.assert_close(captured(x), f(x))
+    torch.testing.assert_close(captured(x), f(x))
+    assert backend.count == 1
+
+    class LateBackend(Backend):
+        framework = "late"
+    torch.testing.assert_close(captured(x), f(x))
+    assert backend.count == 2
+    del LateBackend

@@ -6,9 +6,10 @@ first failing guard).
 """
 from .guards import (AliasMatch, AttrAbsent, ConstantMatch, DictKeysMatch, DistinctMatch, FunctionMatch,
                      GlobalStateMatch, Guard, IdMatch,
-                     LengthMatch, MembershipMatch, NoHooksMatch, ShapeEnvMatch, TensorMatch, TypeMatch, weakref_able)
+                     LengthMatch, MembershipMatch, NoHooksMatch, ShapeEnvMatch, SubclassesMatch, TensorMatch, TypeMatch,
+                     weakref_able)
 from .compile import CompiledGuards, compile_guards
 
 __all__ = ["Guard", "AttrAbsent", "TensorMatch", "TypeMatch", "IdMatch", "ConstantMatch", "LengthMatch", "DictKeysMatch",
            "MembershipMatch", "GlobalStateMatch", "NoHooksMatch", "AliasMatch", "DistinctMatch", "ShapeEnvMatch",
-           "FunctionMatch", "weakref_able", "CompiledGuards", "compile_guards"]
+           "FunctionMatch", "SubclassesMatch", "weakref_able", "CompiledGuards", "compile_guards"]

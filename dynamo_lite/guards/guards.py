@@ -265,6 +265,40 @@ class MembershipMatch(Guard):
         return f"{_display_const(self.key)} is {'no longer' if self.found else 'now'} in {self.source.name()}"
 
 
+class _SameSubclasses:
+    """`cls.__subclasses__()` is, in order, the classes it was when captured (weak references: a
+    class that died is not confused with a new one at the same address)."""
+    __slots__ = ("refs",)
+
+    def __init__(self, classes):
+        self.refs = tuple(weakref.ref(c) for c in classes)
+
+    def __call__(self, cls) -> bool:
+        now = type.__subclasses__(cls) if isinstance(cls, type) else None
+        return now is not None and len(now) == len(self.refs) and all(c is r() for c, r in zip(now, self.refs))
+
+
+@dataclass(frozen=True, eq=False)
+class SubclassesMatch(Guard):
+    """`cls.__subclasses__()` returned these classes: defining (or dropping) a subclass recaptures."""
+    source: Source
+    check: _SameSubclasses
+
+    @staticmethod
+    def of(source: Source, classes) -> "SubclassesMatch":
+        return SubclassesMatch(source, _SameSubclasses(classes))
+
+    def code(self, scope, const):
+        return f"{const(self.check)}({self.source.expr(scope)})"
+
+    def describe(self):
+        names = ", ".join(getattr(r(), "__qualname__", "?") for r in self.check.refs)
+        return f"{self.source.name()}.__subclasses__() is [{names}]"
+
+    def why_not(self, value):
+        return f"{self.source.name()} has other subclasses than when captured"
+
+
 def global_state() -> tuple:
     """The torch global state a graph may depend on, in GlobalStateMatch's order."""
     return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),

@@ -24,6 +24,7 @@ from ..breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_
                       TracedException, Unsupported, user_error)
 from ..effects import DELETED
 from ..fallback import skip
+from ..guards import SubclassesMatch
 from ..modelled import modelled
 from ..runtime import AUTOCAST_DEVICES
 from ..sources import AttrSource
@@ -72,6 +73,9 @@ class CallableValue(Value):
             pending = pending_class_attr(frame, fn, name)      # written to a base class by this trace
             if pending is not None:
                 return pending
+            if name == "__subclasses__" and getattr(type(fn), name, None) is type.__subclasses__ \
+                    and name not in fn.__dict__:
+                return MethodValue(self, name)
             raw = inspect.getattr_static(fn, name, None)
             if isinstance(raw, classmethod) and isinstance(raw.__func__, types.FunctionType):
                 return MethodValue(self, raw.__func__)
@@ -82,6 +86,21 @@ class CallableValue(Value):
         except AttributeError:
             raise missing_attribute(frame, self, name) from None
         return frame.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
+
+    def call_method(self, frame, method, args, kwargs):
+        if (method == "__subclasses__" or method is type.__subclasses__) and isinstance(self.fn, type) \
+                and not args and not kwargs:
+            return self._subclasses(frame)
+        return super().call_method(frame, method, args, kwargs)
+
+    def _subclasses(self, frame) -> SeqValue:
+        """`cls.__subclasses__()` (einops walks its backends with it): the classes there now, a new
+        list each call; a guard recaptures when a subclass is defined or dropped. The class is read
+        through a reference the capture holds, whatever its source (the guard is about it)."""
+        cls = self.fn
+        subclasses = type.__subclasses__(cls)
+        frame.tracer.add_guard(SubclassesMatch.of(frame.tracer.ref_source(cls), subclasses))
+        return SeqValue([frame.wrap(s, frame.tracer.ref_source(s)) for s in subclasses], list)
 
     def store_attr(self, frame, name, value):
         """`Cls.name = value` (`type(self).counter += 1`): a write to an existing class, done for
