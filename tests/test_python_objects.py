@@ -805,3 +805,89 @@ def test_defining_a_subclass_later_recaptures():
     torch.testing.assert_close(captured(x), f(x))
     assert backend.count == 2
     del LateBackend
+
+
+# ---- lru_cache'd functions returning objects --------------------------------------------------------
+
+class Recipe:
+    def __init__(self, pattern, ndim):
+        self.axes = tuple(range(ndim))
+        self.pattern = pattern
+        self.reduced = [a for a in self.axes if a % 2]
+
+
+_recipe_calls = []
+
+
+@__import__("functools").lru_cache(maxsize=2)
+def prepare_recipe(pattern, ndim):
+    _recipe_calls.append(pattern)
+    return Recipe(pattern, ndim)
+
+
+@skip_in_reference("TorchDynamo ignores the cache and runs the function's body (and its effects) on every call")
+def test_cached_recipe_object_is_read_from_the_cache():
+    def f(x):
+        recipe = prepare_recipe("b c -> c b", x.dim())
+        return x.permute(*reversed(recipe.axes)) * len(recipe.reduced), recipe.pattern
+    prepare_recipe.cache_clear()
+    _recipe_calls.clear()
+    one_graph(f, torch.randn(2, 3))
+    assert _recipe_calls == ["b c -> c b"]       # computed once; every later call was a cache hit
+
+
+@skip_in_reference("TorchDynamo ignores the cache: the object returned is a new one on every call")
+def test_evicted_cached_object_recaptures_and_escapes_as_the_cached_one():
+    def f(x):
+        recipe = prepare_recipe("a", 1)
+        return x * len(recipe.axes), recipe
+    prepare_recipe.cache_clear()
+    reset()
+    backend = CountingBackend()
+    captured = capture(f, backend=backend)
+    x = torch.randn(2)
+    first = captured(x)[1]
+    assert captured(x)[1] is first is prepare_recipe("a", 1)
+    prepare_recipe("b", 1), prepare_recipe("c", 1)              # evicts ("a", 1)
+    again = captured(x)[1]
+    assert again is prepare_recipe("a", 1) and again is not first
+    assert backend.count == 2
+
+
+class WithCachedMethod:
+    def __init__(self, k):
+        self.k = k
+
+    @__import__("functools").lru_cache(maxsize=None)
+    def table(self, n):
+        return [self.k * i for i in range(n)]
+
+
+@skip_in_reference("TorchDynamo ignores the cache: writes into the cached list are lost")
+def test_cached_method_on_an_existing_object():
+    """The answer is about that object: it is pinned by identity (another object recaptures); a
+    write into the cached answer is a write into the cache's object, as in eager."""
+    def f(x, o):
+        return x * o.table(3)[-1]
+
+    def g(x, o):
+        t = o.table(4)
+        t.append(1)
+        return x * t[-2] + len(t)
+    o, x = WithCachedMethod(2), torch.randn(3)
+    WithCachedMethod.table.cache_clear()
+    expected = [g(x, o) for _ in range(3)]
+    WithCachedMethod.table.cache_clear()
+    reset()
+    backend = CountingBackend()
+    got = [capture(g, backend=backend)(x, o) for _ in range(3)]
+    for e, a in zip(expected, got):
+        torch.testing.assert_close(a, e)
+    reset()
+    backend = CountingBackend()
+    captured = capture(f, backend=backend)
+    for _ in range(2):
+        torch.testing.assert_close(captured(x, o), f(x, o))
+    assert backend.count == 1
+    captured(x, WithCachedMethod(3))
+    assert backend.count == 2

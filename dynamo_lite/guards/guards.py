@@ -299,6 +299,34 @@ class SubclassesMatch(Guard):
         return f"{self.source.name()} has other subclasses than when captured"
 
 
+@dataclass(frozen=True, eq=False)
+class CachedCallMatch(Guard):
+    """`f(*args, **kwargs) is <the object>`: an lru_cache'd function (pure by its author's promise)
+    still answers these constant arguments with the object the graph was traced with. Calling it
+    is a cache hit, the one the frame's own call would have made (values/callables._cached_call)."""
+    source: Source
+    fn: Any
+    args: tuple
+    kwargs: tuple
+    key: tuple
+
+    @staticmethod
+    def of(source: Source, fn, args, kwargs: dict) -> "CachedCallMatch":
+        return CachedCallMatch(source, fn, tuple(args), tuple(kwargs.items()), (id(fn), tuple(args), tuple(kwargs.items())))
+
+    def code(self, scope, const):
+        kwargs = "".join(f", {k}={const(v)}" for k, v in self.kwargs)
+        args = ", ".join(const(a) for a in self.args)
+        return f"{const(self.fn)}({args}{kwargs}) is {self.source.expr(scope)}"
+
+    def describe(self):
+        call = ", ".join([*map(repr, self.args), *(f"{k}={v!r}" for k, v in self.kwargs)])
+        return f"{getattr(self.fn, '__qualname__', self.fn)}({call}) is {self.source.name()} (cached)"
+
+    def why_not(self, value):
+        return f"{getattr(self.fn, '__qualname__', self.fn)}(...) returns another object than when captured"
+
+
 def global_state() -> tuple:
     """The torch global state a graph may depend on, in GlobalStateMatch's order."""
     return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),

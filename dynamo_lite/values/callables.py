@@ -24,11 +24,11 @@ from ..breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_
                       TracedException, Unsupported, user_error)
 from ..effects import DELETED
 from ..fallback import skip
-from ..guards import SubclassesMatch
+from ..guards import CachedCallMatch, IdMatch, SubclassesMatch
 from ..modelled import modelled
 from ..runtime import AUTOCAST_DEVICES
 from ..sources import AttrSource
-from .base import HEAPTYPE, Const, MethodValue, Value, fold, missing_attribute
+from .base import HEAPTYPE, Const, MethodValue, Value, fold, is_constant, missing_attribute
 from .containers import SeqValue
 from .contexts import AutocastValue, GradModeValue
 from .dict_objects import construct as construct_dict_object
@@ -168,16 +168,47 @@ class CallableValue(Value):
             pkw = {k: frame.wrap(v, None) for k, v in f.keywords.items()}
             return inner.call(frame, [*pargs, *args], {**pkw, **kwargs})
         if isinstance(f, functools._lru_cache_wrapper) and all(v.is_python_constant() for v in [*args, *kwargs.values()]):
-            # `@lru_cache def is_x_available()`: the cache promises one answer per arguments; keep it
-            # when it is a plain constant (the eager program would get the cached answer too)
-            from .base import is_constant
-            result = fold(f, *[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()})
-            if is_constant(result):
-                return Const(result)
+            return _cached_call(frame, f, args, kwargs)
         if isinstance(f, _C_METHODS) and args:
             # a C method called unbound, `list.append(xs, 1)`: its first argument decides
             return args[0].call_method(frame, f, args[1:], kwargs)
         raise Unsupported(UNKNOWN_CALL, f"{getattr(f, '__module__', '') or ''}.{getattr(f, '__qualname__', f)}")
+
+
+def _cached_call(frame, f, args: list, kwargs: dict) -> Value:
+    """A call of an `functools.lru_cache` / `functools.cache` function on constant arguments
+    (`is_x_available()`, einops' `_prepare_transformation_recipe(pattern, ...)`), answered by
+    the cache itself, while tracing.
+
+    The decorator is the author's promise that the function is pure: the same arguments give an
+    equal answer, so calling it now (a cache hit, or a miss that fills the cache as the eager
+    call would) and folding its answer is what eager computes. A constant answer is baked in.
+    Any other answer (a recipe object, a list) is the very object the cache holds, used as an
+    existing object: each attribute the trace reads from it is guarded, so the graph never
+    relies on a state it no longer has; and since the cache may evict and later return a new
+    (equal) object where code could tell them apart (`is`, writes to it, returning it), a guard
+    asks the cache again on each call whether it still returns this object: a hit (what the
+    frame's own call would have been: it keeps the cache's order and counts as eager's would) or
+    a recapture. Arguments that are objects (a method's self) are pinned by identity: the answer
+    is about that object."""
+    const_args = [_pinned_constant(frame, a) for a in args]
+    const_kwargs = {k: _pinned_constant(frame, v) for k, v in kwargs.items()}
+    result = fold(f, *const_args, **const_kwargs)
+    if is_constant(result):
+        return Const(result)
+    frame.tracer.add_guard(CachedCallMatch.of(frame.tracer.ref_source(result), f, const_args, const_kwargs))
+    return frame.wrap(result, frame.tracer.ref_source(result))
+
+
+def _pinned_constant(frame, v: Value):
+    """The real value of an argument; an object that is not a constant must be this very one on
+    later calls (an identity guard)."""
+    real = v.as_python()
+    if not is_constant(real):
+        if v.source is None:
+            raise Unsupported(UNKNOWN_CALL, f"a cached function called with a {type(real).__name__} made in the trace")
+        frame.tracer.add_guard(IdMatch.of(v.source, real))
+    return real
 
 
 def _is_printer(f) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import enum
+import functools
 import inspect
 import types
 import weakref
@@ -113,6 +114,8 @@ def class_attribute(frame, owner: Value, cls: type, name: str, instance_source):
         return frame.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):
         return MethodValue(frame.wrap(cls, None), attr.__func__)
+    if isinstance(attr, functools._lru_cache_wrapper):     # `@lru_cache` on a method: binds as a function does
+        return MethodValue(owner, attr)
     getter = python_function(type(attr), "__get__")
     if getter is not None:                       # a descriptor written in Python
         return FunctionValue(getter).call(frame, [frame.wrap(attr, None), owner, frame.wrap(cls, None)], {})
@@ -250,6 +253,11 @@ class _Instance(Value):
     def call(self, frame, args, kwargs):
         from ..semantics import load_attr
         return load_attr(frame, self, "__call__").call(frame, args, kwargs)
+
+    def call_method(self, frame, method, args, kwargs):
+        if isinstance(method, functools._lru_cache_wrapper):   # a cached method: the cache with self first
+            return frame.wrap(method, None).call(frame, [self, *args], kwargs)
+        return super().call_method(frame, method, args, kwargs)
 
 
 def _not_implemented(v: Value) -> bool:
