@@ -13,8 +13,12 @@ import inspect
 import operator
 import types
 
+import torch
+import torch.utils._python_dispatch
+
 from . import semantics
 from .breaks import PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
+from .guards import NoModesMatch
 from .modelled import models
 from .pyops import BINARY_OPS, COMPARE_OPS
 from .values.base import Const, IteratorValue, MethodValue, Value, fold, is_constant
@@ -507,3 +511,64 @@ def _signature_target(frame, v: Value):
 
 
 _SELF = object()          # what a stand-in bound method is bound to (inspect only drops it)
+
+
+# ---- torch's override and dispatch-mode queries ---------------------------------------------------
+# Library code asks them to pick a path (nn.MultiheadAttention's fast path checks
+# `has_torch_function(tensor_args)` and whether make_fx is tracing). While the graph runs the
+# answer is what it is now, as long as no mode is active then either: a guard says so.
+
+def _no_modes(frame, key: str) -> None:
+    if torch._C._len_torch_function_stack() if key == "function" else torch._C._len_torch_dispatch_stack():
+        raise Unsupported(UNKNOWN_CALL, f"a torch {key} mode is active while capturing")
+    frame.tracer.add_guard(NoModesMatch(key))
+
+
+def _overrides_torch_function(v: Value) -> bool:
+    """Would torch's check find a `__torch_function__` on this value (plain tensors, parameters and
+    Python's basic types have none that counts)?"""
+    if v.is_graph_value:
+        return False
+    cls = v.python_type()
+    found = getattr(cls, "__torch_function__", None)
+    return found is not None and found is not torch._C._disabled_torch_function_impl \
+        and cls not in (torch.Tensor, torch.nn.Parameter)
+
+
+def _has_torch_function_of(items):
+    def handler(frame, args, kwargs):
+        values = items(frame, args)
+        if any(_overrides_torch_function(v) for v in values):
+            raise Unsupported(UNKNOWN_CALL, "has_torch_function of an object with its own __torch_function__")
+        _no_modes(frame, "function")
+        return Const(False)
+    return handler
+
+
+models(torch._C._has_torch_function)(_has_torch_function_of(lambda frame, args: semantics.unpack(frame, args[0])))
+models(torch._C._has_torch_function_unary)(_has_torch_function_of(lambda frame, args: list(args[:1])))
+models(torch._C._has_torch_function_variadic)(_has_torch_function_of(lambda frame, args: list(args)))
+
+
+@models(torch.utils._python_dispatch._get_current_dispatch_mode_stack)
+def _dispatch_mode_stack(frame, args, kwargs):
+    _no_modes(frame, "dispatch")
+    return SeqValue([], list)
+
+
+@models(torch._C._len_torch_dispatch_stack)
+def _dispatch_stack_length(frame, args, kwargs):
+    _no_modes(frame, "dispatch")
+    return Const(0)
+
+
+@models(torch._C._len_torch_function_stack)
+def _function_stack_length(frame, args, kwargs):
+    _no_modes(frame, "function")
+    return Const(0)
+
+
+@models(torch._C._is_torch_function_mode_enabled)
+def _function_mode_enabled(frame, args, kwargs):
+    _no_modes(frame, "function")
+    return Const(False)

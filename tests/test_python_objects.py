@@ -891,3 +891,59 @@ def test_cached_method_on_an_existing_object():
     assert backend.count == 1
     captured(x, WithCachedMethod(3))
     assert backend.count == 2
+
+
+# ---- a module's own forward, torch's mode queries ---------------------------------------------------
+
+class Recursing(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(4, 4)
+
+    def forward(self, x, layer=None):
+        if layer is None:
+            return self.forward(x, self.inner)
+        return layer(x) * 2
+
+
+def test_a_module_calls_its_own_forward_with_a_module_argument():
+    one_graph(Recursing(), torch.randn(2, 4))
+
+
+class Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = torch.nn.MultiheadAttention(4, 2, batch_first=True)
+
+    def forward(self, x):
+        with torch.no_grad():                  # the fast path: has_torch_function, make_fx tracing queries
+            return self.mha(x, x, x)[0]
+
+
+def test_multihead_attention_fast_path_queries_fold():
+    one_graph(Attention().eval(), torch.randn(2, 3, 4))
+
+
+@skip_in_reference("TorchDynamo reuses the graph traced without the mode: has_torch_function gives the wrong answer")
+def test_has_torch_function_under_a_torch_function_mode_recaptures():
+    from torch.overrides import TorchFunctionMode
+
+    class Passthrough(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def f(x):
+        return x * 2 if torch.overrides.has_torch_function((x,)) else x * 3
+    reset()
+    backend = CountingBackend()
+    captured = capture(f, backend=backend)
+    x = torch.randn(2)
+    torch.testing.assert_close(captured(x), f(x))
+    with Passthrough():
+        expected = f(x)
+        got = captured(x)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(captured(x), f(x))
+    # under the mode: a break at the query, the rest of the frame captured after it; the break's
+    # entry then serves the call without the mode too (it runs the query for real), its rest recaptured
+    assert backend.count == 3

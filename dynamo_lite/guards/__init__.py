@@ -6,10 +6,11 @@ first failing guard).
 """
 from .guards import (AliasMatch, AttrAbsent, CachedCallMatch, ConstantMatch, DictKeysMatch, DistinctMatch, FunctionMatch,
                      GlobalStateMatch, Guard, IdMatch,
-                     LengthMatch, MembershipMatch, NoHooksMatch, ShapeEnvMatch, SubclassesMatch, TensorMatch, TypeMatch,
-                     weakref_able)
+                     LengthMatch, MembershipMatch, NoHooksMatch, NoModesMatch, ShapeEnvMatch, SubclassesMatch,
+                     TensorMatch, TypeMatch, weakref_able)
 from .compile import CompiledGuards, compile_guards
 
 __all__ = ["Guard", "AttrAbsent", "TensorMatch", "TypeMatch", "IdMatch", "ConstantMatch", "LengthMatch", "DictKeysMatch",
            "MembershipMatch", "GlobalStateMatch", "NoHooksMatch", "AliasMatch", "DistinctMatch", "ShapeEnvMatch",
-           "FunctionMatch", "SubclassesMatch", "CachedCallMatch", "weakref_able", "CompiledGuards", "compile_guards"]
+           "FunctionMatch", "SubclassesMatch", "CachedCallMatch", "NoModesMatch", "weakref_able", "CompiledGuards",
+           "compile_guards"]

@@ -327,6 +327,27 @@ class CachedCallMatch(Guard):
         return f"{getattr(self.fn, '__qualname__', self.fn)}(...) returns another object than when captured"
 
 
+_MODE_STACKS = {"function": torch._C._len_torch_function_stack, "dispatch": torch._C._len_torch_dispatch_stack}
+
+
+@dataclass(frozen=True, eq=False)
+class NoModesMatch(Guard):
+    """No TorchFunctionMode (`key` "function") / TorchDispatchMode (`key` "dispatch") is active
+    when the graph is called: what a folded `has_torch_function(...)` or dispatch-mode query
+    answered for the traced code."""
+    key: str
+    source: Source = field(default=None)
+
+    def code(self, scope, const):
+        return f"{const(_MODE_STACKS[self.key])}() == 0"
+
+    def describe(self):
+        return f"no torch {self.key} mode is active"
+
+    def why_not(self, value):
+        return f"a torch {self.key} mode is active"
+
+
 def global_state() -> tuple:
     """The torch global state a graph may depend on, in GlobalStateMatch's order."""
     return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),

@@ -123,7 +123,7 @@ class Value:
 
     # ---- attributes ----------------------------------------------------------------------
     def load_attr(self, frame, name: str) -> "Value":
-        raise attribute_not_modelled(self, name)
+        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{type(self).__name__}.{name}")
 
     def store_attr(self, frame, name: str, value: "Value") -> None:
         raise Unsupported(UNSUPPORTED_MUTATION, f"setting attribute {name!r} on {type(self).__name__}")
@@ -488,10 +488,11 @@ HEAPTYPE = 1 << 9             # Py_TPFLAGS_HEAPTYPE: a class written in Python
 
 
 def attribute_not_modelled(v: Value, name: str) -> Unsupported:
-    """The error for `v.name` where the value's kind has no model for `name`: the AttributeError
-    eager raises when v's type is a C type whose instances have no __dict__ and which has no such
-    attribute (what such an object has cannot change, so nothing needs a guard: `hasattr(d, n)`
-    on a dict), else a graph break."""
+    """The error for `v.name` where the value's kind has no model for `name` (for kinds whose
+    `python_type()` is exactly the type of the object they stand for): the AttributeError eager
+    raises when that is a C type whose instances have no __dict__ and which has no such attribute
+    (what such an object has cannot change, so nothing needs a guard: `hasattr(d, n)` on a
+    dict), else a graph break."""
     try:
         cls = v.python_type()
     except NotImplementedError:
