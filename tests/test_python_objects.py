@@ -947,3 +947,120 @@ def test_has_torch_function_under_a_torch_function_mode_recaptures():
     # under the mode: a break at the query, the rest of the frame captured after it; the break's
     # entry then serves the call without the mode too (it runs the query for real), its rest recaptured
     assert backend.count == 3
+
+
+# ---- special methods ----------------------------------------------------------------------------------
+
+class Countdown:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n <= 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
+class Bag:
+    def __init__(self, items):
+        self.items = items
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __len__(self):
+        return len(self.items)
+
+
+def test_iterator_protocol_of_user_classes():
+    def f(x, bag):
+        total = x
+        for i in Countdown(3):
+            total = total + i
+        c = Countdown(5)
+        first = next(c)
+        for v in c:
+            if v == 2:
+                break
+        return total * len(bag), list(bag), first, c.n, sorted(Countdown(2))
+    one_graph(f, torch.randn(3), Bag([1, 2]))
+
+
+def test_iterator_of_an_existing_object_advances_it():
+    def f(x, it):
+        return x * next(it) + next(it), it.n
+    one_graph(f, torch.randn(3), Countdown(4))
+
+
+class Lazily:
+    def __init__(self, k):
+        self.k = k
+
+    @__import__("functools").cached_property
+    def table(self):
+        return [self.k] * 3
+
+
+def test_cached_property_on_new_and_existing_objects():
+    def f(x, existing):
+        o = Lazily(2)
+        t = o.table
+        return x * sum(t) + sum(existing.table), o.table is t, "table" in o.__dict__, existing
+    one_graph(f, torch.randn(3), Lazily(5), torch_graphs=0, why="TorchDynamo captures no graph of this frame")
+
+
+# ---- more: super() in classmethods, exceptions leaving the frame as values, cycles ---------------------
+
+class Registry:
+    made = 0
+
+    @classmethod
+    def create(cls, v):
+        return cls(v)
+
+    def __init__(self, v):
+        self.v = v
+
+
+class SubRegistry(Registry):
+    @classmethod
+    def create(cls, v):
+        obj = super().create(v * 2)
+        obj.sub = True
+        return obj
+
+
+def test_super_in_a_classmethod():
+    def f(x):
+        r = SubRegistry.create(x)
+        return r.v + 1, type(r).__name__, r.sub
+    one_graph(f, torch.randn(3))
+
+
+def test_caught_user_exception_is_returned():
+    def f(x):
+        try:
+            _check_rank(x, 2)
+        except ShapeError as e:
+            return x + 1, e, type(e).__name__, isinstance(e, ValueError)
+        return x, None, "", False
+    result = check(f, torch.randn(3), graphs=Graphs(dl=1, torch=0, why="TorchDynamo does not trace "
+                                                                        "super().__init__(message) of an exception"))
+    e = result.captured.value[1]
+    assert type(e) is ShapeError and e.args == ("expected 2, got 1",) and (e.expected, e.got) == (2, 1)
+
+
+def test_object_referring_to_itself_is_refused_not_mangled():
+    def f(x):
+        o = Base(x * 2)
+        o.me = o
+        return o
+    reset()
+    x = torch.randn(3)
+    got = capture(f, backend=CountingBackend())(x)
+    assert type(got) is Base and got.me is got
+    torch.testing.assert_close(got.a, x * 2)

@@ -116,6 +116,8 @@ def class_attribute(frame, owner: Value, cls: type, name: str, instance_source):
         return MethodValue(frame.wrap(cls, None), attr.__func__)
     if isinstance(attr, functools._lru_cache_wrapper):     # `@lru_cache` on a method: binds as a function does
         return MethodValue(owner, attr)
+    if isinstance(attr, functools.cached_property):
+        return _cached_property(frame, owner, attr)
     getter = python_function(type(attr), "__get__")
     if getter is not None:                       # a descriptor written in Python
         return FunctionValue(getter).call(frame, [frame.wrap(attr, None), owner, frame.wrap(cls, None)], {})
@@ -127,6 +129,24 @@ def class_attribute(frame, owner: Value, cls: type, name: str, instance_source):
     source = sub_source(instance_source, name) if instance_source is not None \
         else AttrSource(frame.tracer.ref_source(cls), name)
     return frame.wrap(getattr(cls, name), source)
+
+
+def _cached_property(frame, owner: Value, prop: functools.cached_property) -> Value:
+    """`functools.cached_property` not yet in the instance dict (which it does not shadow): its
+    function computes the value, stored into the instance dict as its `__get__` does."""
+    if prop.attrname is None:
+        raise user_error(TypeError, "Cannot use cached_property instance without calling __set_name__ on it.")
+    value = FunctionValue(prop.func).call(frame, [owner], {})
+    if isinstance(owner, NewObjectValue):
+        if not _has_instance_dict(owner.cls):
+            raise user_error(TypeError, f"No '__dict__' attribute on {owner.cls.__name__!r} instance to cache "
+                                        f"{prop.attrname!r} property.")
+        owner.attrs[prop.attrname] = value
+    elif isinstance(owner, ObjectValue) and hasattr(owner.real_object(), "__dict__"):
+        owner.store_existing_attr(frame, prop.attrname, value, bypass_setattr=True)  # a non-data descriptor: the dict
+    else:
+        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"cached_property {prop.attrname!r} of a {type(owner).__name__}")
+    return value
 
 
 def descriptor_set(frame, owner: Value, cls: type, name: str, value: Value) -> bool:
@@ -188,6 +208,37 @@ class _Instance(Value):
         if hasattr(cls, "__bool__") or hasattr(cls, "__len__"):
             raise Unsupported(UNSUPPORTED_VALUE, f"truth value of a {cls.__name__}")
         return True
+
+    # ---- iteration: the class's Python __iter__ / __next__ -----------------------------------
+    def get_iter(self, frame):
+        it = self._special(frame, "__iter__", [])
+        if it is MISSING:
+            return NotImplemented
+        if isinstance(it, _Instance) and python_function(it.python_type(), "__next__") is None:
+            raise user_error(TypeError, f"iter() returned non-iterator of type '{it.python_type().__name__}'")
+        return it
+
+    def next(self, frame):
+        """`next(self)` through the class's `__next__`: None once it raises StopIteration."""
+        if python_function(self.python_type(), "__next__") is None:
+            return super().next(frame)
+        try:
+            return self._special(frame, "__next__", [])
+        except TracedException as e:
+            if isinstance(e.exc, StopIteration):
+                return None
+            raise
+
+    def unpack(self, frame):
+        it = self.get_iter(frame)
+        if it is NotImplemented:
+            return super().unpack(frame)
+        if it is not self:
+            return it.unpack(frame)
+        items = []                          # an iterator: drained (the instruction limit bounds it)
+        while (item := self.next(frame)) is not None:
+            items.append(item)
+        return items
 
     def length(self, frame):
         result = self._special(frame, "__len__", [])
@@ -564,6 +615,9 @@ class NewObjectValue(_Instance):
         return None
 
     def rebuild(self, em):
+        if _reaches(self.children(), self):
+            raise Unsupported(UNSUPPORTED_VALUE, f"a {self.cls.__qualname__} made in captured code that refers to "
+                                                 f"itself leaves it")
         try:                         # rebuild_object must not fail at run time: make an empty one now
             rebuild_object(self.cls, {}, None if self.contents() is None else {})
         except TypeError as e:
@@ -660,11 +714,18 @@ class NewObjectValue(_Instance):
             return Const(None)
         return super().call_method(frame, method, args, kwargs)
 
-    def unpack(self, frame):
-        result = call_special(frame, self, "__iter__", [])
-        if result is MISSING:
-            return super().unpack(frame)
-        return result.unpack(frame)
+
+def _reaches(values, target: Value) -> bool:
+    """Is `target` among `values` or what they hold (a cycle its rebuild could not close)?"""
+    seen, stack = set(), list(values)
+    while stack:
+        v = stack.pop()
+        if v is target:
+            return True
+        if id(v) not in seen:
+            seen.add(id(v))
+            stack.extend(v.children())
+    return False
 
 
 def _has_instance_dict(cls) -> bool:
