@@ -115,8 +115,13 @@ def _callable(frame, args, kwargs):
     v = args[0]
     if isinstance(v, TensorValue):
         return Const(False)
-    return Const(callable(v.python_type()) and hasattr(v.python_type(), "__call__") or v.real_object() is not None
-                 and callable(v.real_object()) or v.is_python_constant() and callable(v.as_python()))
+    real = v.real_object()
+    if real is not None:
+        return Const(callable(real))
+    if isinstance(v, Const):
+        return Const(callable(v.value))
+    # callable(x) is whether x's class has a __call__ (not the metaclass's, which makes classes callable)
+    return Const(any("__call__" in vars(k) for k in v.python_type().__mro__))
 
 
 @models(id)

@@ -1064,3 +1064,11 @@ def test_object_referring_to_itself_is_refused_not_mangled():
     got = capture(f, backend=CountingBackend())(x)
     assert type(got) is Base and got.me is got
     torch.testing.assert_close(got.a, x * 2)
+
+
+def test_callable_of_values():
+    def f(x, o):
+        checks = (callable("mean"), callable(3), callable(len), callable(Bag), callable(o), callable(Lazy()),
+                  callable(WithCachedMethod(1).table), callable(lambda: 1), callable([1]), callable(Recursing))
+        return x * sum(checks), checks
+    one_graph(f, torch.randn(3), Bag([1]))

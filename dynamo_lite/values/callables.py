@@ -298,17 +298,17 @@ def construct_instance(frame, cls_value: Value, cls: type, args: list, kwargs: d
 
 def _str(frame, v: Value) -> Value:
     """`str(v)`: the class's Python `__str__` inlined (`__repr__` when it has only that), else
-    folded on the real value."""
+    folded on the real value (for a tensor, a module: only where it is a constant)."""
     cls = v.python_type()
     for name in ("__str__", "__repr__"):
         method = inspect.getattr_static(cls, name, None)
-        if isinstance(method, types.FunctionType):
+        if isinstance(method, types.FunctionType) and skip.call_rule(method) == skip.INLINE:
             result = FunctionValue(method).call(frame, [v], {})
             if not issubclass(result.python_type(), str):
                 raise user_error(TypeError, f"{name} returned non-string (type {result.python_type().__name__})")
             return result
         if method is not object.__str__:
-            break                          # a C __str__ (BaseException's, int's...): fold it
+            break                          # a C __str__ (BaseException's, int's...), torch's own: fold it
     return Const(fold(str, v.as_python()))
 
 

@@ -236,13 +236,11 @@ def binding_error(code: types.CodeType, name: str, defaults: tuple, kwdefaults: 
     """The TypeError CPython raises for a call that cannot be bound, with its exact message: a
     stand-in function with the same code, defaults and closure shape is called with as many
     placeholders as the call has arguments. Binding fails before any of its code would run."""
-    stub = types.FunctionType(code, {}, code.co_name, tuple(None for _ in defaults) or None,
+    stub = types.FunctionType(code, {"__builtins__": {}}, code.co_name, tuple(None for _ in defaults) or None,
                               tuple(types.CellType() for _ in code.co_freevars) or None)
     stub.__kwdefaults__ = {k: None for k in kwdefaults} or None
     stub.__qualname__ = name
-    if code.co_flags & 0x2a0:        # generators and coroutines bind when called too, but do not run
-        return user_error(TypeError, message)
-    try:
+    try:                             # (were it to bind, its body could reach nothing: no globals, no builtins)
         stub(*[None] * len(args), **{k: None for k in kwargs})
     except TypeError as e:
         return TracedException(e)
