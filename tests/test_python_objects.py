@@ -396,14 +396,6 @@ def test_class_attribute_counter_is_a_side_effect_on_the_class():
     assert [g[0].tolist() for g in got] == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]
 
 
-def test_instance_dict_read_and_write_on_existing_object():
-    def f(x, o):
-        d = o.__dict__
-        d["extra"] = 3
-        return x * len(d) + o.extra, "own" in o.__dict__
-    one_graph(f, torch.randn(3), Counter())
-
-
 class ModMixin(torch.nn.Module):
     """diffusers' ModelMixin pattern: a __getattr__ that consults the config, else raises."""
     def __init__(self):
