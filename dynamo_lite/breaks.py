@@ -85,6 +85,12 @@ TRY_BLOCK = _kind(
     "move the in-place op out of the try block, or catch the error outside the captured function")
 
 
+COPY_NOT_MODELLED = _kind(
+    "DL019", "copy-not-modelled", "copy.copy / copy.deepcopy of a value whose copy the tracer cannot reproduce "
+    "exactly (a tensor, a module, an object whose class has its own __deepcopy__/__reduce__/__getstate__)",
+    "copy it before calling the captured function; for a tensor use .clone() (or .detach().clone())")
+
+
 class Unsupported(Exception):
     """Raised while tracing when something cannot go into a graph."""
 

@@ -13,13 +13,15 @@ import inspect
 import operator
 import types
 
+import torch
+import torch.utils._python_dispatch
+
 from . import semantics
 from .breaks import PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
+from .guards import NoModesMatch
 from .modelled import models
 from .pyops import BINARY_OPS, COMPARE_OPS
-from .sources import ObjectRefSource
-from .values.base import Const, IteratorValue, MethodValue, Value, fold
-from .values.callables import CallableValue
+from .values.base import Const, IteratorValue, MethodValue, Value, fold, is_constant
 from .values.containers import DictValue, SeqValue, SetValue
 from .values.dict_objects import NewDictObjectValue, dict_base
 from .values.functions import ClosureValue, FunctionValue, PartialValue
@@ -114,14 +116,23 @@ def _type(frame, args, kwargs):
         raise Unsupported(UNKNOWN_CALL, "type() with 3 arguments")
     cls = args[0].python_type()
     # Read through a reference to the class itself, so its attributes are guarded like any
-    # object's: `type(self).counter` must not be baked in as the value it had while tracing.
-    return CallableValue(cls, ObjectRefSource(cls))
+    # object's: `type(self).counter` must not be baked in as the value it had while tracing; and
+    # the one value of the class in this trace, so a write to it is seen by later reads.
+    return frame.wrap(cls, frame.tracer.ref_source(cls))
 
 
 @models(callable)
 def _callable(frame, args, kwargs):
-    """callable(v): whether v's class (not v itself) defines __call__, as CPython checks it."""
-    return Const(any("__call__" in vars(k) for k in args[0].python_type().__mro__))
+    v = args[0]
+    if isinstance(v, TensorValue):
+        return Const(False)
+    real = v.real_object()
+    if real is not None:
+        return Const(callable(real))
+    if isinstance(v, Const):
+        return Const(callable(v.value))
+    # callable(x) is whether x's class has a __call__ (not the metaclass's, which makes classes callable)
+    return Const(any("__call__" in vars(k) for k in v.python_type().__mro__))
 
 
 @models(id)
@@ -368,6 +379,18 @@ def _object_setattr(frame, args, kwargs):
     return Const(None)
 
 
+@models(object.__delattr__)
+def _object_delattr(frame, args, kwargs):
+    target, name = args
+    if isinstance(target, NewObjectValue):
+        target.generic_delattr(frame, name.as_python())
+    elif isinstance(target, ObjectValue):
+        target.delete_existing_attr(frame, name.as_python(), bypass_delattr=True)
+    else:
+        raise Unsupported(UNKNOWN_CALL, f"object.__delattr__ on a {type(target).__name__}")
+    return Const(None)
+
+
 def _check_new(base_new, cls):
     """`base_new(cls)` must work as in eager (object.__new__ refuses e.g. dict subclasses); making
     an instance without running __init__ has no side effects."""
@@ -470,20 +493,98 @@ models(dataclasses.is_dataclass)(_dataclass_query(dataclasses.is_dataclass))
 
 @models(inspect.signature)
 def _signature(frame, args, kwargs):
-    """`inspect.signature(fn)` of a function the guards pin (an immutable answer, so a constant):
-    transformers' apply_chunking_to_forward counts a forward function's parameters this way."""
+    """`inspect.signature(fn)` of a function, bound method or class the guards pin: an immutable
+    answer (when its defaults are constants), so a constant, whose `parameters` are iterated,
+    tested with `in` and read (`.default`, `.kind`) by folding. transformers' apply_chunking_to_forward
+    counts a forward function's parameters this way; libraries filter keyword arguments with it."""
     if len(args) != 1 or kwargs:
         return NotImplemented
-    v = args[0]
+    sig = fold(inspect.signature, _signature_target(frame, args[0]))
+    if not is_constant(sig):
+        raise Unsupported(UNSUPPORTED_VALUE, "inspect.signature of a function with a mutable default value")
+    return Const(sig)
+
+
+def _signature_target(frame, v: Value):
+    """A real callable with the signature of `v`: the object itself when it exists (its identity
+    guarded), a stand-in for a function or bound method made while tracing."""
     if isinstance(v, MethodValue) and isinstance(v.fn, types.FunctionType):
-        sig = inspect.signature(v.fn)
-        return Const(sig.replace(parameters=list(sig.parameters.values())[1:]))    # bound: no self
+        return types.MethodType(v.fn, _SELF)                  # bound: inspect drops the first parameter
+    if isinstance(v, ClosureValue):
+        if "__wrapped__" in v.attrs:                          # functools.wraps: inspect follows it
+            return _signature_target(frame, v.attrs["__wrapped__"])
+        if not all(d.is_python_constant() for d in [*v.defaults, *v.kwdefaults.values()]):
+            raise Unsupported(UNSUPPORTED_VALUE, "inspect.signature of a function with traced default values")
+        stub = types.FunctionType(v.code, {}, v.code.co_name, tuple(d.as_python() for d in v.defaults) or None,
+                                  tuple(types.CellType() for _ in v.code.co_freevars) or None)
+        stub.__kwdefaults__ = {k: d.as_python() for k, d in v.kwdefaults.items()} or None
+        return stub
     real = v.real_object()
-    if isinstance(real, types.FunctionType):
-        return Const(inspect.signature(real))
-    if isinstance(v, ClosureValue) and all(d.is_python_constant() for d in [*v.defaults, *v.kwdefaults.values()]):
-        made = types.FunctionType(v.code, v.globals, v.code.co_name, tuple(d.as_python() for d in v.defaults))
-        made.__kwdefaults__ = {k: d.as_python() for k, d in v.kwdefaults.items()} or None
-        return Const(inspect.signature(made))
+    if isinstance(real, (types.FunctionType, type, types.BuiltinFunctionType)) or \
+            isinstance(real, types.MethodType) and isinstance(real.__func__, types.FunctionType):
+        return real
     raise Unsupported(UNKNOWN_CALL, f"inspect.signature of a {type(v).__name__}")
 
+
+_SELF = object()          # what a stand-in bound method is bound to (inspect only drops it)
+
+
+# ---- torch's override and dispatch-mode queries ---------------------------------------------------
+# Library code asks them to pick a path (nn.MultiheadAttention's fast path checks
+# `has_torch_function(tensor_args)` and whether make_fx is tracing). While the graph runs the
+# answer is what it is now, as long as no mode is active then either: a guard says so.
+
+def _no_modes(frame, key: str) -> None:
+    if torch._C._len_torch_function_stack() if key == "function" else torch._C._len_torch_dispatch_stack():
+        raise Unsupported(UNKNOWN_CALL, f"a torch {key} mode is active while capturing")
+    frame.tracer.add_guard(NoModesMatch(key))
+
+
+def _overrides_torch_function(v: Value) -> bool:
+    """Would torch's check find a `__torch_function__` on this value (plain tensors, parameters and
+    Python's basic types have none that counts)?"""
+    if v.is_graph_value:
+        return False
+    cls = v.python_type()
+    found = getattr(cls, "__torch_function__", None)
+    return found is not None and found is not torch._C._disabled_torch_function_impl \
+        and cls not in (torch.Tensor, torch.nn.Parameter)
+
+
+def _has_torch_function_of(items):
+    def handler(frame, args, kwargs):
+        values = items(frame, args)
+        if any(_overrides_torch_function(v) for v in values):
+            raise Unsupported(UNKNOWN_CALL, "has_torch_function of an object with its own __torch_function__")
+        _no_modes(frame, "function")
+        return Const(False)
+    return handler
+
+
+models(torch._C._has_torch_function)(_has_torch_function_of(lambda frame, args: semantics.unpack(frame, args[0])))
+models(torch._C._has_torch_function_unary)(_has_torch_function_of(lambda frame, args: list(args[:1])))
+models(torch._C._has_torch_function_variadic)(_has_torch_function_of(lambda frame, args: list(args)))
+
+
+@models(torch.utils._python_dispatch._get_current_dispatch_mode_stack)
+def _dispatch_mode_stack(frame, args, kwargs):
+    _no_modes(frame, "dispatch")
+    return SeqValue([], list)
+
+
+@models(torch._C._len_torch_dispatch_stack)
+def _dispatch_stack_length(frame, args, kwargs):
+    _no_modes(frame, "dispatch")
+    return Const(0)
+
+
+@models(torch._C._len_torch_function_stack)
+def _function_stack_length(frame, args, kwargs):
+    _no_modes(frame, "function")
+    return Const(0)
+
+
+@models(torch._C._is_torch_function_mode_enabled)
+def _function_mode_enabled(frame, args, kwargs):
+    _no_modes(frame, "function")
+    return Const(False)

@@ -133,9 +133,12 @@ class SideEffects:
         else:
             self.records.append(AttrWrite(obj, name, value))
 
-    def delete_attr(self, obj: Value, name: str) -> None:
+    def delete_attr(self, obj: Value, name: str, bypass_delattr: bool = False) -> None:
         self.pending_attrs.setdefault(id(obj), {})[name] = DELETED
-        self.records.append(AttrDelete(obj, name))
+        if bypass_delattr:
+            self.records.append(CallEffect(object.__delattr__, [obj, Const(name)]))
+        else:
+            self.records.append(AttrDelete(obj, name))
 
     def pending_attr(self, obj: Value, name: str) -> Optional[Value]:
         """What this trace wrote to `obj.name` and has not replayed (DELETED after a `del`)."""

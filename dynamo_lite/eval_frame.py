@@ -64,6 +64,7 @@ def _capture_module(module: torch.nn.Module, options: CaptureOptions) -> torch.n
     if isinstance(forward, types.FunctionType) and "forward" not in module.__dict__:
         def call_forward(self, *args, **kwargs):
             return captured_forward(self, *args, **kwargs)
+        call_forward.__dynamo_lite_captured__ = forward     # `self.forward(...)` in traced code: the original
     else:
         def call_forward(self, *args, **kwargs):
             return captured_forward(*args, **kwargs)

@@ -27,7 +27,7 @@ from .values.base import Const, IteratorValue, LazyValue, Value
 from .values.functions import CellValue, bind_args
 from .values.objects import NewExceptionValue
 from .wrap import wrap
-from . import autograd_function, builtins_table, higher_order  # noqa: F401  (they register modelled callables)
+from . import autograd_function, builtins_table, copying, higher_order  # noqa: F401  (they register modelled callables)
 from .values import arrays  # noqa: F401  (registers numpy as modelled callables)
 
 _INSTRUCTIONS_CACHE: dict[types.CodeType, tuple[list, dict]] = {}
@@ -126,7 +126,7 @@ class Frame:
             raise Unsupported(breaks.INLINE_LIMIT, f"depth {self.depth + 1} at {code.co_name}")
         if code.co_flags & 0x180 or code.co_flags & 0x200:   # coroutine / async generator
             raise Unsupported(breaks.GENERATOR_FRAME, f"coroutine {code.co_name}")
-        bound = bind_args(code, code.co_name, defaults, kwdefaults, args, kwargs)
+        bound = bind_args(code, getattr(code, "co_qualname", code.co_name), defaults, kwdefaults, args, kwargs)
         child = Frame(self.tracer, code, globals_, bound, closure, parent=self, fn_source=fn_source)
         result = self.tracer.run(child)
         if child.yields is not None:
@@ -285,7 +285,8 @@ class Tracer:
         del frame.stack[entry.depth:]
         if entry.lasti:
             frame.push(Const(inst.offset))
-        frame.push(NewExceptionValue(e.exc))
+        known = self.wrapped.get(id(e.exc))          # raised by `raise` of an exception made while tracing
+        frame.push(known if isinstance(known, NewExceptionValue) and known.obj is e.exc else NewExceptionValue(e.exc))
         frame.jump(entry.target)
         return True
 

@@ -296,7 +296,10 @@ def enter_autocast_block(state, previous):
 def rebuild_object(cls, attrs, items=None):
     """An object created while tracing, made for real without running its __init__ again: its
     dict contents first (dict / OrderedDict subclasses, through the base's own __setitem__, so
-    the order is kept), then its attributes, bypassing any custom __setattr__."""
+    the order is kept), then its state as copy and pickle restore it: `attrs` is what its
+    instance dict and slots held, so slots are set through their member descriptors and the
+    rest goes straight into `__dict__` (no custom __setattr__, property setter or descriptor's
+    __set__ runs again: they ran while tracing, and what they stored is in `attrs`)."""
     if items is None:
         obj = object.__new__(cls)
     else:
@@ -304,13 +307,37 @@ def rebuild_object(cls, attrs, items=None):
         obj = base.__new__(cls)
         for key, value in items.items():
             base.__setitem__(obj, key, value)
+    instance_dict = getattr(obj, "__dict__", None) if _has_dict_slot(cls) else None
     for name, value in attrs.items():
-        object.__setattr__(obj, name, value)
+        member = slot_member(cls, name)
+        if member is not None:
+            member.__set__(obj, value)
+        else:
+            instance_dict[name] = value
     return obj
 
 
-def rebuild_exception(cls, args):
-    return cls(*args)
+def _has_dict_slot(cls) -> bool:
+    return any(isinstance(k.__dict__.get("__dict__"), types.GetSetDescriptorType) for k in cls.__mro__)
+
+
+def slot_member(cls, name: str):
+    """The __slots__ member descriptor for `name` on cls, or None."""
+    for klass in cls.__mro__:
+        attr = klass.__dict__.get(name)
+        if isinstance(attr, types.MemberDescriptorType):
+            return attr
+    return None
+
+
+def rebuild_exception(cls, args, attrs=None):
+    """An exception made while tracing: `cls(*args)` for a plain class; for one with its own
+    __init__ (which ran while tracing), its builtin __new__ with the final args, then its state."""
+    if attrs is None:
+        return cls(*args)
+    exc = cls.__new__(cls, *args)
+    exc.__dict__.update(attrs)
+    return exc
 
 
 def replace_contents(target, new):

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import operator
 
-from .breaks import UNSUPPORTED_VALUE, Unsupported
+from .breaks import UNSUPPORTED_VALUE, Unsupported, user_error
 from .pyops import SWAPPED_COMPARE
 from .effects import DELETED
 from .modelled import models, models_family, modelled  # noqa: F401  (re-exported: the facade)
-from .values.base import Const, IteratorValue, Value, equal_only_if_identical, is_same, kind_name, missing_attribute
+from .values.base import Const, IteratorValue, Value, equal_only_if_identical, is_same, kind_name
 
 
 # ---- calls and attributes --------------------------------------------------------------------------
@@ -30,8 +30,8 @@ def call(frame, fn: Value, args: list, kwargs: dict) -> Value:
 
 def load_attr(frame, obj: Value, name: str) -> Value:
     pending = frame.tracer.effects.pending_attr(obj, name)
-    if pending is DELETED:
-        raise missing_attribute(frame, obj, name)
+    if pending is DELETED:         # this trace deleted it: nothing to guard (it is there now)
+        raise user_error(AttributeError, f"'{obj.python_type().__name__}' object has no attribute {name!r}")
     if pending is not None:
         return pending
     if name == "__class__":

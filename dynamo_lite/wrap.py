@@ -36,6 +36,8 @@ from .values.tensors import TensorValue
 def wrap(tracer, value: Any, source: Optional[Source]) -> Value:
     key = id(value)
     known = tracer.wrapped.get(key)
+    if known is not None and known.source is None and source is not None and isinstance(value, type):
+        known = None           # a class first met without a source: from now on, the one that can be written
     if known is not None and not is_constant(value):
         if source is not None and known.source is not None and known.source != source and _aliasing_matters(value):
             tracer.add_guard(AliasMatch(source, known.source))

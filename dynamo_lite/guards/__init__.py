@@ -4,11 +4,13 @@ guards.py holds the guard kinds (frozen dataclasses over Sources that render as 
 compile.py turns a guard set into one check function (and a verbose checker that names the
 first failing guard).
 """
-from .guards import (AliasMatch, AttrAbsent, ConstantMatch, DictKeysMatch, DistinctMatch, FunctionMatch,
+from .guards import (AliasMatch, AttrAbsent, CachedCallMatch, ConstantMatch, DictKeysMatch, DistinctMatch, FunctionMatch,
                      GlobalStateMatch, Guard, IdMatch,
-                     LengthMatch, MembershipMatch, NoHooksMatch, QueryMatch, ShapeEnvMatch, TensorMatch, TypeMatch, weakref_able)
+                     LengthMatch, MembershipMatch, NoHooksMatch, NoModesMatch, QueryMatch, ShapeEnvMatch, SubclassesMatch,
+                     TensorMatch, TypeMatch, weakref_able)
 from .compile import CompiledGuards, compile_guards
 
 __all__ = ["Guard", "AttrAbsent", "TensorMatch", "TypeMatch", "IdMatch", "ConstantMatch", "LengthMatch", "DictKeysMatch",
            "MembershipMatch", "GlobalStateMatch", "NoHooksMatch", "AliasMatch", "DistinctMatch", "ShapeEnvMatch",
-           "FunctionMatch", "QueryMatch", "weakref_able", "CompiledGuards", "compile_guards"]
+           "FunctionMatch", "SubclassesMatch", "CachedCallMatch", "NoModesMatch", "QueryMatch", "weakref_able", "CompiledGuards",
+           "compile_guards"]

@@ -265,6 +265,89 @@ class MembershipMatch(Guard):
         return f"{_display_const(self.key)} is {'no longer' if self.found else 'now'} in {self.source.name()}"
 
 
+class _SameSubclasses:
+    """`cls.__subclasses__()` is, in order, the classes it was when captured (weak references: a
+    class that died is not confused with a new one at the same address)."""
+    __slots__ = ("refs",)
+
+    def __init__(self, classes):
+        self.refs = tuple(weakref.ref(c) for c in classes)
+
+    def __call__(self, cls) -> bool:
+        now = type.__subclasses__(cls) if isinstance(cls, type) else None
+        return now is not None and len(now) == len(self.refs) and all(c is r() for c, r in zip(now, self.refs))
+
+
+@dataclass(frozen=True, eq=False)
+class SubclassesMatch(Guard):
+    """`cls.__subclasses__()` returned these classes: defining (or dropping) a subclass recaptures."""
+    source: Source
+    check: _SameSubclasses
+
+    @staticmethod
+    def of(source: Source, classes) -> "SubclassesMatch":
+        return SubclassesMatch(source, _SameSubclasses(classes))
+
+    def code(self, scope, const):
+        return f"{const(self.check)}({self.source.expr(scope)})"
+
+    def describe(self):
+        names = ", ".join(getattr(r(), "__qualname__", "?") for r in self.check.refs)
+        return f"{self.source.name()}.__subclasses__() is [{names}]"
+
+    def why_not(self, value):
+        return f"{self.source.name()} has other subclasses than when captured"
+
+
+@dataclass(frozen=True, eq=False)
+class CachedCallMatch(Guard):
+    """`f(*args, **kwargs) is <the object>`: an lru_cache'd function (pure by its author's promise)
+    still answers these constant arguments with the object the graph was traced with. Calling it
+    is a cache hit, the one the frame's own call would have made (values/callables._cached_call)."""
+    source: Source
+    fn: Any
+    args: tuple
+    kwargs: tuple
+    key: tuple
+
+    @staticmethod
+    def of(source: Source, fn, args, kwargs: dict) -> "CachedCallMatch":
+        return CachedCallMatch(source, fn, tuple(args), tuple(kwargs.items()), (id(fn), tuple(args), tuple(kwargs.items())))
+
+    def code(self, scope, const):
+        kwargs = "".join(f", {k}={const(v)}" for k, v in self.kwargs)
+        args = ", ".join(const(a) for a in self.args)
+        return f"{const(self.fn)}({args}{kwargs}) is {self.source.expr(scope)}"
+
+    def describe(self):
+        call = ", ".join([*map(repr, self.args), *(f"{k}={v!r}" for k, v in self.kwargs)])
+        return f"{getattr(self.fn, '__qualname__', self.fn)}({call}) is {self.source.name()} (cached)"
+
+    def why_not(self, value):
+        return f"{getattr(self.fn, '__qualname__', self.fn)}(...) returns another object than when captured"
+
+
+_MODE_STACKS = {"function": torch._C._len_torch_function_stack, "dispatch": torch._C._len_torch_dispatch_stack}
+
+
+@dataclass(frozen=True, eq=False)
+class NoModesMatch(Guard):
+    """No TorchFunctionMode (`key` "function") / TorchDispatchMode (`key` "dispatch") is active
+    when the graph is called: what a folded `has_torch_function(...)` or dispatch-mode query
+    answered for the traced code."""
+    key: str
+    source: Source = field(default=None)
+
+    def code(self, scope, const):
+        return f"{const(_MODE_STACKS[self.key])}() == 0"
+
+    def describe(self):
+        return f"no torch {self.key} mode is active"
+
+    def why_not(self, value):
+        return f"a torch {self.key} mode is active"
+
+
 def global_state() -> tuple:
     """The torch global state a graph may depend on, in GlobalStateMatch's order."""
     return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),

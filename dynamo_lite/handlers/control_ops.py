@@ -7,7 +7,7 @@ from ..compat import (FOR_ITER_SKIPS_END_FOR, POP_JUMP_IF_FALSE, POP_JUMP_IF_NON
                       POP_JUMP_IF_TRUE, UNCONDITIONAL_JUMPS)
 from ..semantics import call, get_iter, load_attr, truthy
 from ..values.base import Const, Value
-from ..values.callables import plain_exception_class
+from ..values.objects import plain_exception_class
 from ..values.contexts import block_exit
 from ..values.objects import ObjectValue
 from ..values.tensors import TensorValue

@@ -26,6 +26,7 @@ import enum
 import inspect
 import operator
 import types
+from collections import OrderedDict
 from typing import Any, Optional
 
 import torch
@@ -45,12 +46,24 @@ CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellips
 
 
 def is_constant(value) -> bool:
-    """A value made only of immutable constants (tuples and frozensets of them included)."""
+    """A value made only of immutable constants (tuples and frozensets of them included, and
+    `inspect` signatures whose defaults are constants)."""
     if isinstance(value, CONSTANT_TYPES):
         return True
     if type(value) in (tuple, frozenset, torch.Size):
         return all(is_constant(v) for v in value)
+    if isinstance(value, inspect.Signature):
+        return all(is_constant(p) for p in value.parameters.values())
+    if isinstance(value, inspect.Parameter):
+        return value.default is inspect.Parameter.empty or is_constant(value.default)
     return False
+
+
+# What an `inspect.Signature` hands out: its `parameters` (a read-only view of a dict nothing else
+# can reach) and that view's own views. Held by a Const only when they come from a constant
+# signature, they are as immutable as it is (a mappingproxy in general is not: `cls.__dict__`).
+_SIGNATURE_PARTS = (types.MappingProxyType, type(OrderedDict().keys()), type(OrderedDict().values()),
+                    type(OrderedDict().items()), type({}.keys()), type({}.values()), type({}.items()))
 
 
 def kind_name(v: "Value") -> str:
@@ -238,8 +251,8 @@ class Const(Value):
         if isinstance(value, (types.BuiltinMethodType, types.MethodType)) or callable(value) \
                 and not isinstance(value, type):
             return MethodValue(self, name)
-        if isinstance(value, IMMUTABLE_TYPES):
-            return Const(value)
+        if isinstance(self.value, inspect.Signature) and isinstance(value, _SIGNATURE_PARTS):
+            return Const(value)                       # `sig.parameters`
         return frame.wrap(value, None)
 
     def call_method(self, frame, method, args, kwargs):
@@ -251,6 +264,8 @@ class Const(Value):
                               else UNSUPPORTED_VALUE, f"{type(self.value).__name__}.{name}() of a traced value")
         bound = getattr(self.value, name)
         result = _fold(bound, *[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()})
+        if isinstance(self.value, _SIGNATURE_PARTS) and isinstance(result, _SIGNATURE_PARTS):
+            return Const(result)                      # `sig.parameters.items()`
         return frame.wrap(result, None)
 
     def call(self, frame, args, kwargs):
@@ -263,7 +278,7 @@ class Const(Value):
         value = self.value
         if isinstance(value, range) and len(value) > config.instruction_limit:
             raise Unsupported(INSTRUCTION_LIMIT, f"range of {len(value)}")
-        if isinstance(value, (range, tuple, str, bytes, torch.Size, frozenset)):
+        if isinstance(value, (range, tuple, str, bytes, torch.Size, frozenset, *_SIGNATURE_PARTS)):
             return [Const(x) for x in value]
         raise user_error(TypeError, f"'{type(value).__name__}' object is not iterable")
 
@@ -292,11 +307,9 @@ class Const(Value):
         return NotImplemented
 
 
-# Immutable values whose methods are pure: calling one on constants is folded. inspect's
-# signatures are immutable by design (their `parameters` a read-only mapping).
-IMMUTABLE_TYPES = (types.MappingProxyType, inspect.Signature, inspect.Parameter)
+# Immutable values whose methods are pure: calling one on constants is folded.
 PURE_CONSTANT_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset, range, slice, torch.Size, torch.dtype,
-                       torch.device, type(None), *IMMUTABLE_TYPES)
+                       torch.device, type(None), inspect.Signature, inspect.Parameter, *_SIGNATURE_PARTS)
 
 
 def _fold(fn, *args, **kwargs):
@@ -471,6 +484,25 @@ def missing_attribute(frame, obj: Value, name: str, generic: bool = False) -> Tr
     real = obj.real_object()
     what = f"type object '{real.__name__}'" if isinstance(real, type) else f"'{obj.python_type().__name__}' object"
     return user_error(AttributeError, f"{what} has no attribute {name!r}")
+
+
+HEAPTYPE = 1 << 9             # Py_TPFLAGS_HEAPTYPE: a class written in Python
+
+
+def attribute_not_modelled(v: Value, name: str) -> Unsupported:
+    """The error for `v.name` where the value's kind has no model for `name` (for kinds whose
+    `python_type()` is exactly the type of the object they stand for): the AttributeError eager
+    raises when that is a C type whose instances have no __dict__ and which has no such attribute
+    (what such an object has cannot change, so nothing needs a guard: `hasattr(d, n)` on a
+    dict), else a graph break."""
+    try:
+        cls = v.python_type()
+    except NotImplementedError:
+        cls = None
+    if isinstance(cls, type) and not cls.__flags__ & HEAPTYPE and not cls.__dictoffset__ \
+            and type(cls) is type and not hasattr(cls, name):
+        return user_error(AttributeError, f"'{cls.__name__}' object has no attribute {name!r}")
+    return Unsupported(UNSUPPORTED_ATTRIBUTE, f"{type(v).__name__}.{name}" if cls is None else f"{cls.__name__}.{name}")
 
 
 def is_const(v: Value, *types_) -> bool:

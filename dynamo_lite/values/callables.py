@@ -20,19 +20,22 @@ import warnings
 
 import torch
 
-from ..breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, USER_EXCEPTION, Unsupported, user_error)
+from ..breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_MUTATION, USER_EXCEPTION,
+                      TracedException, Unsupported, user_error)
+from ..effects import DELETED
 from ..fallback import skip
+from ..guards import CachedCallMatch, IdMatch, SubclassesMatch
 from ..modelled import modelled
 from ..runtime import AUTOCAST_DEVICES
 from ..sources import AttrSource
-from .base import Const, MethodValue, Value, fold, missing_attribute
+from .base import HEAPTYPE, Const, MethodValue, Value, fold, is_constant, missing_attribute
 from .containers import SeqValue
 from .contexts import AutocastValue, GradModeValue
 from .dict_objects import construct as construct_dict_object
 from .dict_objects import dict_base
 from .functions import FunctionValue
 from .modules import NewModuleValue
-from .objects import NewExceptionValue, NewObjectValue
+from .objects import NewObjectValue, new_exception, pending_class_attr
 from .tensors import TensorValue, torch_call
 
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)
@@ -67,6 +70,12 @@ class CallableValue(Value):
     def load_attr(self, frame, name):
         fn = self.fn
         if isinstance(fn, type):
+            pending = pending_class_attr(frame, fn, name)      # written to a base class by this trace
+            if pending is not None:
+                return pending
+            if name == "__subclasses__" and getattr(type(fn), name, None) is type.__subclasses__ \
+                    and name not in fn.__dict__:
+                return MethodValue(self, name)
             raw = inspect.getattr_static(fn, name, None)
             if isinstance(raw, classmethod) and isinstance(raw.__func__, types.FunctionType):
                 return MethodValue(self, raw.__func__)
@@ -77,6 +86,55 @@ class CallableValue(Value):
         except AttributeError:
             raise missing_attribute(frame, self, name) from None
         return frame.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
+
+    def call_method(self, frame, method, args, kwargs):
+        if (method == "__subclasses__" or method is type.__subclasses__) and isinstance(self.fn, type) \
+                and not args and not kwargs:
+            return self._subclasses(frame)
+        return super().call_method(frame, method, args, kwargs)
+
+    def _subclasses(self, frame) -> SeqValue:
+        """`cls.__subclasses__()` (einops walks its backends with it): the classes there now, a new
+        list each call; a guard recaptures when a subclass is defined or dropped. The class is read
+        through a reference the capture holds, whatever its source (the guard is about it)."""
+        cls = self.fn
+        subclasses = type.__subclasses__(cls)
+        frame.tracer.add_guard(SubclassesMatch.of(frame.tracer.ref_source(cls), subclasses))
+        return SeqValue([frame.wrap(s, frame.tracer.ref_source(s)) for s in subclasses], list)
+
+    def store_attr(self, frame, name, value):
+        """`Cls.name = value` (`type(self).counter += 1`): a write to an existing class, done for
+        real after the graph; later reads in this trace (through the class, a subclass or an
+        instance) see it."""
+        self._class_to_change(name, "setting")
+        frame.tracer.effects.store_attr(self, name, value)
+
+    def del_attr(self, frame, name):
+        cls = self._class_to_change(name, "deleting")
+        pending = frame.tracer.effects.pending_attr(self, name)
+        if pending is None and name not in cls.__dict__ or pending is DELETED:
+            raise missing_attribute(frame, self, name) if pending is None else \
+                user_error(AttributeError, f"type object '{cls.__name__}' has no attribute {name!r}")
+        if pending is None:
+            frame.wrap(cls.__dict__[name], AttrSource(self.source, name))   # guards that it is there now
+        frame.tracer.effects.delete_attr(self, name)
+
+    def _class_to_change(self, name: str, what: str) -> type:
+        """The class whose attribute `name` this trace may write: a class written in Python with
+        the plain metaclass behaviour, reached through a source; special names would change how
+        the class behaves while the trace still uses the old behaviour, so they are refused."""
+        cls = self.fn
+        if not isinstance(cls, type) or self.source is None:
+            raise Unsupported(UNSUPPORTED_MUTATION, f"{what} attribute {name!r} of a {type(cls).__name__}")
+        if not cls.__flags__ & HEAPTYPE or type(cls).__setattr__ is not type.__setattr__ \
+                or type(cls).__delattr__ is not type.__delattr__:
+            raise Unsupported(UNSUPPORTED_MUTATION, f"{what} attribute {name!r} of class {cls.__qualname__}")
+        if name.startswith("__") and name.endswith("__"):
+            raise Unsupported(UNSUPPORTED_MUTATION, f"{what} special attribute {name!r} of class {cls.__qualname__}")
+        if hasattr(type(inspect.getattr_static(cls, name, None)), "__get__") or \
+                hasattr(type(inspect.getattr_static(type(cls), name, None)), "__set__"):
+            raise Unsupported(UNSUPPORTED_MUTATION, f"{what} {cls.__qualname__}.{name}, a method or descriptor")
+        return cls
 
     def getitem(self, frame, key):
         if isinstance(self.fn, type) and hasattr(self.fn, "__class_getitem__"):
@@ -110,16 +168,47 @@ class CallableValue(Value):
             pkw = {k: frame.wrap(v, None) for k, v in f.keywords.items()}
             return inner.call(frame, [*pargs, *args], {**pkw, **kwargs})
         if isinstance(f, functools._lru_cache_wrapper) and all(v.is_python_constant() for v in [*args, *kwargs.values()]):
-            # `@lru_cache def is_x_available()`: the cache promises one answer per arguments; keep it
-            # when it is a plain constant (the eager program would get the cached answer too)
-            from .base import is_constant
-            result = fold(f, *[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()})
-            if is_constant(result):
-                return Const(result)
+            return _cached_call(frame, f, args, kwargs)
         if isinstance(f, _C_METHODS) and args:
             # a C method called unbound, `list.append(xs, 1)`: its first argument decides
             return args[0].call_method(frame, f, args[1:], kwargs)
         raise Unsupported(UNKNOWN_CALL, f"{getattr(f, '__module__', '') or ''}.{getattr(f, '__qualname__', f)}")
+
+
+def _cached_call(frame, f, args: list, kwargs: dict) -> Value:
+    """A call of an `functools.lru_cache` / `functools.cache` function on constant arguments
+    (`is_x_available()`, einops' `_prepare_transformation_recipe(pattern, ...)`), answered by
+    the cache itself, while tracing.
+
+    The decorator is the author's promise that the function is pure: the same arguments give an
+    equal answer, so calling it now (a cache hit, or a miss that fills the cache as the eager
+    call would) and folding its answer is what eager computes. A constant answer is baked in.
+    Any other answer (a recipe object, a list) is the very object the cache holds, used as an
+    existing object: each attribute the trace reads from it is guarded, so the graph never
+    relies on a state it no longer has; and since the cache may evict and later return a new
+    (equal) object where code could tell them apart (`is`, writes to it, returning it), a guard
+    asks the cache again on each call whether it still returns this object: a hit (what the
+    frame's own call would have been: it keeps the cache's order and counts as eager's would) or
+    a recapture. Arguments that are objects (a method's self) are pinned by identity: the answer
+    is about that object."""
+    const_args = [_pinned_constant(frame, a) for a in args]
+    const_kwargs = {k: _pinned_constant(frame, v) for k, v in kwargs.items()}
+    result = fold(f, *const_args, **const_kwargs)
+    if is_constant(result):
+        return Const(result)
+    frame.tracer.add_guard(CachedCallMatch.of(frame.tracer.ref_source(result), f, const_args, const_kwargs))
+    return frame.wrap(result, frame.tracer.ref_source(result))
+
+
+def _pinned_constant(frame, v: Value):
+    """The real value of an argument; an object that is not a constant must be this very one on
+    later calls (an identity guard)."""
+    real = v.as_python()
+    if not is_constant(real):
+        if v.source is None:
+            raise Unsupported(UNKNOWN_CALL, f"a cached function called with a {type(real).__name__} made in the trace")
+        frame.tracer.add_guard(IdMatch.of(v.source, real))
+    return real
 
 
 def _is_printer(f) -> bool:
@@ -127,13 +216,6 @@ def _is_printer(f) -> bool:
         return f in skip.PRINTERS
     except TypeError:
         return False
-
-
-def plain_exception_class(cls: type) -> bool:
-    """An exception class whose construction runs no Python code (builtin or a plain subclass)."""
-    return all(not isinstance(getattr(k, attr, None), types.FunctionType)
-               for k in cls.__mro__ for attr in ("__init__", "__new__")
-               if attr in k.__dict__)
 
 
 # ============================================================================================
@@ -163,6 +245,8 @@ def construct(frame, cls_value: Value, args: list, kwargs: dict) -> Value:
             raise Unsupported(TENSOR_TO_PYTHON, f"{cls.__name__}(tensor)")
         if cls is bool and len(args) == 1 and not kwargs:     # bool(container): its truth value
             return Const(args[0].truthy(frame))
+        if cls is str and len(args) == 1 and not kwargs:
+            return _str(frame, args[0])
         return Const(fold(cls, *[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()}))
     if cls is torch.Size:
         return Const(torch.Size(args[0].as_python() if args else ()))
@@ -171,9 +255,7 @@ def construct(frame, cls_value: Value, args: list, kwargs: dict) -> Value:
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _namedtuple(frame, cls, args, kwargs)
     if issubclass(cls, BaseException):
-        if not plain_exception_class(cls) or kwargs:
-            raise Unsupported(USER_EXCEPTION, f"creates {cls.__name__}")
-        return NewExceptionValue(fold(cls, *[a.as_python() for a in args]))   # BaseException's own __init__
+        return new_exception(frame, cls, args, kwargs)
     if dict_base(cls) is not None:
         return construct_dict_object(frame, cls, args, kwargs)
     if issubclass(cls, torch.nn.Module):
@@ -190,8 +272,14 @@ def construct_instance(frame, cls_value: Value, cls: type, args: list, kwargs: d
     is an instance of the class."""
     new = inspect.getattr_static(cls, "__new__")
     new = new.__func__ if isinstance(new, staticmethod) else new
+    init = inspect.getattr_static(cls, "__init__")
     if new is object.__new__:
-        fold(object.__new__, cls)        # what it refuses (an abstract class) is refused as in eager
+        if (args or kwargs) and init is object.__init__:
+            raise user_error(TypeError, f"{cls.__name__}() takes no arguments")
+        try:                    # what object.__new__ refuses (an abstract class): nothing else happens
+            object.__new__(cls)
+        except TypeError as e:
+            raise TracedException(e) from None
         obj = NewObjectValue(cls)
     elif isinstance(new, types.FunctionType):
         obj = FunctionValue(new).call(frame, [cls_value, *args], kwargs)
@@ -199,17 +287,29 @@ def construct_instance(frame, cls_value: Value, cls: type, args: list, kwargs: d
             return obj
     else:
         raise Unsupported(UNKNOWN_CALL, f"{cls.__qualname__}.__new__ ({type(new).__name__})")
-    init = inspect.getattr_static(cls, "__init__")
     if isinstance(init, types.FunctionType):
         result = FunctionValue(init).call(frame, [obj, *args], kwargs)
         if not (isinstance(result, Const) and result.value is None):
             raise user_error(TypeError, f"__init__() should return None, not '{result.python_type().__name__}'")
-    elif init is object.__init__:
-        if (args or kwargs) and new is object.__new__:
-            raise user_error(TypeError, f"{cls.__name__}() takes no arguments")
-    else:
+    elif init is not object.__init__:
         raise Unsupported(UNKNOWN_CALL, f"{cls.__qualname__}.__init__ ({type(init).__name__})")
     return obj
+
+
+def _str(frame, v: Value) -> Value:
+    """`str(v)`: the class's Python `__str__` inlined (`__repr__` when it has only that), else
+    folded on the real value (for a tensor, a module: only where it is a constant)."""
+    cls = v.python_type()
+    for name in ("__str__", "__repr__"):
+        method = inspect.getattr_static(cls, name, None)
+        if isinstance(method, types.FunctionType) and skip.call_rule(method) == skip.INLINE:
+            result = FunctionValue(method).call(frame, [v], {})
+            if not issubclass(result.python_type(), str):
+                raise user_error(TypeError, f"{name} returned non-string (type {result.python_type().__name__})")
+            return result
+        if method is not object.__str__:
+            break                          # a C __str__ (BaseException's, int's...), torch's own: fold it
+    return Const(fold(str, v.as_python()))
 
 
 def _namedtuple(frame, cls, args, kwargs) -> SeqValue:
@@ -218,7 +318,7 @@ def _namedtuple(frame, cls, args, kwargs) -> SeqValue:
         raise Unsupported(UNKNOWN_CALL, f"namedtuple {cls.__name__}")
     from .functions import bind_args
     defaults = tuple(frame.wrap(v, None) for v in (new.__defaults__ or ()))
-    bound = bind_args(new.__code__, cls.__name__, defaults, {}, [Const(cls), *args], kwargs)
+    bound = bind_args(new.__code__, new.__qualname__, defaults, {}, [Const(cls), *args], kwargs)
     return SeqValue([bound[f] for f in cls._fields], cls)
 
 

@@ -19,7 +19,8 @@ from ..breaks import (TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNS
 from ..pyops import plain
 from ..semantics import binary
 from ..runtime import dict_view
-from .base import Const, IteratorValue, MethodValue, Value, equal_only_if_identical, fold, is_same, kind_name
+from .base import (Const, IteratorValue, MethodValue, Value, attribute_not_modelled, equal_only_if_identical, fold, is_same,
+                   kind_name)
 
 
 def _method_name(method) -> str:
@@ -46,7 +47,7 @@ class _Container(Value):
     def load_attr(self, frame, name):
         if name in self.METHODS or callable(getattr(self.cls, name, None)):
             return MethodValue(self, name)
-        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{self.cls.__name__}.{name}")
+        raise attribute_not_modelled(self, name)
 
     def call_method(self, frame, method, args, kwargs):
         name = _method_name(method)

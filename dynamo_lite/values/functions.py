@@ -13,7 +13,7 @@ import functools
 import types
 
 from ..breaks import (DISABLED_FUNCTION, EXPLICIT_BREAK, PRINT_OR_LOG, SKIPPED_FILE, UNSUPPORTED_ATTRIBUTE,
-                      Unsupported, user_error)
+                      TracedException, Unsupported, user_error)
 from ..fallback import skip
 from ..semantics import modelled
 from ..sources import AttrSource, ItemSource
@@ -231,8 +231,34 @@ def _make_partial(func, args, keywords):
     return functools.partial(func, *args, **keywords)
 
 
+def binding_error(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict, args: list, kwargs: dict,
+                  message: str):
+    """The TypeError CPython raises for a call that cannot be bound, with its exact message: a
+    stand-in function with the same code, defaults and closure shape is called with as many
+    placeholders as the call has arguments. Binding fails before any of its code would run."""
+    stub = types.FunctionType(code, {"__builtins__": {}}, code.co_name, tuple(None for _ in defaults) or None,
+                              tuple(types.CellType() for _ in code.co_freevars) or None)
+    stub.__kwdefaults__ = {k: None for k in kwdefaults} or None
+    stub.__qualname__ = name
+    try:                             # (were it to bind, its body could reach nothing: no globals, no builtins)
+        stub(*[None] * len(args), **{k: None for k in kwargs})
+    except TypeError as e:
+        return TracedException(e)
+    except Exception:                # noqa: BLE001 -- not reached: binding failed (our binder said so)
+        pass
+    return user_error(TypeError, message)
+
+
 def bind_args(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict, args: list, kwargs: dict) -> dict:
-    """Parameter name -> value, as CPython binds a call's arguments (a TypeError otherwise)."""
+    """Parameter name -> value, as CPython binds a call's arguments (a TypeError otherwise, with
+    CPython's message, which names the function by `name`, its qualified name)."""
+    try:
+        return _bind(code, name, defaults, kwdefaults, args, kwargs)
+    except TracedException as e:
+        raise binding_error(code, name, defaults, kwdefaults, args, kwargs, str(e.exc)) from None
+
+
+def _bind(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict, args: list, kwargs: dict) -> dict:
     nargs, nkwonly, nposonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
     names = code.co_varnames
     positional, kwonly = names[:nargs], names[nargs:nargs + nkwonly]

@@ -39,13 +39,17 @@ class ModuleValue(ObjectValue):
     def load_attr(self, frame, name):
         m, src = self.obj, self.source
         d = m.__dict__
+        if name == "__dict__" and src is not None:
+            return self.instance_dict_value(frame)
+        view = self._dict_value(frame)               # `self.__dict__` read earlier: the trace's view of it
         cls_attr = inspect.getattr_static(type(m), name, MISSING)
-        if isinstance(cls_attr, property) or name not in d and cls_attr is not MISSING:
+        in_dict = name in (d if view is None else view.items)
+        if isinstance(cls_attr, property) or not in_dict and cls_attr is not MISSING:
             result = class_attribute(frame, self, type(m), name, src)
             if result is not MISSING:
                 return result
-        if name in d:
-            return frame.wrap(d[name], sub_source(src, name))
+        if in_dict:
+            return frame.wrap(d[name], sub_source(src, name)) if view is None else view.items[name]
         found = self.table_entry(frame, name)
         if found is not None:
             return found

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import enum
+import functools
 import inspect
 import types
 import weakref
@@ -27,8 +28,8 @@ from ..guards import AttrAbsent, MembershipMatch
 from ..pyops import BINARY_DUNDERS, COMPARE_DUNDERS, INPLACE_DUNDERS, INPLACE_TO_PLAIN, UNARY_DUNDERS
 from ..modelled import modelled
 from ..sources import AttrSource, GenericAttrSource, WeakRefTargetSource
-from ..runtime import rebuild_exception, rebuild_object
-from .base import Const, MethodValue, Value, fold, missing_attribute
+from ..runtime import rebuild_exception, rebuild_object, slot_member  # noqa: F401  (slot_member: re-exported)
+from .base import HEAPTYPE, Const, MethodValue, Value, fold, missing_attribute
 from .containers import DictValue
 from .functions import FunctionValue
 
@@ -75,9 +76,31 @@ def call_special(frame, obj: Value, name: str, args: list):
     return FunctionValue(fn).call(frame, [obj, *args], {})
 
 
+def pending_class_attr(frame, cls: type, name: str):
+    """What this trace wrote to `name` on `cls` or a class before it in its MRO and has not
+    replayed yet (`type(self).counter += 1`), or None when the real class attribute is current."""
+    for klass in cls.__mro__:
+        value = frame.tracer.wrapped.get(id(klass))
+        pending = frame.tracer.effects.pending_attr(value, name) if value is not None else None
+        if pending is DELETED:
+            raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{cls.__name__}.{name} after this trace deleted it")
+        if pending is not None:
+            if hasattr(pending.python_type(), "__get__"):
+                raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{cls.__name__}.{name} after this trace replaced it "
+                                                         f"with a {pending.python_type().__name__}")
+            return pending
+        if name in klass.__dict__:
+            return None
+    return None
+
+
 def class_attribute(frame, owner: Value, cls: type, name: str, instance_source):
     """A class-level attribute seen through an instance (methods, properties, constants), or
-    MISSING when the class has none."""
+    MISSING when the class has none. A plain value is read through the instance when it has a
+    source, else through the class (guarded either way: a class attribute may change)."""
+    pending = pending_class_attr(frame, cls, name)
+    if pending is not None:
+        return pending
     attr = inspect.getattr_static(cls, name, MISSING)
     if attr is MISSING:
         return MISSING
@@ -91,6 +114,10 @@ def class_attribute(frame, owner: Value, cls: type, name: str, instance_source):
         return frame.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):
         return MethodValue(frame.wrap(cls, None), attr.__func__)
+    if isinstance(attr, functools._lru_cache_wrapper):     # `@lru_cache` on a method: binds as a function does
+        return MethodValue(owner, attr)
+    if isinstance(attr, functools.cached_property):
+        return _cached_property(frame, owner, attr)
     getter = python_function(type(attr), "__get__")
     if getter is not None:                       # a descriptor written in Python
         return FunctionValue(getter).call(frame, [frame.wrap(attr, None), owner, frame.wrap(cls, None)], {})
@@ -99,7 +126,63 @@ def class_attribute(frame, owner: Value, cls: type, name: str, instance_source):
         raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"descriptor {type(attr).__name__} for {name}")
     if isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)):
         return MethodValue(owner, attr)          # a C method: its call decides (call_method)
-    return frame.wrap(getattr(cls, name), sub_source(instance_source, name))
+    source = sub_source(instance_source, name) if instance_source is not None \
+        else AttrSource(frame.tracer.ref_source(cls), name)
+    return frame.wrap(getattr(cls, name), source)
+
+
+def _cached_property(frame, owner: Value, prop: functools.cached_property) -> Value:
+    """`functools.cached_property` not yet in the instance dict (which it does not shadow): its
+    function computes the value, stored into the instance dict as its `__get__` does."""
+    if prop.attrname is None:
+        raise user_error(TypeError, "Cannot use cached_property instance without calling __set_name__ on it.")
+    value = FunctionValue(prop.func).call(frame, [owner], {})
+    if isinstance(owner, NewObjectValue):
+        if not _has_instance_dict(owner.cls):
+            raise user_error(TypeError, f"No '__dict__' attribute on {owner.cls.__name__!r} instance to cache "
+                                        f"{prop.attrname!r} property.")
+        owner.attrs[prop.attrname] = value
+    elif isinstance(owner, ObjectValue) and hasattr(owner.real_object(), "__dict__"):
+        owner.store_existing_attr(frame, prop.attrname, value, bypass_setattr=True)  # a non-data descriptor: the dict
+    else:
+        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"cached_property {prop.attrname!r} of a {type(owner).__name__}")
+    return value
+
+
+def descriptor_set(frame, owner: Value, cls: type, name: str, value: Value) -> bool:
+    """The first step of object.__setattr__: a data descriptor written in Python on the class (a
+    property's setter, a descriptor's `__set__`) takes the write; its code is inlined. True when
+    one did; False when the write goes to the instance (its dict or a slot)."""
+    descriptor = inspect.getattr_static(cls, name, None)
+    if isinstance(descriptor, property):
+        if descriptor.fset is None:
+            raise user_error(AttributeError, f"property {name!r} of {cls.__name__!r} object has no setter")
+        FunctionValue(descriptor.fset).call(frame, [owner, value], {})
+        return True
+    setter = python_function(type(descriptor), "__set__")
+    if setter is not None:
+        FunctionValue(setter).call(frame, [frame.wrap(descriptor, None), owner, value], {})
+        return True
+    if hasattr(type(descriptor), "__set__") and not isinstance(descriptor, types.MemberDescriptorType):
+        raise Unsupported(UNSUPPORTED_MUTATION, f"setting {cls.__name__}.{name} ({type(descriptor).__name__})")
+    return False
+
+
+def descriptor_delete(frame, owner: Value, cls: type, name: str) -> bool:
+    """Likewise for object.__delattr__: a property's deleter or a descriptor's `__delete__`."""
+    descriptor = inspect.getattr_static(cls, name, None)
+    if isinstance(descriptor, property):
+        if descriptor.fdel is None:
+            raise user_error(AttributeError, f"property {name!r} of {cls.__name__!r} object has no deleter")
+        FunctionValue(descriptor.fdel).call(frame, [owner], {})
+        return True
+    deleter = python_function(type(descriptor), "__delete__")
+    if deleter is not None:
+        FunctionValue(deleter).call(frame, [frame.wrap(descriptor, None), owner], {})
+        return True
+    if hasattr(type(descriptor), "__delete__") and not isinstance(descriptor, types.MemberDescriptorType):
+        raise Unsupported(UNSUPPORTED_MUTATION, f"deleting {cls.__name__}.{name} ({type(descriptor).__name__})")
+    return False
 
 
 # ============================================================================================
@@ -125,6 +208,37 @@ class _Instance(Value):
         if hasattr(cls, "__bool__") or hasattr(cls, "__len__"):
             raise Unsupported(UNSUPPORTED_VALUE, f"truth value of a {cls.__name__}")
         return True
+
+    # ---- iteration: the class's Python __iter__ / __next__ -----------------------------------
+    def get_iter(self, frame):
+        it = self._special(frame, "__iter__", [])
+        if it is MISSING:
+            return NotImplemented
+        if isinstance(it, _Instance) and python_function(it.python_type(), "__next__") is None:
+            raise user_error(TypeError, f"iter() returned non-iterator of type '{it.python_type().__name__}'")
+        return it
+
+    def next(self, frame):
+        """`next(self)` through the class's `__next__`: None once it raises StopIteration."""
+        if python_function(self.python_type(), "__next__") is None:
+            return super().next(frame)
+        try:
+            return self._special(frame, "__next__", [])
+        except TracedException as e:
+            if isinstance(e.exc, StopIteration):
+                return None
+            raise
+
+    def unpack(self, frame):
+        it = self.get_iter(frame)
+        if it is NotImplemented:
+            return super().unpack(frame)
+        if it is not self:
+            return it.unpack(frame)
+        items = []                          # an iterator: drained (the instruction limit bounds it)
+        while (item := self.next(frame)) is not None:
+            items.append(item)
+        return items
 
     def length(self, frame):
         result = self._special(frame, "__len__", [])
@@ -190,6 +304,11 @@ class _Instance(Value):
     def call(self, frame, args, kwargs):
         from ..semantics import load_attr
         return load_attr(frame, self, "__call__").call(frame, args, kwargs)
+
+    def call_method(self, frame, method, args, kwargs):
+        if isinstance(method, functools._lru_cache_wrapper):   # a cached method: the cache with self first
+            return frame.wrap(method, None).call(frame, [self, *args], kwargs)
+        return super().call_method(frame, method, args, kwargs)
 
 
 def _not_implemented(v: Value) -> bool:
@@ -266,20 +385,22 @@ class ObjectValue(_Instance):
         if table is not None and name in table[0]:
             return MethodValue(self, name)
         if name == "__dict__" and d is not None and src is not None:
-            view = frame.wrap(d, sub_source(src, name))
-            if isinstance(view, DictValue):               # with this trace's own stores on top
-                view.items.update(frame.tracer.effects.pending_attrs.get(id(self), {}))
-            return view
+            return self.instance_dict_value(frame)
         if is_data_descr and not isinstance(cls_attr, property) and python_function(type(cls_attr), "__get__") is None:
             try:
                 value = getattr(o, name)                  # __slots__ members, getset descriptors
             except AttributeError:
                 raise missing_attribute(frame, self, name, generic=not is_plain_getattr(cls)) from None
             return frame.wrap(value, sub_source(src, name))
-        if not is_data_descr and d is not None and name in d:
+        view = self._dict_value(frame)
+        if not is_data_descr and view is not None:        # `obj.__dict__` read earlier: the trace's view of it
+            if name in view.items:
+                return view.items[name]
+        elif not is_data_descr and d is not None and name in d:
             return frame.wrap(d[name], sub_source(src, name))
-        if cls_attr is not MISSING:
-            return class_attribute(frame, self, cls, name, src)
+        result = class_attribute(frame, self, cls, name, src)
+        if result is not MISSING:
+            return result
         fallback = python_function(cls, "__getattr__")
         if fallback is not None and d is not None:
             if self.source is not None:                    # the attribute must stay missing for it to run
@@ -288,6 +409,21 @@ class ObjectValue(_Instance):
         if d is None or getattr(cls, "__getattr__", None) is not None:
             raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{cls.__name__}.{name}")
         raise missing_attribute(frame, self, name, generic=not is_plain_getattr(cls))
+
+    def instance_dict_value(self, frame) -> Value:
+        """`obj.__dict__` of an existing object: its guarded entries, with this trace's own writes
+        on top; from then on attribute reads and writes of the object go through this view too."""
+        if self.source is None or getattr(self.obj, "__dict__", None) is None:
+            raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"__dict__ of a {type(self.obj).__name__}")
+        plain = is_plain_getattr(type(self.obj))          # else reloaded past the class's own __getattribute__
+        view = frame.wrap(self.obj.__dict__, (AttrSource if plain else GenericAttrSource)(self.source, "__dict__"))
+        if isinstance(view, DictValue):
+            for name, value in frame.tracer.effects.pending_attrs.get(id(self), {}).items():
+                if value is DELETED:
+                    view.items.pop(name, None)
+                else:
+                    view.items[name] = value
+        return view
 
     def store_attr(self, frame, name, value):
         real = self.obj
@@ -305,38 +441,69 @@ class ObjectValue(_Instance):
         self.store_existing_attr(frame, name, value)
 
     def store_existing_attr(self, frame, name: str, value: Value, bypass_setattr: bool = False):
-        """object.__setattr__ on an existing object: seen by later reads in this trace, done for real
-        after the graph (with object.__setattr__ itself when it bypassed a custom __setattr__)."""
+        """object.__setattr__ on an existing object: a data descriptor written in Python takes it,
+        else the write is seen by later reads in this trace and done for real after the graph
+        (with object.__setattr__ itself when it bypassed a custom __setattr__)."""
         real = self.real_object()
         cls = type(real)
         if self.source is None or isinstance(real, (type, types.ModuleType)):
             raise Unsupported(UNSUPPORTED_MUTATION, f"setting {name} on a {cls.__name__}")
-        descriptor = inspect.getattr_static(cls, name, None)
-        if isinstance(descriptor, property) and descriptor.fset is not None and not bypass_setattr:
-            FunctionValue(descriptor.fset).call(frame, [self, value], {})
+        if descriptor_set(frame, self, cls, name, value):
             return
-        if hasattr(type(descriptor), "__set__"):
-            raise Unsupported(UNSUPPORTED_MUTATION, f"descriptor/property {cls.__name__}.{name}")
         frame.tracer.effects.store_attr(self, name, value, bypass_setattr)
-        instance_dict = frame.tracer.wrapped.get(id(getattr(real, "__dict__", None)))
-        if isinstance(instance_dict, DictValue):          # `obj.__dict__` read earlier: keep it in step
+        instance_dict = self._dict_value(frame)
+        if instance_dict is not None:                     # `obj.__dict__` read earlier: keep it in step
             instance_dict.items[name] = value
+
+    def _dict_value(self, frame):
+        """The value of this object's `__dict__` when the trace read it (its items are then what
+        the trace sees, its own writes through it included), else None."""
+        d = getattr(self.real_object(), "__dict__", None)
+        known = frame.tracer.wrapped.get(id(d)) if d is not None else None
+        return known if isinstance(known, DictValue) else None
 
     def del_attr(self, frame, name):
         real = self.obj
         cls = type(real)
-        if self.source is None or isinstance(real, (type, types.ModuleType)) or cls.__delattr__ is not object.__delattr__:
+        if self.source is None or isinstance(real, (type, types.ModuleType)):
             raise Unsupported(UNSUPPORTED_MUTATION, f"deleting {name!r} of a {cls.__name__}")
-        if hasattr(type(inspect.getattr_static(cls, name, None)), "__delete__"):
-            raise Unsupported(UNSUPPORTED_MUTATION, f"deleting descriptor {cls.__name__}.{name}")
+        if cls.__delattr__ is not object.__delattr__:
+            deleter = python_function(cls, "__delattr__")
+            if deleter is None:
+                raise Unsupported(UNSUPPORTED_MUTATION, f"custom __delattr__ of {cls.__name__}")
+            FunctionValue(deleter).call(frame, [self, Const(name)], {})
+            return
+        self.delete_existing_attr(frame, name)
+
+    def delete_existing_attr(self, frame, name: str, bypass_delattr: bool = False):
+        """object.__delattr__ on an existing object: a property's deleter or a Python descriptor's
+        __delete__ runs; else the attribute must be in the instance dict now (guarded) and is
+        deleted for real after the graph."""
+        real = self.obj
+        cls = type(real)
+        if self.source is None or isinstance(real, (type, types.ModuleType)):
+            raise Unsupported(UNSUPPORTED_MUTATION, f"deleting {name!r} of a {cls.__name__}")
+        if descriptor_delete(frame, self, cls, name):
+            return
+        if isinstance(inspect.getattr_static(cls, name, None), types.MemberDescriptorType):
+            raise Unsupported(UNSUPPORTED_MUTATION, f"deleting slot {name!r} of a {cls.__name__}")
         d = getattr(real, "__dict__", None)
         pending = frame.tracer.effects.pending_attr(self, name)
-        present = (name in d) if pending is None else pending is not DELETED
-        if d is None or not present:
-            raise missing_attribute(frame, self, name)
-        if pending is None and self.source is not None:
+        view = self._dict_value(frame)
+        if pending is not None:
+            present = pending is not DELETED
+        elif view is not None:
+            present = name in view.items                  # its keys are guarded
+        else:
+            present = d is not None and name in d
+        if not present:
+            raise user_error(AttributeError, f"'{cls.__name__}' object has no attribute {name!r}") if pending \
+                else missing_attribute(frame, self, name)
+        if pending is None and view is None:
             frame.wrap(d[name], sub_source(self.source, name))     # guards that it is there now
-        frame.tracer.effects.delete_attr(self, name)
+        frame.tracer.effects.delete_attr(self, name, bypass_delattr)
+        if view is not None:
+            view.items.pop(name, None)
 
     # ---- calls --------------------------------------------------------------------------------
     def call(self, frame, args, kwargs):
@@ -448,6 +615,9 @@ class NewObjectValue(_Instance):
         return None
 
     def rebuild(self, em):
+        if _reaches(self.children(), self):
+            raise Unsupported(UNSUPPORTED_VALUE, f"a {self.cls.__qualname__} made in captured code that refers to "
+                                                 f"itself leaves it")
         try:                         # rebuild_object must not fail at run time: make an empty one now
             rebuild_object(self.cls, {}, None if self.contents() is None else {})
         except TypeError as e:
@@ -507,27 +677,30 @@ class NewObjectValue(_Instance):
     def generic_setattr(self, frame, name: str, value: Value):
         """object.__setattr__ on an object created while tracing: a property's setter, a descriptor's
         __set__, else its __dict__ (or slot)."""
+        if descriptor_set(frame, self, self.cls, name, value):
+            return
         descriptor = inspect.getattr_static(self.cls, name, None)
-        if isinstance(descriptor, property):
-            if descriptor.fset is None:
-                raise user_error(AttributeError, f"property {name!r} of {self.cls.__name__!r} object has no setter")
-            FunctionValue(descriptor.fset).call(frame, [self, value], {})
-            return
-        setter = python_function(type(descriptor), "__set__")
-        if setter is not None:
-            FunctionValue(setter).call(frame, [frame.wrap(descriptor, None), self, value], {})
-            return
-        if hasattr(type(descriptor), "__set__") and not isinstance(descriptor, types.MemberDescriptorType):
-            raise Unsupported(UNSUPPORTED_MUTATION, f"descriptor {type(descriptor).__name__} for {name!r}")
         if not isinstance(descriptor, types.MemberDescriptorType) and not _has_instance_dict(self.cls):
             raise user_error(AttributeError, f"'{self.cls.__name__}' object has no attribute {name!r}")
         self.attrs[name] = value
 
     def del_attr(self, frame, name):
-        if inspect.getattr_static(self.cls, "__delattr__") is not object.__delattr__:
+        deleter = inspect.getattr_static(self.cls, "__delattr__")
+        if deleter is object.__delattr__:
+            self.generic_delattr(frame, name)
+        elif isinstance(deleter, types.FunctionType):
+            FunctionValue(deleter).call(frame, [self, Const(name)], {})
+        else:
             raise Unsupported(UNSUPPORTED_MUTATION, f"custom __delattr__ of {self.cls.__name__}")
+
+    def generic_delattr(self, frame, name: str):
+        """object.__delattr__: a property's deleter, a descriptor's __delete__, else the attribute."""
+        if descriptor_delete(frame, self, self.cls, name):
+            return
         if name not in self.attrs:
-            raise user_error(AttributeError, name)
+            is_slot = isinstance(inspect.getattr_static(self.cls, name, None), types.MemberDescriptorType)
+            raise user_error(AttributeError, name if is_slot else
+                             f"'{self.cls.__name__}' object has no attribute {name!r}")
         del self.attrs[name]
 
     def call_method(self, frame, method, args, kwargs):
@@ -536,13 +709,23 @@ class NewObjectValue(_Instance):
         if method is object.__setattr__:
             self.generic_setattr(frame, args[0].as_python(), args[1])
             return Const(None)
+        if method is object.__delattr__:
+            self.generic_delattr(frame, args[0].as_python())
+            return Const(None)
         return super().call_method(frame, method, args, kwargs)
 
-    def unpack(self, frame):
-        result = call_special(frame, self, "__iter__", [])
-        if result is MISSING:
-            return super().unpack(frame)
-        return result.unpack(frame)
+
+def _reaches(values, target: Value) -> bool:
+    """Is `target` among `values` or what they hold (a cycle its rebuild could not close)?"""
+    seen, stack = set(), list(values)
+    while stack:
+        v = stack.pop()
+        if v is target:
+            return True
+        if id(v) not in seen:
+            seen.add(id(v))
+            stack.extend(v.children())
+    return False
 
 
 def _has_instance_dict(cls) -> bool:
@@ -551,33 +734,138 @@ def _has_instance_dict(cls) -> bool:
 
 
 class NewExceptionValue(ObjectValue):
-    """An exception object made while tracing (`raise KeyError(k)`, or one an op raised and an
-    except block caught). Code that rebuilds it makes a fresh one, as each eager run does."""
-    __slots__ = ()
+    """An exception object made while tracing (`raise KeyError(k)`, `raise ShapeError(3, 1)` of a
+    class with its own Python `__init__`, or one an op raised and an except block caught).
 
-    def __init__(self, exc: BaseException):
+    `obj` is a real exception of the right class whose `args` are the (constant) ones the trace
+    gave it, so `except E`, `e.args` and `str(e)` are decided on it; `attrs` holds the attributes
+    its `__init__` (or later code) set, as values (they may be tensors). Code that rebuilds it
+    makes a fresh one, as each eager run does, without running `__init__` again."""
+    __slots__ = ("attrs",)
+
+    def __init__(self, exc: BaseException, attrs=None):
         super().__init__(exc)
+        self.attrs = dict(attrs or {})
 
     def identity(self):
         return id(self.obj)
 
+    def children(self):
+        return tuple(self.attrs.values())
+
+    def as_python(self):
+        """The real exception, when its state is all constants and no Python code of its class
+        would run on it (str(), format())."""
+        cls = type(self.obj)
+        if any(python_function(cls, name) for name in ("__str__", "__repr__", "__format__")) \
+                or not all(v.is_python_constant() for v in self.attrs.values()):
+            return Value.as_python(self)
+        return self.obj
+
     def load_attr(self, frame, name):
-        """`e.args` and friends of an exception made while tracing (its state is all constants)."""
+        """`e.args`, `e.expected` (set by its __init__) and friends; its class's methods and properties."""
         from .base import is_constant
+        if name in self.attrs:
+            return self.attrs[name]
+        cls = type(self.obj)
+        if name in ("args", "__class__", "__cause__", "__context__", "__suppress_context__"):
+            return frame.wrap(getattr(self.obj, name), None)
+        if not name.startswith("__") or python_function(cls, name) is not None:
+            result = class_attribute(frame, self, cls, name, None)
+            if result is not MISSING:
+                return result
         try:
             value = getattr(self.obj, name)
         except AttributeError:
-            raise missing_attribute(frame, self, name) from None
-        if name in ("args", "__class__") or is_constant(value) and not name.startswith("__"):
+            raise user_error(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}") from None
+        if is_constant(value) and not name.startswith("__"):
             return frame.wrap(value, None)
-        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{type(self.obj).__name__}.{name}")
+        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{cls.__name__}.{name}")
+
+    def store_attr(self, frame, name, value):
+        cls = type(self.obj)
+        if cls.__setattr__ is not object.__setattr__ and cls.__setattr__ is not BaseException.__setattr__:
+            raise Unsupported(UNSUPPORTED_MUTATION, f"custom __setattr__ of {cls.__name__}")
+        if descriptor_set(frame, self, cls, name, value):
+            return
+        if name.startswith("__") or name == "args":        # BaseException's own state (args, __cause__...)
+            if not value.is_python_constant():
+                raise Unsupported(UNSUPPORTED_MUTATION, f"setting {cls.__name__}.{name} to a traced value")
+            fold(setattr, self.obj, name, value.as_python())
+            return
+        self.attrs[name] = value
+
+    def call_method(self, frame, method, args, kwargs):
+        """`super().__init__(message)` from a user exception's __init__: the builtin base's own
+        __init__ on the real exception (it sets `args`)."""
+        base = getattr(method, "__objclass__", None)
+        if getattr(method, "__name__", None) == "__init__" and isinstance(base, type) \
+                and issubclass(base, BaseException) and not base.__flags__ & HEAPTYPE:
+            if kwargs or not all(a.is_python_constant() for a in args):
+                raise Unsupported(UNSUPPORTED_VALUE, f"{base.__name__}.__init__ with traced arguments")
+            fold(method, self.obj, *[a.as_python() for a in args])
+            return Const(None)
+        return super().call_method(frame, method, args, kwargs)
 
     def rebuild(self, em):
-        em.call_const(rebuild_exception, [lambda: em.const(type(self.obj)), lambda: em.const(self.obj.args)])
+        cls = type(self.obj)
+        if not self.attrs and plain_exception_class(cls):
+            em.call_const(rebuild_exception, [lambda: em.const(cls), lambda: em.const(self.obj.args)])
+            return
+        attrs = DictValue(self.attrs)
+        em.call_const(rebuild_exception, [lambda: em.const(cls), lambda: em.const(self.obj.args),
+                                          lambda: em.value(attrs)])
+
+
+def plain_exception_class(cls: type) -> bool:
+    """An exception class whose construction runs no Python code (builtin or a plain subclass)."""
+    return all(not isinstance(getattr(k, attr, None), types.FunctionType)
+               for k in cls.__mro__ for attr in ("__init__", "__new__")
+               if attr in k.__dict__)
+
+
+def new_exception(frame, cls: type, args: list, kwargs: dict) -> Value:
+    """`cls(*args, **kwargs)` for an exception class: a plain one is made for real from constant
+    arguments; one with its own Python `__init__` (and the builtin `__new__`) is made as
+    type.__call__ does: the builtin `__new__` gives a real exception whose args are the call's,
+    then its `__init__` is inlined on it."""
+    if not all(a.is_python_constant() for a in args):
+        raise Unsupported(UNSUPPORTED_VALUE, f"{cls.__name__}(...) made from traced values")
+    const_args = [a.as_python() for a in args]
+    if plain_exception_class(cls):
+        if kwargs:
+            _raise_new(cls, const_args, kwargs)
+        return _remember(frame, NewExceptionValue(fold(cls, *const_args)))
+    new = inspect.getattr_static(cls, "__new__")
+    if isinstance(new, (staticmethod, types.FunctionType)):
+        raise Unsupported(UNKNOWN_CALL, f"{cls.__qualname__}.__new__ written in Python")
+    exc = _remember(frame, NewExceptionValue(fold(cls.__new__, cls, *const_args)))
+    init = inspect.getattr_static(cls, "__init__")
+    if isinstance(init, types.FunctionType):
+        result = FunctionValue(init).call(frame, [exc, *args], kwargs)
+        if not (isinstance(result, Const) and result.value is None):
+            raise user_error(TypeError, f"__init__() should return None, not '{result.python_type().__name__}'")
+    else:
+        fold(init, exc.obj, *const_args, **{k: v.as_python() for k, v in kwargs.items()})
+    return exc
+
+
+def _raise_new(cls, args, kwargs):
+    """A plain exception class called with keywords: what eager raises (they take none)."""
+    fold(cls, *args, **{k: v.as_python() for k, v in kwargs.items()})
+    raise Unsupported(UNKNOWN_CALL, f"{cls.__name__}(...) with keyword arguments")
+
+
+def _remember(frame, exc: NewExceptionValue) -> NewExceptionValue:
+    """One value per exception object, so the one an except block catches is the one raised."""
+    frame.tracer.remember(exc.obj, exc)
+    return exc
 
 
 class SuperValue(Value):
-    """`super()` / `super(cls, obj)`: attribute lookups start after `cls` in `type(obj)`'s MRO."""
+    """`super()` / `super(cls, obj)`: attribute lookups start after `cls` in the MRO of `type(obj)`,
+    or of `obj` itself when it is a class (`super().__new__(cls)` in `__new__`, `super().make()` in
+    a classmethod), binding what is found as Python's super object does."""
     __slots__ = ("cls", "obj")
 
     def __init__(self, cls: type, obj: Value, source=None):
@@ -588,28 +876,54 @@ class SuperValue(Value):
     def python_type(self):
         return super
 
-    def load_attr(self, frame, name):
+    def _start(self):
+        """(the class whose MRO is walked, whether obj is that class rather than an instance)."""
         real = self.obj.real_object()
-        on_class = isinstance(real, type) and issubclass(real, self.cls)   # super() in __new__ / a classmethod
-        mro = real.__mro__ if on_class else self.obj.python_type().__mro__
-        if self.cls not in mro:
+        if isinstance(real, type) and issubclass(real, self.cls):
+            return real, True
+        owner = self.obj.python_type()
+        if not issubclass(owner, self.cls):
             raise user_error(TypeError, "super(type, obj): obj must be an instance or subtype of type")
+        return owner, False
+
+    def load_attr(self, frame, name):
+        owner, of_class = self._start()
+        mro = owner.__mro__
         for klass in mro[mro.index(self.cls) + 1:]:
-            if name not in klass.__dict__:
-                continue
-            attr = klass.__dict__[name]
-            if isinstance(attr, types.FunctionType):
-                return frame.wrap(attr, None) if on_class else MethodValue(self.obj, attr)
-            if isinstance(attr, property) and attr.fget is not None and not on_class:
-                return FunctionValue(attr.fget).call(frame, [self.obj], {})
-            if isinstance(attr, classmethod):
-                owner = self.obj if on_class else frame.wrap(self.obj.python_type(), None)
-                return MethodValue(owner, attr.__func__)
-            if isinstance(attr, staticmethod):
-                return frame.wrap(attr.__func__, None)
-            if attr is object.__init__ or attr is object.__new__:
-                return frame.wrap(attr, None)              # modelled (builtins_table)
-            if isinstance(attr, (types.WrapperDescriptorType, types.MethodDescriptorType)) and not on_class:
-                return MethodValue(self.obj, attr)         # a C method called with obj first (call_method)
-            raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"super().{name} ({type(attr).__name__})")
+            if name in klass.__dict__:
+                return self._bind(frame, klass, name, owner, of_class)
         raise user_error(AttributeError, f"'super' object has no attribute {name!r}")
+
+    def _bind(self, frame, klass: type, name: str, owner: type, of_class: bool) -> Value:
+        """`klass.__dict__[name]` bound as super binds it: to obj, or to the class for the class form."""
+        attr = klass.__dict__[name]
+        owner_value = self.obj if of_class else frame.wrap(owner, None)
+        if isinstance(attr, staticmethod):
+            return frame.wrap(attr.__func__, None)
+        if isinstance(attr, classmethod):
+            return MethodValue(owner_value, attr.__func__)
+        if of_class:                                         # functions and properties come back unbound
+            if isinstance(attr, (types.FunctionType, property, types.BuiltinFunctionType)) or attr is object.__init__:
+                return frame.wrap(attr, None)
+            if isinstance(attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+                return frame.wrap(attr, None)
+        else:
+            if isinstance(attr, types.FunctionType):
+                return MethodValue(self.obj, attr)
+            if isinstance(attr, property):
+                if attr.fget is None:
+                    raise user_error(AttributeError, f"property {name!r} of {owner.__name__!r} object has no getter")
+                return FunctionValue(attr.fget).call(frame, [self.obj], {})
+            if attr is object.__init__:
+                return frame.wrap(object.__init__, None)   # modelled as a no-op (builtins_table)
+            if isinstance(attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+                return MethodValue(self.obj, attr)         # a C method called with obj first (call_method)
+            if isinstance(attr, types.BuiltinFunctionType):
+                return frame.wrap(attr, None)              # object.__new__ and friends: static
+        getter = python_function(type(attr), "__get__")
+        if getter is not None:                               # a descriptor written in Python
+            instance = Const(None) if of_class else self.obj
+            return FunctionValue(getter).call(frame, [frame.wrap(attr, None), instance, owner_value], {})
+        if not hasattr(type(attr), "__get__"):               # a plain class attribute, read (and guarded) there
+            return frame.wrap(attr, AttrSource(frame.tracer.ref_source(klass), name))
+        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"super().{name} ({type(attr).__name__})")
