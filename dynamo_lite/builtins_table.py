@@ -7,6 +7,7 @@ facade, so it needs to know little about the kinds of values it gets.
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 import inspect
@@ -63,7 +64,7 @@ def _is_instance(frame, obj: Value, cls) -> bool:
     if isinstance(cls, tuple):
         return any(_is_instance(frame, obj, c) for c in cls)
     check = python_function(type(cls), "__instancecheck__")
-    if check is not None:
+    if check is not None and check is not abc.ABCMeta.__instancecheck__:   # ABCMeta's: its subclass check
         return FunctionValue(check).call(frame, [frame.wrap(cls, None), obj], {}).truthy(frame)
     return fold(issubclass, obj.python_type(), cls)
 
@@ -241,17 +242,37 @@ models(frozenset)(_set(frozenset))
 
 @models(dict)
 def _dict(frame, args, kwargs):
-    items = {}
-    if args:
-        src = args[0]
-        try:
-            items.update(src.as_mapping(frame))
-        except Unsupported:
-            for pair in semantics.unpack(frame, src):
-                k, v = semantics.unpack(frame, pair)
-                items[k.as_python()] = v
+    items = mapping_items(frame, args[0]) if args else {}
     items.update(kwargs)
     return DictValue(items, dict)
+
+
+def mapping_items(frame, src: Value) -> dict:
+    """What dict(src) copies, as CPython decides: a dict's own contents; else `src.keys()` and
+    `src[key]` when it has `keys`; else its items, each a pair."""
+    if issubclass(src.python_type(), dict):
+        return dict(src.as_mapping(frame))
+    try:
+        keys = semantics.load_attr(frame, src, "keys")
+    except TracedException as e:
+        if not isinstance(e.exc, AttributeError):
+            raise
+        keys = None
+    if keys is not None:
+        return {_hashable(k): semantics.getitem(frame, src, k) for k in semantics.unpack(frame, keys.call(frame, [], {}))}
+    items = {}
+    for i, pair in enumerate(semantics.unpack(frame, src)):
+        kv = semantics.unpack(frame, pair)
+        if len(kv) != 2:
+            raise user_error(ValueError, f"dictionary update sequence element #{i} has length {len(kv)}; 2 is required")
+        items[_hashable(kv[0])] = kv[1]
+    return items
+
+
+def _hashable(key: Value):
+    value = key.as_python()
+    fold(hash, value)             # an unhashable key raises TypeError, as in eager
+    return value
 
 
 @models(iter)

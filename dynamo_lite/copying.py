@@ -144,10 +144,10 @@ class DeepCopy:
 
 
 def _memo_key(v: Value):
-    """What the real memo's `id(x)` is: the object a value stands for (one value per object in a
-    trace), or the value itself for things made while tracing."""
-    identity = v.identity()
-    return ("value", id(v)) if identity is None else ("object", identity)
+    """What the real memo's `id(x)` is: the value itself, since a trace has one value per object it
+    reads (wrap.py) — without pinning which object that is, so the graph serves any object with
+    the same structure."""
+    return id(v)
 
 
 # ============================================================================================

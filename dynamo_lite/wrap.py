@@ -86,7 +86,7 @@ def _build(tracer, value, source) -> Value:
         # its own guard), are what must match. Instances of one class share the graph.
         if source is not None:
             _guard(tracer, TypeMatch(source, type(value)))
-        return ModuleValue(value, source)
+        return ModuleValue(value, source, pin=tracer)
     if isinstance(value, types.FunctionType):
         return _wrap_function(tracer, value, source)
     if type(value) is functools.partial:
@@ -115,8 +115,8 @@ def _build(tracer, value, source) -> Value:
     if source is not None:
         _guard(tracer, TypeMatch(source, type(value)))
     if source is not None and dict_base(type(value)) is not None:
-        return DictObjectValue(value, source)
-    return ObjectValue(value, source)
+        return DictObjectValue(value, source, pin=tracer)
+    return ObjectValue(value, source, pin=tracer)
 
 
 def _wrap_function(tracer, fn: types.FunctionType, source) -> FunctionValue:

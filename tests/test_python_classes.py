@@ -88,8 +88,6 @@ def test_dunder_methods_return_instance():
     standard(fn, 2)
 
 
-@open_issue("eager", "user __radd__ called with a size int (`x.shape[0] + c`): folded like wrong result "
-            "1, the real __radd__ runs while tracing and its real tensor then meets a fake one")
 def test_reflected_dunder_with_shape_int():
     def fn(x, c):
         y = x.shape[0] + c
@@ -356,7 +354,6 @@ def test_builtin_getattr_setattr_hasattr_delattr():
     standard(fn, 1)
 
 
-@open_issue("eager", "`del obj.attr` (DELETE_ATTR)")
 def test_del_attribute_of_input_object():
     class Holder:
         def __init__(self, x):
@@ -612,8 +609,6 @@ def test_instance_dict_reads_and_writes():
     check(fn, torch.randn(4), UserDefined(), graphs=1)
 
 
-@open_issue("eager", "writes through obj.__dict__[name] then reading obj.name (cannot resume after the "
-            "LOAD_ATTR that raised while tracing)", python="3.11")
 def test_update_instance_dict_directly():
     class UserDefined:
         def run(self, x):

@@ -347,7 +347,6 @@ def test_try_except_value_error_from_user_raise():
     standard(fn, 1)
 
 
-@open_issue("eager", "setting an attribute on a user exception instance, then raise/except")
 def test_custom_exception_with_attribute():
     def fn(x):
         try:
@@ -412,7 +411,6 @@ def test_attribute_error_caught():
     check(fn, torch.randn(3), Cfg(), graphs=1)
 
 
-@open_issue("eager", "`raise ... from e` and reading __cause__")
 def test_exception_reraised_as_other():
     def fn(x):
         try:

@@ -361,7 +361,6 @@ class OldStyleSeq:
         return self.items[i]
 
 
-@open_issue("eager", "iterating a user class with __iter__/__next__ (StopIteration raised by the user)")
 def test_user_iterator_class():
     def fn(x):
         total = x
@@ -815,7 +814,6 @@ def test_module_own_len_and_getitem_from_function():
     standard(fn, 1)
 
 
-@open_issue("eager", "iterating a module with its own __iter__")
 def test_module_own_iter():
     stack = Stack(3)
 

@@ -292,12 +292,12 @@ class Const(Value):
         return Const(_fold(fn, self.value))
 
     def binary(self, frame, fn, other):
-        if isinstance(other, Const) or other.is_python_constant():
+        if is_data(other):
             return Const(_fold(plain(fn), self.value, other.as_python()))
         return NotImplemented
 
     def rbinary(self, frame, fn, other):
-        if other.is_python_constant():
+        if is_data(other):
             return Const(_fold(plain(fn), other.as_python(), self.value))
         return NotImplemented
 
@@ -305,6 +305,12 @@ class Const(Value):
         if other.is_python_constant():
             return Const(_fold(fn, self.value, other.as_python()))
         return NotImplemented
+
+
+def is_data(v: "Value") -> bool:
+    """A value made only of constants that an operator may fold with: not an existing object,
+    whose class's reflected operator (user code) must run in the trace, not on the real object."""
+    return isinstance(v, Const) or v.real_object() is None and v.is_python_constant()
 
 
 # Immutable values whose methods are pure: calling one on constants is folded.

@@ -24,7 +24,7 @@ import torch
 from ..breaks import (UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, TracedException,
                       Unsupported, user_error)
 from ..effects import DELETED
-from ..guards import AttrAbsent, MembershipMatch
+from ..guards import AttrAbsent, IdMatch, MembershipMatch
 from ..pyops import BINARY_DUNDERS, COMPARE_DUNDERS, INPLACE_DUNDERS, INPLACE_TO_PLAIN, UNARY_DUNDERS
 from ..modelled import modelled
 from ..sources import AttrSource, GenericAttrSource, WeakRefTargetSource
@@ -326,12 +326,15 @@ def _fold_if_stable(fn, a: Value, b: Value):
 # ============================================================================================
 
 class ObjectValue(_Instance):
-    """Any other existing Python object; attributes are read one by one (and guarded)."""
-    __slots__ = ("obj",)
+    """Any other existing Python object; attributes are read one by one (and guarded). One read
+    from the frame is guarded by its type, not its identity; `pin` (the tracer, set by wrap) adds
+    the identity guard once the trace depends on *which* object it is (`is`, hashing, folding)."""
+    __slots__ = ("obj", "pin")
 
-    def __init__(self, obj, source=None):
+    def __init__(self, obj, source=None, pin=None):
         super().__init__(source)
         self.obj = obj
+        self.pin = pin
 
     def python_type(self):
         return type(self.obj)
@@ -339,10 +342,21 @@ class ObjectValue(_Instance):
     def real_object(self):
         return self.obj
 
+    def _pinned(self):
+        if self.pin is not None and self.source is not None:
+            self.pin.add_guard(IdMatch.of(self.source, self.obj))
+        return self.obj
+
+    def identity(self):
+        return id(self._pinned())
+
     def as_python(self):
         if self.source is not None and value_is_stable(self.obj):
-            return self.obj               # compared by identity / equality only
+            return self._pinned()         # compared by identity / equality only
         return super().as_python()
+
+    def is_python_constant(self):
+        return self.source is not None and value_is_stable(self.obj)       # asking pins nothing
 
     def rebuild(self, em):
         if self.source is not None:

@@ -17,7 +17,7 @@ from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNS
                       Unsupported, user_error)
 from ..guards import QueryMatch
 from ..pyops import plain
-from .base import Const, MethodValue, Value, fold, is_constant, kind_name
+from .base import Const, MethodValue, Value, fold, is_constant, is_data, kind_name
 
 _SPECIALIZE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
@@ -38,7 +38,7 @@ def _graph_op(frame, fn, a: Value, b: Value) -> Value:
 
 
 def _operand_ok(v: Value) -> bool:
-    return v.is_graph_value or isinstance(v, Const) or v.is_python_constant()
+    return v.is_graph_value or is_data(v)
 
 
 class GraphValue(Value):
