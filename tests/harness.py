@@ -206,6 +206,13 @@ def assert_same(expected: Any, actual: Any, path: str = "result", *,
         torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True,
                                    msg=lambda m: f"{path}: {m}")
         return
+    if type(expected).__module__ == "numpy" and hasattr(expected, "dtype"):    # an np.ndarray or numpy scalar
+        assert type(actual) is type(expected), f"{path}: type {type(actual).__name__} != {type(expected).__name__}"
+        assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+        assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+        torch.testing.assert_close(torch.as_tensor(actual), torch.as_tensor(expected), rtol=rtol, atol=atol,
+                                   equal_nan=True, msg=lambda m: f"{path}: {m}")
+        return
     if isinstance(expected, nn.Module):
         assert type(actual) is type(expected), f"{path}: {type(actual).__name__} != {type(expected).__name__}"
         same(expected.state_dict(), actual.state_dict(), f"{path}.state_dict()")

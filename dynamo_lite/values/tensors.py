@@ -15,6 +15,7 @@ import torch
 
 from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE,
                       Unsupported, user_error)
+from ..modelled import call_modelled
 from ..pyops import plain
 from .base import Const, MethodValue, Value, fold, is_constant, kind_name
 
@@ -34,6 +35,10 @@ def graph_operand(v: Value) -> Value:
 
 def _graph_op(frame, fn, a: Value, b: Value) -> Value:
     return frame.tracer.graph.call("call_function", fn, (graph_operand(a), graph_operand(b)), {})
+
+
+def _is_numpy(v: Value) -> bool:
+    return getattr(v.python_type(), "__module__", None) == "numpy"
 
 
 def _operand_ok(v: Value) -> bool:
@@ -78,6 +83,8 @@ class GraphValue(Value):
     def compare(self, frame, fn, other):
         if _operand_ok(other):
             return _graph_op(frame, fn, self, other)
+        if _is_numpy(other):
+            return NotImplemented              # a numpy array compares elementwise (values/arrays)
         if fn in (operator.eq, operator.ne):   # tensor == module/None-like object: identity-based in eager too
             return Const(fn is operator.ne)
         raise Unsupported(UNSUPPORTED_VALUE, f"comparing a tensor with {kind_name(other)}")
@@ -287,6 +294,11 @@ def torch_call(frame, f, args: list, kwargs: dict) -> Value:
 
 
 def tensor_method(frame, obj: TensorValue, name: str, args, kwargs) -> Value:
+    method = getattr(torch.Tensor, name, None)
+    if method is not None:      # a method modelled elsewhere (Tensor.numpy: values/arrays)
+        result = call_modelled(method, frame, [obj, *args], kwargs)
+        if result is not NotImplemented:
+            return result
     if name in _TENSOR_METHODS_TO_PYTHON:
         raise Unsupported(TENSOR_TO_PYTHON, f"Tensor.{name}()")
     if name in _TENSOR_METHODS_UNSUPPORTED:
