@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import dynamo_lite as dl
-from harness import REFERENCE, CountingBackend, Graphs, capture, check, graph_break, reset, skip_in_reference
+from harness import REFERENCE, CountingBackend, capture, check, graph_break, reset, skip_in_reference
 
 SCALARS = "TorchDynamo returns a 0-d ndarray where numpy returns a numpy scalar"
 
@@ -150,6 +150,40 @@ def test_arithmetic_with_a_tensor():
         return y + a, y * a.sum(), y == a
 
     check(fn, x23(), x23(), graphs=1)
+
+
+def test_tensor_operators_with_arrays():
+    def fn(x, y):
+        a = x.numpy()
+        z = y.clone()
+        z += a                                  # Tensor.__iadd__ takes the array as a tensor
+        return y == a, a == y, a.sum() * y, z, y + np.arange(3.0), y * np.float32(2) + np.float64(0.5)
+
+    check(fn, torch.randn(3), torch.randn(3), graphs=1)
+
+
+@skip_in_reference("TorchDynamo's flatten() returns a view where numpy copies")
+def test_views_and_copies_as_in_numpy():
+    def fn(x):
+        a = x.numpy().copy()
+        flat = a.flatten()         # a copy in numpy (a view in torch._numpy): not written through
+        flat[0] = 100.0
+        rav = a.ravel()            # a view
+        rav[1] = -100.0
+        row = a[1]                 # a view
+        a.fill(3.0)
+        return a, flat, rav, row
+
+    check(fn, x23(), graphs=1)
+
+
+@skip_in_reference("checks dynamo_lite's break kind")
+def test_view_that_torch_numpy_copies_is_refused():
+    def fn(x):
+        return np.ascontiguousarray(x.numpy()[::-1])   # a view in numpy, a copy (flip) in torch._numpy
+
+    assert break_kind(fn, torch.randn(3)) == "DL009"
+    check(fn, torch.randn(3), graphs=None)
 
 
 @skip_in_reference(SCALARS)

@@ -39,7 +39,7 @@ from .base import Const, MethodValue, Value, fold, is_constant
 from .containers import DictValue, SeqValue
 from .numpy_shadows import (fresh_copy, np, numpy_dtype, placeholder_array, placeholder_tensor, run_eager,
                             same_dtype, shadow_of_tensor, shares_memory, storage_key)
-from .tensors import SliceValue, SymValue, TensorValue
+from .tensors import TensorValue
 
 # Functions with effects beyond their result (files, global settings, printing).
 _EFFECTFUL_PREFIXES = ("save", "load", "set", "print", "from", "genfromtxt", "memmap", "info", "show", "seterr",
@@ -293,13 +293,11 @@ class _Operands:
             pairs = [self.convert(item, fresh) for item in v.items]
             cls = v.python_type()
             return cls(p[0] for p in pairs), cls(p[1] for p in pairs)
-        if isinstance(v, (SymValue, SliceValue)):
-            v = Const(v.as_python())                 # specialized: ShapeEnv guards it
-        value = v.as_python()
+        value = v.as_python()                        # a symbolic size is specialized: ShapeEnv guards it
         if _is_dtype_like(value):
             return Const(np.dtype(value).name), value   # torch._numpy takes dtypes by name
-        if isinstance(value, (tuple, list)) and any(_is_dtype_like(x) for x in value):
-            raise Unsupported(UNSUPPORTED_VALUE, "numpy dtypes inside a container argument")
+        if not _plain_data(value):
+            raise Unsupported(UNSUPPORTED_VALUE, f"a {type(value).__name__} passed to numpy code on graph data")
         return Const(value), value
 
     def _array(self, v: Value, fresh: bool):
@@ -339,6 +337,19 @@ class _Operands:
         return None
 
 
+_PLAIN_DATA = (int, float, bool, complex, str, type(None), type(Ellipsis), slice)
+
+
+def _plain_data(value) -> bool:
+    """An argument both numpy and a graph take as it is: numbers, strings, slices, tuples of them
+    (not functions, which numpy would call while tracing, nor classes, which a graph cannot spell)."""
+    if type(value) in (tuple, list):
+        return all(_plain_data(v) for v in value)
+    if type(value) is slice:
+        return all(_plain_data(v) for v in (value.start, value.stop, value.step))
+    return type(value) in _PLAIN_DATA
+
+
 def _is_numpy_scalar(value) -> bool:
     return np is not None and isinstance(value, np.generic)
 
@@ -361,6 +372,8 @@ def trace_numpy(frame, eager_fn, graph_fn, name: str, args: list, kwargs: dict, 
     `eager_fn` runs it with numpy (on shadows), `graph_fn` with torch._numpy (in the graph);
     `tensor_fn`, for operators, is what the graph runs when eager's result is a tensor (numpy
     defers `arr + tensor`-like operators to torch, which takes the array as a tensor)."""
+    if graph_fn is None:
+        raise Unsupported(UNKNOWN_CALL, f"numpy {name} on graph data (torch._numpy has no counterpart)")
     operands = _Operands(frame)
     g_args, g_kwargs, eager = _run_on_shadows(operands, eager_fn, name, args, kwargs)
     if _holds(eager, torch.Tensor):
@@ -368,8 +381,6 @@ def trace_numpy(frame, eager_fn, graph_fn, name: str, args: list, kwargs: dict, 
             raise Unsupported(UNKNOWN_CALL, f"numpy {name} of a tensor gives a tensor")
         target = tensor_fn
     else:
-        if graph_fn is None:
-            raise Unsupported(UNKNOWN_CALL, f"numpy {name} (torch._numpy has no counterpart)")
         target = NumpyCall(graph_fn, name)
     graph = frame.tracer.graph
     versions = [(op, op.tensor.example._version) for op in operands.arrays]
@@ -467,9 +478,10 @@ def _result(frame, eager, got: Value, operands: _Operands, name: str) -> Value:
         return SeqValue([_result(frame, e, g, operands, name) for e, g in zip(eager, got.items)], type(eager))
     if isinstance(got, Const) and type(got.value) is type(eager) and _equal(got.value, eager):
         return Const(eager)
-    if got.is_graph_value or isinstance(got, SeqValue):
+    if is_constant(eager) and not isinstance(got, Const):
         raise Unsupported(TENSOR_TO_PYTHON, f"numpy {name} gives a {type(eager).__name__} made from array data")
-    raise Unsupported(UNSUPPORTED_VALUE, f"numpy {name}: torch._numpy gives {got!r:.80}, numpy {eager!r:.80}")
+    raise Unsupported(UNSUPPORTED_VALUE, f"numpy {name}: torch._numpy gives {_describe(got)}, numpy a "
+                                         f"{type(eager).__name__}")
 
 
 def _equal(a, b) -> bool:
@@ -483,14 +495,10 @@ def _tensor_result(frame, eager, got: Value, operands: _Operands, name: str) -> 
     """The graph tensor holding an array result, after checking dtype and shape against eager's,
     and that it aliases an operand exactly where eager's does (a view torch._numpy made where
     numpy copies is copied; the other way round is refused)."""
-    example = getattr(got, "example", None)
-    if not isinstance(got, TensorValue) or tuple(example.shape) != tuple(eager.shape) or \
-            (example.dtype != eager.dtype if isinstance(eager, torch.Tensor) else not same_dtype(example.dtype,
-                                                                                                eager.dtype)):
-        raise Unsupported(UNSUPPORTED_VALUE, f"numpy {name}: torch._numpy gives {_describe(got)}, numpy "
-                                             f"{type(eager).__name__} of {getattr(eager, 'dtype', '?')} "
-                                             f"{tuple(getattr(eager, 'shape', ()))}")
-    key = storage_key(example)
+    if not (isinstance(got, TensorValue) and _same_metadata(got.example, eager)):
+        raise Unsupported(UNSUPPORTED_VALUE, f"numpy {name}: torch._numpy gives {_describe(got)}, numpy a "
+                                             f"{type(eager).__name__} of {eager.dtype} {tuple(eager.shape)}")
+    key = storage_key(got.example)
     copy = False
     for op in operands.arrays:
         graph_shares = key is not None and storage_key(op.tensor.example) == key
@@ -501,6 +509,14 @@ def _tensor_result(frame, eager, got: Value, operands: _Operands, name: str) -> 
     if copy:
         return frame.tracer.graph.call("call_method", "clone", (got,), {})
     return got
+
+
+def _same_metadata(example: torch.Tensor, eager) -> bool:
+    if tuple(example.shape) != tuple(eager.shape):
+        return False
+    if isinstance(eager, torch.Tensor):
+        return example.dtype == eager.dtype
+    return same_dtype(example.dtype, eager.dtype)
 
 
 def _traced(v: Value) -> bool:

@@ -222,7 +222,10 @@ class Const(Value):
         em.const(self.value)
 
     def graph_arg(self):
-        return self.value, self.value
+        value = self.value
+        if type(value).__module__ == "numpy" and hasattr(value, "item") and not hasattr(value, "__len__"):
+            value = value.item()       # a numpy scalar: torch takes it as the Python number, which a graph can spell
+        return value, value
 
     def truthy(self, frame):
         return _fold(bool, self.value)

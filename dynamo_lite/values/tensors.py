@@ -42,7 +42,9 @@ def _is_numpy(v: Value) -> bool:
 
 
 def _operand_ok(v: Value) -> bool:
-    return v.is_graph_value or isinstance(v, Const) or v.is_python_constant()
+    if isinstance(v, Const):
+        return True
+    return v.is_graph_value or v.is_python_constant() and not _is_numpy(v)   # arrays: values/arrays decides
 
 
 class GraphValue(Value):
