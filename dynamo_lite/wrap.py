@@ -22,7 +22,7 @@ from .guards import (AliasMatch, ConstantMatch, DictKeysMatch, FunctionMatch, Id
 from .modelled import modelled
 from .runtime import AutocastBlock, GradModeBlock
 from .sources import AttrSource, FromNumpySource, ItemSource, Source
-from .values.arrays import frame_array, shareable_tensor
+from .values.arrays import frame_array, is_numpy_constant, shareable_tensor
 from .values.base import Const, MethodValue, Value, is_constant
 from .values.callables import CallableValue
 from .values.containers import DictValue, SeqValue
@@ -67,6 +67,10 @@ def _build(tracer, value, source) -> Value:
                                                                            bytes, complex) else
                    IdMatch.of(source, value) if isinstance(value, (torch.dtype, enum.Enum)) or value is Ellipsis
                    else _equal_guard(source, value))
+        return Const(value, source)
+    if is_numpy_constant(value):       # np.int64(8), np.dtype('float32'): immutable, compared by value
+        if source is not None:
+            _guard(tracer, ConstantMatch(source, value))
         return Const(value, source)
     if type(value) in (tuple, list) or _is_namedtuple(value):
         if source is not None:

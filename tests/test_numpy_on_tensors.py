@@ -306,6 +306,77 @@ def test_array_argument_is_guarded():
     assert backend.count == 3                          # a new shape, a new dtype
 
 
+@skip_in_reference(SCALARS)
+def test_numpy_code_on_array_arguments_only():
+    def fn(arr):
+        rows = [r * 2 for r in arr]
+        return arr.sum() / len(arr), arr.size + arr, rows, arr >= 0.5
+
+    check(fn, np.random.rand(3, 2), graphs=1)
+
+
+GLOBAL_ARRAY = np.arange(4.0)
+
+
+def test_global_array_in_numpy_code():
+    def fn(y):
+        return y + GLOBAL_ARRAY * 2
+
+    check(fn, np.ones(4), graphs=1)
+
+
+@skip_in_reference("TorchDynamo returns a 0-d ndarray for `np.int64 * 2`")
+def test_numpy_scalar_arguments_are_constants():
+    def fn(x, a, b):
+        return x + (a % b), b * 2
+
+    check(fn, torch.randn(3), 4096, np.int64(8), graphs=1)
+    reset()
+    compiled = capture(fn, backend=CountingBackend())
+    x = torch.zeros(2)
+    for b in (np.int64(8), np.int64(8), np.int64(5), np.int32(5)):
+        torch.testing.assert_close(compiled(x, 7, b)[0], fn(x, 7, b)[0])
+
+
+OPERATORS = ["add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "lt", "ge", "eq", "matmul", "and_",
+             "iadd", "isub", "imul", "itruediv"]
+
+
+# Where TorchDynamo's result differs from eager's (the tests then only run on dynamo_lite).
+TORCHDYNAMO_DIFFERS = {
+    ("matmul", "array", "array"): SCALARS,
+    ("and_", "tensor", "array"): "eager's result is numpy's uint8 (through Tensor.__array_wrap__)",
+    **{(f"i{op}", "tensor", "array"): "eager's `t += array` makes a new tensor, TorchDynamo writes into t"
+       for op in ("add", "sub", "mul", "truediv")},
+    ("itruediv", "array", "tensor"): "eager's `array /= t` makes a new tensor, TorchDynamo writes into the array",
+}
+# Where dynamo_lite refuses on purpose (the graph cannot give eager's result).
+REFUSED = {("and_", "tensor", "array")}
+
+
+@pytest.mark.parametrize("left, right", [("array", "array"), ("array", "tensor"), ("tensor", "array")])
+@pytest.mark.parametrize("name", OPERATORS)
+def test_operators_between_arrays_and_tensors(name, left, right):
+    import operator
+    op = getattr(operator, name)
+    if REFERENCE and (name, left, right) in TORCHDYNAMO_DIFFERS:
+        pytest.skip(TORCHDYNAMO_DIFFERS[name, left, right])
+
+    def fn(a, b):
+        return op(a, b)
+
+    def make(kind):
+        t = torch.rand(5) if name != "and_" else torch.rand(5) > 0.5
+        return t.numpy() if kind == "array" else t
+
+    a, b = make(left), make(right)
+    try:
+        op(a.copy() if left == "array" else a.clone(), b)
+    except (TypeError, RuntimeError):
+        pytest.skip("eager raises")
+    check(fn, a, b, graphs=0 if (name, left, right) in REFUSED else 1)
+
+
 # ---- 4. folded arrays meet traced ones --------------------------------------------------------------
 
 def test_folded_array_in_a_traced_operation():

@@ -64,6 +64,12 @@ def is_array(value) -> bool:
     return np is not None and isinstance(value, np.ndarray)
 
 
+def is_numpy_constant(value) -> bool:
+    """A numpy scalar of a numeric kind or a numpy dtype: immutable, a constant like a Python number."""
+    return np is not None and (isinstance(value, np.generic) and value.dtype.kind in "biufc"
+                               or isinstance(value, np.dtype))
+
+
 def is_foldable(fn) -> bool:
     """A numpy function, ufunc or scalar type that computes only its result from its arguments."""
     if np is None:
@@ -376,6 +382,9 @@ def trace_numpy(frame, eager_fn, graph_fn, name: str, args: list, kwargs: dict, 
         raise Unsupported(UNKNOWN_CALL, f"numpy {name} on graph data (torch._numpy has no counterpart)")
     operands = _Operands(frame)
     g_args, g_kwargs, eager = _run_on_shadows(operands, eager_fn, name, args, kwargs)
+    if plain(eager_fn) is not eager_fn and operands.operand_of(eager) is None:
+        # `a += b` that Python ran as `a = a + b` (the in-place method declined): the same in the graph
+        graph_fn, tensor_fn = plain(eager_fn), tensor_fn and plain(eager_fn)
     if _holds(eager, torch.Tensor):
         if tensor_fn is None:
             raise Unsupported(UNKNOWN_CALL, f"numpy {name} of a tensor gives a tensor")
