@@ -17,6 +17,11 @@ import operator
 import torch
 import torch._numpy as tnp
 
+try:
+    import numpy as np
+except ImportError:         # then no graph holds numpy code
+    np = None
+
 
 class NumpyCall:
     """Graph target: `fn` (a `torch._numpy` function, a method name or an operator) applied to the
@@ -33,7 +38,10 @@ class NumpyCall:
         return f"<{self.__name__}>"
 
     def __call__(self, *args, **kwargs):
-        return _as_tensors(self.fn(*_as_arrays(args), **_as_arrays(kwargs)))
+        try:
+            return _as_tensors(self.fn(*_as_arrays(args), **_as_arrays(kwargs)))
+        except tnp.linalg.LinAlgError as e:      # a singular matrix: numpy's own error, as eager raises it
+            raise np.linalg.LinAlgError(*e.args) from None
 
 
 def method(name: str):

@@ -205,6 +205,25 @@ def test_linalg_returns_arrays():
     check(fn, torch.randn(3, 3), graphs=1)
 
 
+@skip_in_reference("TorchDynamo raises torch._numpy's LinAlgError, not numpy's")
+def test_singular_matrix_raises_numpys_error():
+    def fn(x):
+        try:
+            inv = np.linalg.inv(x.numpy())
+        except np.linalg.LinAlgError:
+            inv = np.zeros((2, 2), dtype=np.float32)
+        return torch.from_numpy(inv) + x
+
+    def outside(x):
+        return torch.from_numpy(np.linalg.inv(x.numpy() * 2))
+
+    check(fn, torch.zeros(2, 2), graphs=None)
+    check(fn, torch.eye(2), graphs=1)
+    reset()
+    with pytest.raises(np.linalg.LinAlgError):
+        capture(outside, backend=CountingBackend())(torch.zeros(2, 2))
+
+
 @skip_in_reference("TorchDynamo computes np.fft of float32 in float64")
 def test_fft():
     def fn(x):
@@ -396,6 +415,18 @@ def test_folded_array_filled_with_traced_values():
         return torch.from_numpy(out), out
 
     check(fn, torch.randn(2, 3), graphs=1)
+
+
+def test_ufunc_writing_into_out():
+    def fn(x):
+        a = x.numpy()
+        out = np.empty_like(a)
+        np.multiply(a, 2, out=out)
+        table = np.zeros(3, dtype=np.float32)
+        np.add(a, 1, out=table)                  # a folded array written by the graph
+        return out, table, np.asarray(table) is table
+
+    check(fn, torch.randn(3), graphs=1)
 
 
 @skip_in_reference("checks dynamo_lite's break kind")

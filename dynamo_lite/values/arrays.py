@@ -37,7 +37,7 @@ from ..numpy_runtime import NumpyCall, attribute, method, tnp, to_array, to_scal
 from ..pyops import plain
 from .base import Const, MethodValue, Value, fold, is_constant
 from .containers import DictValue, SeqValue
-from .numpy_shadows import (fresh_copy, np, numpy_dtype, placeholder_array, placeholder_tensor, run_eager,
+from .numpy_shadows import (MAX_SHADOW_ELEMENTS, fresh_copy, np, numpy_dtype, placeholder_array, placeholder_tensor, run_eager,
                             same_dtype, shadow_of_tensor, shares_memory, storage_key)
 from .tensors import TensorValue
 
@@ -150,7 +150,8 @@ class ArrayValue(Value):
         if name in _EFFECTFUL_METHODS:
             raise Unsupported(UNKNOWN_CALL, f"ndarray.{name}")
         if not self.traced and not _any_traced([*args, *kwargs.values()]):
-            return fold_values(frame, getattr(self.array, name), list(args), kwargs)
+            result = fold_values(frame, getattr(self.array, name), list(args), kwargs)
+            return self if isinstance(result, ArrayValue) and result.array is self.array else result
         if name in _TO_PYTHON_METHODS:
             raise Unsupported(TENSOR_TO_PYTHON, f"ndarray.{name}()")
         if not hasattr(tnp.ndarray, name):
@@ -201,8 +202,7 @@ class ArrayValue(Value):
             return trace_numpy(frame, fn, fn, fn.__name__, [self, other], {}, tensor_fn=fn)
         if not other.is_python_constant():
             return NotImplemented
-        result = fold_values(frame, fn, [self, other], {})   # `a += 1` changes the array itself
-        return self if isinstance(result, ArrayValue) and result.array is self.array else result
+        return fold_values(frame, fn, [self, other], {})   # `a += 1`: the array itself
 
     def rbinary(self, frame, fn, other):
         if self.traced or _any_traced([other]):
@@ -258,6 +258,9 @@ def fold_values(frame, fn, args: list, kwargs: dict) -> Value:
     except Exception as e:
         raise Unsupported(USER_EXCEPTION, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}")
     check_unchanged(frame.tracer)
+    for a in args:                      # `np.asarray(a)`: a itself, one value for one array
+        if isinstance(a, ArrayValue) and result is a.array:
+            return a
     return as_value(frame, result)
 
 
@@ -395,7 +398,7 @@ def trace_numpy(frame, eager_fn, graph_fn, name: str, args: list, kwargs: dict, 
     versions = [(op, op.tensor.example._version) for op in operands.arrays]
     got = graph.call("call_function", target, tuple(g_args), g_kwargs, always_node=eager is None)
     _note_writes(frame, target, [op for op, v in versions if op.tensor.example._version != v], operands,
-                 args[0] if args else None)
+                 [*args[:1], *_items(kwargs.get("out"))])
     return _result(frame, eager, got, operands, name)
 
 
@@ -416,18 +419,18 @@ def _run_on_shadows(operands: _Operands, eager_fn, name, args, kwargs):
     raise Unsupported(USER_EXCEPTION, f"numpy {name} raised {type(error).__name__}: {error}")
 
 
-def _note_writes(frame, target, written: list, operands: _Operands, first_arg):
-    """The graph op wrote into `written` operands (their fake tensors' versions moved): only into
-    the first operand (and what shares its memory) is modelled; a folded array written into
-    becomes traced."""
+def _note_writes(frame, target, written: list, operands: _Operands, writable: list):
+    """The graph op wrote into `written` operands (their fake tensors' versions moved). Modelled
+    are writes into the first argument (`a[i] = v`, `a += b`, `a.fill(0)`: the graph builder
+    then counts the node as in-place) and into `out=`, and what shares their memory; a folded
+    array written into becomes traced."""
     if not written:
         return
-    first = operands.arrays[0] if operands.arrays and operands.arrays[0].value is first_arg else None
-    key = storage_key(first.tensor.example) if first is not None else None
-    if key is None or any(storage_key(op.tensor.example) != key for op in written):
+    keys = {storage_key(op.tensor.example) for op in operands.arrays if any(op.value is w for w in writable)}
+    if None in keys or any(storage_key(op.tensor.example) not in keys for op in written):
         raise Unsupported(UNSUPPORTED_MUTATION, "a numpy operation writing into an argument other than the first")
     if isinstance(target, NumpyCall):
-        target.writes_in_place = True
+        target.writes_in_place = True          # into its first argument; `out=` the graph builder sees itself
     for op in written:
         if isinstance(op.value, ArrayValue) and not op.value.traced:
             _lift(frame, op)
@@ -463,6 +466,13 @@ def _constant_input(frame, real: torch.Tensor) -> Value:
     tracer = frame.tracer
     placeholder = tracer.graph.add_input(real, tracer.ref_source(real))
     return tracer.graph.call("call_method", "clone", (placeholder,), {})
+
+
+def _items(v) -> list:
+    """The values an argument holds directly (a tuple of `out=` arrays), or itself."""
+    if v is None:
+        return []
+    return list(v.items) if isinstance(v, SeqValue) else [v]
 
 
 def _holds(value, cls) -> bool:
@@ -590,10 +600,10 @@ def _tensor_numpy(frame, args, kwargs):
 
 def shareable_tensor(array):
     """`torch.from_numpy(array)` for an np.ndarray read from the frame that numpy code may trace
-    on, or None (a subclass, a dtype torch lacks, read-only or unaligned memory: those stay
-    opaque objects)."""
+    on, or None (a subclass, a dtype torch lacks, read-only or unaligned memory, too large for a
+    shadow: those stay opaque objects)."""
     if np is None or type(array) is not np.ndarray or not array.flags.writeable or not array.flags.aligned \
-            or array.dtype.kind not in "biufc":
+            or array.dtype.kind not in "biufc" or array.size > MAX_SHADOW_ELEMENTS:
         return None
     try:
         return torch.from_numpy(array)
