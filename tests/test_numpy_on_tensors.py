@@ -294,6 +294,22 @@ def test_traced_array_live_at_a_break():
     check(fn, x23(), graphs=graph_break(2))
 
 
+@skip_in_reference(SCALARS)
+def test_traced_arrays_printed_and_stored():
+    class Holder:
+        pass
+
+    def fn(x, items, holder):
+        a = x.numpy() * 2
+        s = a.sum()
+        items.append(a)
+        holder.last = s
+        print("sum", s, "array", a)
+        return torch.from_numpy(a + s)
+
+    check(fn, torch.tensor([1.0, 2.0]), [], Holder(), graphs=graph_break(2))
+
+
 # ---- 3. arrays read from the frame ----------------------------------------------------------------
 
 def test_array_argument_with_traced_arrays():

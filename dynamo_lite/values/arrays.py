@@ -48,7 +48,7 @@ _EFFECTFUL_METHODS = ("tofile", "dump", "dumps", "setflags", "resize")
 # Methods that turn an array's data into Python objects.
 _TO_PYTHON_METHODS = {"item", "tolist", "tobytes", "tostring", "__bool__", "__int__", "__float__", "__index__",
                       "__complex__", "__hash__", "__repr__", "__str__", "__format__", "__reduce__", "__reduce_ex__",
-                      "__dlpack__", "__array_interface__", "__contains__", "__iter__", "__deepcopy__", "__copy__"}
+                      "__dlpack__", "__contains__", "__iter__", "__deepcopy__", "__copy__"}
 # Attributes eager gives from the metadata alone: answered by the shadow.
 _METADATA = {"shape", "ndim", "size", "dtype", "itemsize", "nbytes", "strides"}
 _LEGACY_TENSOR_TYPES = {torch.FloatTensor: torch.float32, torch.DoubleTensor: torch.float64,

@@ -15,6 +15,7 @@ Shapes are concrete: a symbolic size a shadow needs is specialized (ShapeEnv gua
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -53,9 +54,7 @@ def concrete(sizes) -> tuple:
 
 
 def _check_size(shape):
-    count = 1
-    for n in shape:
-        count *= n
+    count = math.prod(shape)
     if count > MAX_SHADOW_ELEMENTS:
         raise Unsupported(UNSUPPORTED_VALUE, f"numpy code on an array of {count} elements (tracing keeps a "
                                              f"placeholder array of that size)")
@@ -113,8 +112,10 @@ def placeholder_tensor(example: torch.Tensor) -> torch.Tensor:
 def fresh_copy(shadow):
     """Another shadow with the same metadata and new placeholder contents (nothing aliased)."""
     if isinstance(shadow, np.ndarray):
-        return placeholder_array(shadow.dtype, shadow.shape, tuple(s // max(shadow.itemsize, 1) for s in shadow.strides)
-                                 if all(s % max(shadow.itemsize, 1) == 0 and s >= 0 for s in shadow.strides) else None)
+        size = shadow.itemsize
+        strides = tuple(s // size for s in shadow.strides) if all(s >= 0 and s % size == 0 for s in shadow.strides) \
+            else None                          # negative or unaligned strides: C order will do
+        return placeholder_array(shadow.dtype, shadow.shape, strides)
     if isinstance(shadow, torch.Tensor):
         return placeholder_tensor(shadow)
     return shadow
