@@ -44,6 +44,25 @@ class NumpyCall:
             raise np.linalg.LinAlgError(*e.args) from None
 
 
+_SINGLE = {"f": 4, "c": 8}          # itemsize of single precision, per dtype kind
+_SINGLE_NAMES = {"f": "float32", "c": "complex64"}
+
+
+def in_input_precision(fn):
+    """An np.fft function as numpy >= 2 computes it: single-precision input gives a
+    single-precision result (torch._numpy computes in double precision; rounded back here)."""
+    def call(a, *args, **kwargs):
+        result = fn(a, *args, **kwargs)
+        if _single(a) and result.dtype.kind in _SINGLE and not _single(result):
+            result = result.astype(_SINGLE_NAMES[result.dtype.kind])
+        return result
+    return call
+
+
+def _single(a) -> bool:
+    return isinstance(a, tnp.ndarray) and _SINGLE.get(a.dtype.kind) == a.dtype.itemsize
+
+
 def method(name: str):
     """`obj.name(*args, **kwargs)` as a function of obj."""
     def call(obj, *args, **kwargs):
@@ -68,7 +87,9 @@ def _as_arrays(value):
 
 def _as_tensors(value):
     if isinstance(value, tnp.ndarray):
-        return value.tensor
+        # torch's lazy conjugate / negative views (`a.conj()`) are copies in numpy, and no array
+        # can be made over them
+        return value.tensor.resolve_conj().resolve_neg()
     if isinstance(value, tuple):        # plain tuples and torch.return_types alike
         return tuple(_as_tensors(v) for v in value)
     if isinstance(value, list):

@@ -210,7 +210,9 @@ def assert_same(expected: Any, actual: Any, path: str = "result", *,
         assert type(actual) is type(expected), f"{path}: type {type(actual).__name__} != {type(expected).__name__}"
         assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
         assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
-        torch.testing.assert_close(torch.as_tensor(actual), torch.as_tensor(expected), rtol=rtol, atol=atol,
+        def as_tensor(a):           # a copy: numpy's negative strides are no tensor's
+            return torch.as_tensor(a.copy() if hasattr(a, "copy") else a)
+        torch.testing.assert_close(as_tensor(actual), as_tensor(expected), rtol=rtol, atol=atol,
                                    equal_nan=True, msg=lambda m: f"{path}: {m}")
         return
     if isinstance(expected, nn.Module):

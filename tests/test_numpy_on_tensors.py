@@ -24,6 +24,16 @@ def break_kind(fn, *args) -> str:
     return info.value.kind.id
 
 
+def one_graph(fn, *args, **tolerances):
+    """`check` with one graph, and on dynamo_lite no break at all (a break before any op would
+    leave one graph too)."""
+    result = check(fn, *args, graphs=1, **tolerances)
+    if not REFERENCE:
+        reset()
+        dl.capture(fn, fullgraph=True, backend=CountingBackend())(*args)
+    return result
+
+
 def x23():
     return torch.randn(2, 3)
 
@@ -35,7 +45,7 @@ def test_tensor_numpy_is_a_traced_array():
         a = x.numpy()
         return torch.from_numpy(a * 2 + 1)
 
-    result = check(fn, x23(), graphs=1)
+    result = one_graph(fn, x23())
     assert result.backend.count == 1
 
 
@@ -45,7 +55,7 @@ def test_array_from_a_tensor(make):
     def fn(x):
         return torch.from_numpy(make(x) * 3.0)
 
-    check(fn, x23(), graphs=1)
+    one_graph(fn, x23())
 
 
 NUMPY_FUNCTIONS = {
@@ -78,7 +88,7 @@ def test_numpy_function_on_traced_arrays(name):
     def fn(x, y):
         return torch.from_numpy(f(x.numpy(), y.numpy()))
 
-    check(fn, x23(), x23(), graphs=1)
+    one_graph(fn, x23(), x23())
 
 
 ARRAY_METHODS = {
@@ -112,7 +122,7 @@ def test_ndarray_method_or_operator(name):
     def fn(x):
         return torch.from_numpy(np.ascontiguousarray(f(x.numpy())))
 
-    check(fn, x23(), graphs=1)
+    one_graph(fn, x23())
 
 
 def test_metadata_attributes_are_constants():
@@ -120,7 +130,7 @@ def test_metadata_attributes_are_constants():
         a = x.numpy().reshape(3, 2)
         return x * a.ndim + a.shape[0] + a.size, a.dtype == np.float32, a.strides, len(a), a.itemsize
 
-    check(fn, x23(), graphs=1)
+    one_graph(fn, x23())
 
 
 def test_setitem_and_augmented_assignment():
@@ -131,7 +141,7 @@ def test_setitem_and_augmented_assignment():
         a *= 2
         return torch.from_numpy(a)
 
-    check(fn, x23(), graphs=1)
+    one_graph(fn, x23())
 
 
 def test_writing_through_numpy_changes_the_tensor():
@@ -141,7 +151,7 @@ def test_writing_through_numpy_changes_the_tensor():
         a += 1
         return x.sum()
 
-    check(fn, x23(), graphs=1)
+    one_graph(fn, x23())
 
 
 def test_arithmetic_with_a_tensor():
@@ -149,7 +159,7 @@ def test_arithmetic_with_a_tensor():
         a = x.numpy()
         return y + a, y * a.sum(), y == a
 
-    check(fn, x23(), x23(), graphs=1)
+    one_graph(fn, x23(), x23())
 
 
 def test_tensor_operators_with_arrays():
@@ -159,7 +169,7 @@ def test_tensor_operators_with_arrays():
         z += a                                  # Tensor.__iadd__ takes the array as a tensor
         return y == a, a == y, a.sum() * y, z, y + np.arange(3.0), y * np.float32(2) + np.float64(0.5)
 
-    check(fn, torch.randn(3), torch.randn(3), graphs=1)
+    one_graph(fn, torch.randn(3), torch.randn(3))
 
 
 @skip_in_reference("TorchDynamo's flatten() returns a view where numpy copies")
@@ -174,7 +184,7 @@ def test_views_and_copies_as_in_numpy():
         a.fill(3.0)
         return a, flat, rav, row
 
-    check(fn, x23(), graphs=1)
+    one_graph(fn, x23())
 
 
 @skip_in_reference("checks dynamo_lite's break kind")
@@ -194,7 +204,7 @@ def test_linalg():
         sol = np.linalg.solve(a, np.ones(3, dtype=np.float32))
         return torch.from_numpy(inv @ a), torch.from_numpy(sol), np.linalg.norm(a), np.linalg.det(a)
 
-    check(fn, torch.randn(3, 3), graphs=1)
+    one_graph(fn, torch.randn(3, 3))
 
 
 def test_linalg_returns_arrays():
@@ -202,7 +212,7 @@ def test_linalg_returns_arrays():
         a = x.numpy()
         return torch.from_numpy(np.linalg.norm(a, axis=1)), torch.from_numpy(np.linalg.inv(a @ a.T + np.eye(3)))
 
-    check(fn, torch.randn(3, 3), graphs=1)
+    one_graph(fn, torch.randn(3, 3))
 
 
 @skip_in_reference("TorchDynamo raises torch._numpy's LinAlgError, not numpy's")
@@ -218,7 +228,7 @@ def test_singular_matrix_raises_numpys_error():
         return torch.from_numpy(np.linalg.inv(x.numpy() * 2))
 
     check(fn, torch.zeros(2, 2), graphs=None)
-    check(fn, torch.eye(2), graphs=1)
+    one_graph(fn, torch.eye(2))
     reset()
     with pytest.raises(np.linalg.LinAlgError):
         capture(outside, backend=CountingBackend())(torch.zeros(2, 2))
@@ -233,7 +243,7 @@ def test_fft():
         back = np.fft.ifft(f).real
         return torch.from_numpy(np.abs(f)), torch.from_numpy(r.imag), torch.from_numpy(back)
 
-    check(fn, torch.randn(4, 8), graphs=1, atol=1e-5, rtol=1e-5)
+    one_graph(fn, torch.randn(4, 8), atol=1e-5, rtol=1e-5)
 
 
 def test_from_numpy_shares_memory_with_the_traced_array():
@@ -243,7 +253,7 @@ def test_from_numpy_shares_memory_with_the_traced_array():
         a[0] = 100.0               # t sees it, as in eager
         return t + torch.as_tensor(a) + torch.tensor(a)
 
-    check(fn, torch.randn(3), graphs=1)
+    one_graph(fn, torch.randn(3))
 
 
 # ---- 2. outputs -------------------------------------------------------------------------------------
@@ -254,7 +264,7 @@ def test_returned_arrays_keep_numpy_dtypes():
         a = x.numpy()
         return a * 2, np.mean(n.numpy()), (a > 0), a.astype(float), np.arange(3) + n.numpy()
 
-    check(fn, torch.randn(3), torch.arange(3), graphs=1)
+    one_graph(fn, torch.randn(3), torch.arange(3))
 
 
 @skip_in_reference(SCALARS)
@@ -263,7 +273,7 @@ def test_numpy_scalars_are_returned_as_numpy_scalars():
         a = x.numpy()
         return np.sum(a), a[0], a.max() > 0, np.float64(a.mean())
 
-    result = check(fn, torch.randn(3), graphs=1)
+    result = one_graph(fn, torch.randn(3))
     assert [type(v) for v in result.captured.value] == [np.float32, np.float32, np.bool_, np.float64]
 
 
@@ -316,7 +326,7 @@ def test_array_argument_with_traced_arrays():
     def fn(x, arr):
         return torch.from_numpy(x.numpy() * arr + np.sum(arr))
 
-    check(fn, torch.randn(3), np.array([1.0, 2.0, 3.0], dtype=np.float32), graphs=1)
+    one_graph(fn, torch.randn(3), np.array([1.0, 2.0, 3.0], dtype=np.float32))
 
 
 def test_array_argument_written_by_numpy_code():
@@ -325,7 +335,7 @@ def test_array_argument_written_by_numpy_code():
         arr += 1
         return arr
 
-    check(fn, np.zeros(3, dtype=np.float32), torch.randn(3), graphs=1)
+    one_graph(fn, np.zeros(3, dtype=np.float32), torch.randn(3))
 
 
 def test_array_argument_is_guarded():
@@ -347,7 +357,7 @@ def test_numpy_code_on_array_arguments_only():
         rows = [r * 2 for r in arr]
         return arr.sum() / len(arr), arr.size + arr, rows, arr >= 0.5
 
-    check(fn, np.random.rand(3, 2), graphs=1)
+    one_graph(fn, np.random.rand(3, 2))
 
 
 GLOBAL_ARRAY = np.arange(4.0)
@@ -357,7 +367,7 @@ def test_global_array_in_numpy_code():
     def fn(y):
         return y + GLOBAL_ARRAY * 2
 
-    check(fn, np.ones(4), graphs=1)
+    one_graph(fn, np.ones(4))
 
 
 @skip_in_reference("TorchDynamo returns a 0-d ndarray for `np.int64 * 2`")
@@ -365,7 +375,7 @@ def test_numpy_scalar_arguments_are_constants():
     def fn(x, a, b):
         return x + (a % b), b * 2
 
-    check(fn, torch.randn(3), 4096, np.int64(8), graphs=1)
+    one_graph(fn, torch.randn(3), 4096, np.int64(8))
     reset()
     compiled = capture(fn, backend=CountingBackend())
     x = torch.zeros(2)
@@ -419,7 +429,7 @@ def test_folded_array_in_a_traced_operation():
         table = np.arange(6.0).reshape(2, 3)
         return torch.from_numpy(table * x.numpy() + table.sum())
 
-    check(fn, x23(), graphs=1)
+    one_graph(fn, x23())
 
 
 def test_folded_array_filled_with_traced_values():
@@ -430,7 +440,7 @@ def test_folded_array_filled_with_traced_values():
         out[1, 1] = a.sum()
         return torch.from_numpy(out), out
 
-    check(fn, torch.randn(2, 3), graphs=1)
+    one_graph(fn, torch.randn(2, 3))
 
 
 def test_ufunc_writing_into_out():
@@ -442,7 +452,7 @@ def test_ufunc_writing_into_out():
         np.add(a, 1, out=table)                  # a folded array written by the graph
         return out, table, np.asarray(table) is table
 
-    check(fn, torch.randn(3), graphs=1)
+    one_graph(fn, torch.randn(3))
 
 
 @skip_in_reference("checks dynamo_lite's break kind")

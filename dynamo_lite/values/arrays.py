@@ -33,7 +33,7 @@ import torch
 from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE,
                       UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, USER_EXCEPTION, Unsupported, user_error)
 from ..modelled import models, models_family
-from ..numpy_runtime import NumpyCall, attribute, method, tnp, to_array, to_scalar
+from ..numpy_runtime import NumpyCall, attribute, in_input_precision, method, tnp, to_array, to_scalar
 from ..pyops import plain
 from .base import Const, MethodValue, Value, fold, is_constant
 from .containers import DictValue, SeqValue
@@ -375,6 +375,21 @@ _ABSTRACT_SCALAR_TYPES = () if np is None else (np.generic, np.number, np.inexac
                                                 np.signedinteger, np.unsignedinteger, np.complexfloating)
 
 
+def _stable_sort(kw) -> bool:
+    return kw.get("kind") in ("stable", "mergesort") or kw.get("stable") is True
+
+
+# torch._numpy functions whose values differ from numpy's (shadows see dtypes, shapes and
+# aliasing, not values): traced only with the arguments under which the two agree.
+_VALUES_DIFFER = {
+    "cbrt": lambda kw: False,          # nan for negative numbers
+    "fix": lambda kw: False,           # rounds away from zero
+    "modf": lambda kw: False,
+    "argsort": _stable_sort,           # numpy's default sort puts equal elements in its own order
+    "svd": lambda kw: kw.get("compute_uv") is False or kw.get("full_matrices") is False,  # null-space basis
+}
+
+
 def trace_numpy(frame, eager_fn, graph_fn, name: str, args: list, kwargs: dict, tensor_fn=None) -> Value:
     """The traced result of a numpy operation with graph data among its operands.
 
@@ -383,6 +398,9 @@ def trace_numpy(frame, eager_fn, graph_fn, name: str, args: list, kwargs: dict, 
     defers `arr + tensor`-like operators to torch, which takes the array as a tensor)."""
     if graph_fn is None:
         raise Unsupported(UNKNOWN_CALL, f"numpy {name} on graph data (torch._numpy has no counterpart)")
+    agrees = _VALUES_DIFFER.get(name)
+    if agrees is not None and not agrees({k: v.as_python() for k, v in kwargs.items() if v.is_python_constant()}):
+        raise Unsupported(UNKNOWN_CALL, f"numpy {name} on graph data (torch._numpy computes other values)")
     operands = _Operands(frame)
     g_args, g_kwargs, eager = _run_on_shadows(operands, eager_fn, name, args, kwargs)
     if plain(eager_fn) is not eager_fn and operands.operand_of(eager) is None:
@@ -556,9 +574,11 @@ def _describe(v: Value) -> str:
 def _torch_numpy_counterpart(fn):
     """The torch._numpy function standing for numpy's `fn` (same name, same submodule), or None."""
     name = getattr(fn, "__name__", None)
-    for np_module, tnp_module in ((np, tnp), (np.linalg, tnp.linalg), (np.fft, tnp.fft)):
+    for np_module, tnp_module in ((np, tnp), (np.linalg, tnp.linalg)):
         if name and getattr(np_module, name, None) is fn:
             return getattr(tnp_module, name, None)
+    if name and getattr(np.fft, name, None) is fn and hasattr(tnp.fft, name):
+        return in_input_precision(getattr(tnp.fft, name))
     return None
 
 
