@@ -509,3 +509,22 @@ def test_numpy_of_a_tensor_that_requires_grad_raises_as_in_eager():
         return torch.from_numpy(x.numpy() * 2)
 
     check(fn, torch.randn(3, requires_grad=True), graphs=None)
+
+
+@skip_in_reference("checks dynamo_lite's break kind")
+def test_unsigned_array_against_a_negative_int_is_refused():
+    def fn(x):
+        a = x.numpy()
+        return a >= -1, a.clip(-1, 2)       # numpy compares exactly; torch._numpy would wrap -1 to 255
+
+    x = torch.tensor([0, 1, 5], dtype=torch.uint8)
+    assert break_kind(fn, x) == "DL009"
+    check(fn, x, graphs=None)
+
+
+def test_negative_ints_as_axes_and_indices_of_unsigned_arrays():
+    def fn(x):
+        a = x.numpy()
+        return a.max(axis=-1), a[-1], a.reshape(-1), a + 1
+
+    one_graph(fn, torch.tensor([[0, 1, 5], [2, 3, 4]], dtype=torch.uint8))

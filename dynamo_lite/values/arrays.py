@@ -290,6 +290,7 @@ class _Operands:
     def __init__(self, frame):
         self.frame = frame
         self.arrays: list[_Operand] = []
+        self.ints: list[int] = []                        # Python ints among the arguments
         self._tensors: dict[int, TensorValue] = {}      # id(value) -> its graph tensor
 
     def convert(self, v: Value, fresh: bool = False):
@@ -307,6 +308,8 @@ class _Operands:
             return Const(np.dtype(value).name), value   # torch._numpy takes dtypes by name
         if not _plain_data(value):
             raise Unsupported(UNSUPPORTED_VALUE, f"a {type(value).__name__} passed to numpy code on graph data")
+        if type(value) is int:
+            self.ints.append(value)
         return Const(value), value
 
     def _array(self, v: Value, fresh: bool):
@@ -335,6 +338,16 @@ class _Operands:
             return v.shadow
         real = v.as_python()
         return real.copy() if is_array(real) else real      # a folded array: eager's own data, not to be written
+
+    def check_int_ranges(self, name):
+        """numpy compares `uint8_array >= -1` exactly; torch._numpy casts -1 to the array's dtype
+        first: a Python int an integer operand's dtype cannot hold is not traced."""
+        for op in self.arrays:
+            dtype = getattr(op.shadow, "dtype", None)
+            dtype = numpy_dtype(dtype) if isinstance(dtype, torch.dtype) else dtype
+            if dtype is not None and dtype.kind in "iu" and any(
+                    not np.iinfo(dtype).min <= n <= np.iinfo(dtype).max for n in self.ints):
+                raise Unsupported(UNSUPPORTED_VALUE, f"numpy {name} of a {dtype} array and an int out of its range")
 
     def operand_of(self, result) -> _Operand:
         """The operand eager's result is (numpy scalars have no identity to go by)."""
@@ -375,6 +388,12 @@ _ABSTRACT_SCALAR_TYPES = () if np is None else (np.generic, np.number, np.inexac
                                                 np.signedinteger, np.unsignedinteger, np.complexfloating)
 
 
+# Functions besides operators and ufuncs whose int arguments are values for the array's elements
+# (not sizes, axes or indices).
+_TAKES_VALUES = {"clip", "where", "full", "full_like", "fill", "setitem", "putmask", "place", "copyto", "isin",
+                 "searchsorted", "isclose", "allclose", "array_equal"}
+
+
 def _stable_sort(kw) -> bool:
     return kw.get("kind") in ("stable", "mergesort") or kw.get("stable") is True
 
@@ -403,6 +422,8 @@ def trace_numpy(frame, eager_fn, graph_fn, name: str, args: list, kwargs: dict, 
         raise Unsupported(UNKNOWN_CALL, f"numpy {name} on graph data (torch._numpy computes other values)")
     operands = _Operands(frame)
     g_args, g_kwargs, eager = _run_on_shadows(operands, eager_fn, name, args, kwargs)
+    if tensor_fn is not None or isinstance(eager_fn, np.ufunc) or name in _TAKES_VALUES:
+        operands.check_int_ranges(name)
     if plain(eager_fn) is not eager_fn and operands.operand_of(eager) is None:
         # `a += b` that Python ran as `a = a + b` (the in-place method declined): the same in the graph
         graph_fn, tensor_fn = plain(eager_fn), tensor_fn and plain(eager_fn)
@@ -426,6 +447,7 @@ def _run_on_shadows(operands: _Operands, eager_fn, name, args, kwargs):
     error = None
     for fresh in (False, True):
         operands.arrays.clear()
+        operands.ints.clear()
         converted = [operands.convert(a, fresh) for a in args]
         converted_kw = {k: operands.convert(v, fresh) for k, v in kwargs.items()}
         try:
