@@ -29,7 +29,7 @@ from .values.functions import CellValue, bind_args
 from .values.objects import NewExceptionValue
 from .wrap import wrap
 from . import autograd_function, builtins_table, higher_order  # noqa: F401  (they register modelled callables)
-from .values import arrays  # noqa: F401  (registers numpy as modelled callables)
+from .values import numpy_functions  # noqa: F401  (registers numpy functions as modelled callables)
 
 _INSTRUCTIONS_CACHE: dict[types.CodeType, tuple[list, dict]] = {}
 

@@ -22,7 +22,8 @@ from .guards import (AliasMatch, ConstantMatch, DictKeysMatch, FunctionMatch, Id
 from .modelled import modelled
 from .runtime import AutocastBlock, GradModeBlock
 from .sources import AttrSource, FromNumpySource, ItemSource, Source
-from .values.arrays import frame_array, is_numpy_constant, shareable_tensor
+from .values.arrays import is_numpy_constant
+from .values.numpy_functions import frame_array, shareable_tensor
 from .values.base import Const, MethodValue, Value, is_constant
 from .values.callables import CallableValue
 from .values.containers import DictValue, SeqValue

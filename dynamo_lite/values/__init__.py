@@ -14,6 +14,7 @@ them):
     contexts.py      GradModeValue, AutocastValue (with blocks)
     numpy_shadows.py placeholder arrays giving eager numpy's answer about traced arrays
     arrays.py        ArrayValue (numpy arrays and scalars: folded from constants, or graph tensors)
+    numpy_functions.py  numpy functions, Tensor.numpy(), array <-> tensor conversions, frame arrays
     callables.py     CallableValue (builtins, C functions, classes: construction)
 
 Modules import each other only downwards in that list; anything above them (wrapping a real

@@ -17,12 +17,11 @@ program, with one of two backings.
   array is the graph tensor's `.numpy()`.
 
 A folded array that a traced operation writes into (`out = np.zeros(3); out[0] = x.numpy().sum()`)
-becomes traced from then on (`_lift`). `torch.from_numpy` / `as_tensor` / `tensor` of an array
-give a tensor sharing its memory or a copy, as eager does (decided on the shadow).
+becomes traced from then on (`_lift`). Data turned into Python (`.item()`, `.tolist()`,
+`float(a)`) is a tensor-to-python break, a branch on an array's value a data-dependent branch.
 
-Data turned into Python (`.item()`, `.tolist()`, `float(a)`) is a tensor-to-python break, a
-branch on an array's value a data-dependent branch; `np.random` is not modelled (eager draws
-from numpy's global generator, which a graph cannot reproduce).
+This module holds the value and `trace_numpy`, the one way an operation on graph data is traced;
+numpy functions, `Tensor.numpy()` and conversions to tensors are in numpy_functions.py.
 """
 from __future__ import annotations
 
@@ -32,18 +31,14 @@ import torch
 
 from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE,
                       UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, USER_EXCEPTION, Unsupported, user_error)
-from ..modelled import models, models_family
-from ..numpy_runtime import NumpyCall, attribute, in_input_precision, method, tnp, to_array, to_scalar
+from ..numpy_runtime import NumpyCall, attribute, method, tnp, to_array, to_scalar
 from ..pyops import plain
 from .base import Const, MethodValue, Value, fold, is_constant
 from .containers import DictValue, SeqValue
-from .numpy_shadows import (MAX_SHADOW_ELEMENTS, fresh_copy, np, numpy_dtype, placeholder_array, placeholder_tensor, run_eager,
-                            same_dtype, shadow_of_tensor, shares_memory, storage_key)
+from .numpy_shadows import (fresh_copy, np, numpy_dtype, placeholder_tensor, run_eager, same_dtype, shares_memory,
+                            storage_key)
 from .tensors import TensorValue
 
-# Functions with effects beyond their result (files, global settings, printing).
-_EFFECTFUL_PREFIXES = ("save", "load", "set", "print", "from", "genfromtxt", "memmap", "info", "show", "seterr",
-                       "errstate", "getbufsize", "geterr", "lookfor", "source", "tofile")
 _EFFECTFUL_METHODS = ("tofile", "dump", "dumps", "setflags", "resize")
 # Methods that turn an array's data into Python objects.
 _TO_PYTHON_METHODS = {"item", "tolist", "tobytes", "tostring", "__bool__", "__int__", "__float__", "__index__",
@@ -51,13 +46,6 @@ _TO_PYTHON_METHODS = {"item", "tolist", "tobytes", "tostring", "__bool__", "__in
                       "__dlpack__", "__contains__", "__iter__", "__deepcopy__", "__copy__"}
 # Attributes eager gives from the metadata alone: answered by the shadow.
 _METADATA = {"shape", "ndim", "size", "dtype", "itemsize", "nbytes", "strides"}
-_LEGACY_TENSOR_TYPES = {torch.FloatTensor: torch.float32, torch.DoubleTensor: torch.float64,
-                        torch.HalfTensor: torch.float16, torch.BFloat16Tensor: torch.bfloat16,
-                        torch.LongTensor: torch.int64, torch.IntTensor: torch.int32,
-                        torch.ShortTensor: torch.int16, torch.CharTensor: torch.int8, torch.ByteTensor: torch.uint8,
-                        torch.BoolTensor: torch.bool}
-_SHARING_CONVERSIONS = {torch.from_numpy, torch.as_tensor, torch.asarray}
-_COPYING_CONVERSIONS = {torch.tensor}
 
 
 def is_array(value) -> bool:
@@ -68,21 +56,6 @@ def is_numpy_constant(value) -> bool:
     """A numpy scalar of a numeric kind or a numpy dtype: immutable, a constant like a Python number."""
     return np is not None and (isinstance(value, np.generic) and value.dtype.kind in "biufc"
                                or isinstance(value, np.dtype))
-
-
-def is_foldable(fn) -> bool:
-    """A numpy function, ufunc or scalar type that computes only its result from its arguments."""
-    if np is None:
-        return False
-    if isinstance(fn, np.ufunc):
-        return True
-    module = getattr(fn, "__module__", None) or ""
-    if not (module == "numpy" or module.startswith("numpy.")) or module.startswith(("numpy.random", "numpy.testing")):
-        return False
-    owner = getattr(fn, "__self__", None)
-    if owner is not None and not isinstance(owner, type(np)):
-        return False                   # a bound method (a RandomState's, an array's): state we do not see
-    return not getattr(fn, "__name__", "").startswith(_EFFECTFUL_PREFIXES)
 
 
 class ArrayValue(Value):
@@ -149,7 +122,7 @@ class ArrayValue(Value):
         name = method_ if isinstance(method_, str) else getattr(method_, "__name__", "")
         if name in _EFFECTFUL_METHODS:
             raise Unsupported(UNKNOWN_CALL, f"ndarray.{name}")
-        if not self.traced and not _any_traced([*args, *kwargs.values()]):
+        if not self.traced and not any_traced([*args, *kwargs.values()]):
             result = fold_values(frame, getattr(self.array, name), list(args), kwargs)
             return self if isinstance(result, ArrayValue) and result.array is self.array else result
         if name in _TO_PYTHON_METHODS:
@@ -160,12 +133,12 @@ class ArrayValue(Value):
 
     # ---- containers ----------------------------------------------------------------------------
     def getitem(self, frame, key):
-        if not self.traced and not _any_traced([key]):
+        if not self.traced and not any_traced([key]):
             return fold_values(frame, operator.getitem, [self, Const(key.as_python())], {})
         return trace_numpy(frame, operator.getitem, operator.getitem, "getitem", [self, key], {})
 
     def setitem(self, frame, key, value):
-        if not self.traced and not _any_traced([key, value]):
+        if not self.traced and not any_traced([key, value]):
             if not self.array.flags.writeable:
                 raise Unsupported(USER_EXCEPTION, "ValueError: assignment destination is read-only")
             fold_values(frame, self.array.__setitem__, [Const(key.as_python()), value], {})
@@ -182,7 +155,7 @@ class ArrayValue(Value):
         return Const(fold(len, self.array if not self.traced else self.shadow))
 
     def contains(self, frame, item):
-        if self.traced or _any_traced([item]):
+        if self.traced or any_traced([item]):
             raise Unsupported(TENSOR_TO_PYTHON, "`in` on a numpy array computed in the graph")
         return bool(fold(operator.contains, self.array, item.as_python()))
 
@@ -198,14 +171,14 @@ class ArrayValue(Value):
         return trace_numpy(frame, fn, fn, fn.__name__, [self], {}, tensor_fn=fn)
 
     def binary(self, frame, fn, other):
-        if self.traced or _any_traced([other]):
+        if self.traced or any_traced([other]):
             return trace_numpy(frame, fn, fn, fn.__name__, [self, other], {}, tensor_fn=fn)
         if not other.is_python_constant():
             return NotImplemented
         return fold_values(frame, fn, [self, other], {})   # `a += 1`: the array itself
 
     def rbinary(self, frame, fn, other):
-        if self.traced or _any_traced([other]):
+        if self.traced or any_traced([other]):
             # `other <op> self`: Python's protocol on the shadows (a tensor's own `+=` included)
             return trace_numpy(frame, fn, fn, fn.__name__, [other, self], {}, tensor_fn=fn)
         if not other.is_python_constant():
@@ -213,7 +186,7 @@ class ArrayValue(Value):
         return fold_values(frame, plain(fn), [other, self], {})
 
     def compare(self, frame, fn, other):
-        if self.traced or _any_traced([other]):
+        if self.traced or any_traced([other]):
             return trace_numpy(frame, fn, fn, fn.__name__, [self, other], {}, tensor_fn=fn)
         if not other.is_python_constant():
             return NotImplemented
@@ -223,12 +196,12 @@ class ArrayValue(Value):
 _MISSING = object()
 
 
-def _any_traced(values) -> bool:
+def any_traced(values) -> bool:
     """Does any of these values (or what they hold) carry graph data numpy code would compute on?"""
     for v in values:
         if isinstance(v, ArrayValue) and v.traced or isinstance(v, TensorValue):
             return True
-        if isinstance(v, (SeqValue, DictValue)) and _any_traced(v.children()):
+        if isinstance(v, (SeqValue, DictValue)) and any_traced(v.children()):
             return True
     return False
 
@@ -497,10 +470,10 @@ def _lifted(frame, real) -> TensorValue:
         snapshot = torch.from_numpy(np.array(real, copy=True))
     except (TypeError, ValueError) as e:
         raise Unsupported(UNSUPPORTED_VALUE, f"a numpy array of dtype {np.asarray(real).dtype} in the graph: {e}")
-    return _constant_input(frame, snapshot)
+    return constant_input(frame, snapshot)
 
 
-def _constant_input(frame, real: torch.Tensor) -> Value:
+def constant_input(frame, real: torch.Tensor) -> Value:
     """A graph input holding `real`, cloned in the graph: in-place ops or a returned tensor never
     touch the snapshot."""
     tracer = frame.tracer
@@ -587,124 +560,3 @@ def _describe(v: Value) -> str:
     if isinstance(example, torch.Tensor):
         return f"a tensor of {example.dtype} {tuple(example.shape)}"
     return repr(v)[:80]
-
-
-# ============================================================================================
-# numpy functions, Tensor.numpy(), and conversions to tensors
-# ============================================================================================
-
-def _torch_numpy_counterpart(fn):
-    """The torch._numpy function standing for numpy's `fn` (same name, same submodule), or None."""
-    name = getattr(fn, "__name__", None)
-    for np_module, tnp_module in ((np, tnp), (np.linalg, tnp.linalg)):
-        if name and getattr(np_module, name, None) is fn:
-            return getattr(tnp_module, name, None)
-    if name and getattr(np.fft, name, None) is fn and hasattr(tnp.fft, name):
-        return in_input_precision(getattr(tnp.fft, name))
-    return None
-
-
-def _numpy_function(fn):
-    def handler(frame, args, kwargs):
-        if _any_traced([*args, *kwargs.values()]):
-            return trace_numpy(frame, fn, _torch_numpy_counterpart(fn), getattr(fn, "__name__", "function"),
-                               list(args), kwargs)
-        return fold_values(frame, fn, args, kwargs)
-    return handler
-
-
-models_family(is_foldable, _numpy_function)
-
-
-@models(torch.Tensor.numpy)
-def _tensor_numpy(frame, args, kwargs):
-    """`t.numpy()`: the tensor's own data seen as an array (no node: they share memory), with
-    eager's checks; `force=True` first detaches (and moves to the CPU)."""
-    if len(args) != 1 or set(kwargs) - {"force"}:
-        raise Unsupported(UNKNOWN_CALL, "Tensor.numpy() with these arguments")
-    t: TensorValue = args[0]
-    if not isinstance(t, TensorValue):
-        return NotImplemented
-    graph = frame.tracer.graph
-    if "force" in kwargs and kwargs["force"].as_python():
-        t = graph.call("call_method", "detach", (t,), {})
-        for needed, fix in ((t.example.device.type != "cpu", "cpu"), (t.example.is_conj(), "resolve_conj"),
-                            (t.example.is_neg(), "resolve_neg")):
-            if needed:
-                t = graph.call("call_method", fix, (t,), {})
-    example = t.example
-    if example.requires_grad or example.device.type != "cpu" or example.is_conj() or example.is_neg() \
-            or example.layout != torch.strided or numpy_dtype(example.dtype) is None:
-        raise Unsupported(USER_EXCEPTION, f"Tensor.numpy() of a {example.dtype} tensor on {example.device}"
-                                          f"{' that requires grad' if example.requires_grad else ''} raises")
-    return ArrayValue(tensor=t, shadow=shadow_of_tensor(example))
-
-
-def shareable_tensor(array):
-    """`torch.from_numpy(array)` for an np.ndarray read from the frame that numpy code may trace
-    on, or None (a subclass, a dtype torch lacks, read-only or unaligned memory, too large for a
-    shadow: those stay opaque objects)."""
-    if np is None or type(array) is not np.ndarray or not array.flags.writeable or not array.flags.aligned \
-            or array.dtype.kind not in "biufc" or array.size > MAX_SHADOW_ELEMENTS:
-        return None
-    try:
-        return torch.from_numpy(array)
-    except (TypeError, ValueError, RuntimeError):
-        return None
-
-
-def frame_array(tensor: TensorValue, array, source) -> ArrayValue:
-    """An array read from the frame, traced over `tensor`, the graph input that reloads it as
-    `torch.from_numpy(array)` on each call (guarded like any tensor: dtype, shape, strides)."""
-    return ArrayValue(source=source, tensor=tensor, shadow=placeholder_array(array.dtype, array.shape,
-                                                                              tensor.example.stride()))
-
-
-def _to_tensor_handler(f):
-    def handler(frame, args, kwargs):
-        if not args or not isinstance(args[0], ArrayValue):
-            return NotImplemented
-        return to_tensor(frame, f, args, kwargs)
-    return handler
-
-
-for _f in (*_SHARING_CONVERSIONS, *_COPYING_CONVERSIONS, *_LEGACY_TENSOR_TYPES):
-    models(_f)(_to_tensor_handler(_f))
-
-
-def to_tensor(frame, f, args, kwargs) -> Value:
-    if len(args) != 1 or set(kwargs) - {"dtype", "device"}:
-        raise Unsupported(UNKNOWN_CALL, f"{getattr(f, '__name__', f)} of an array with these arguments")
-    kw = {k: v.as_python() for k, v in kwargs.items()}
-    if args[0].traced:
-        return _traced_to_tensor(frame, f, args[0], kw)
-    array = args[0].array
-    try:
-        if f in _LEGACY_TENSOR_TYPES:
-            real = torch.tensor(array, dtype=_LEGACY_TENSOR_TYPES[f])
-        else:
-            real = f(array, **kw)
-    except Exception as e:
-        raise Unsupported(USER_EXCEPTION, f"{getattr(f, '__name__', f)} raised {type(e).__name__}: {e}")
-    real = real.clone()                # the snapshot the cache entry holds
-    if f in _SHARING_CONVERSIONS:
-        frame.tracer.frozen_arrays.append((array, array.copy()))   # eager's tensor would see later writes
-    return _constant_input(frame, real)
-
-
-def _traced_to_tensor(frame, f, value: ArrayValue, kw) -> Value:
-    """A tensor from a traced array: what eager makes of the shadow says whether it shares the
-    array's memory (a view of the graph tensor) or is a converted copy."""
-    try:
-        real = run_eager(f, [value.shadow], kw)
-    except Exception as e:
-        raise Unsupported(USER_EXCEPTION, f"{getattr(f, '__name__', f)} raised {type(e).__name__}: {e}")
-    graph, t = frame.tracer.graph, value.tensor
-    if shares_memory(real, value.shadow):
-        result = graph.call("call_method", "view_as", (t, t), {})
-    else:
-        result = graph.call("call_method", "to", (t,), {"dtype": Const(real.dtype), "device": Const(real.device),
-                                                         "copy": Const(True)})
-    if result.example.dtype != real.dtype or tuple(result.example.shape) != tuple(real.shape):
-        raise Unsupported(UNSUPPORTED_VALUE, f"{getattr(f, '__name__', f)} of a traced array")
-    return result
