@@ -31,9 +31,9 @@ from .fallback import records, skip
 from .fallback.records import FrameRecord
 from .guards import DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch, compile_guards
 from .interpreter import Tracer
-from .sources import FromNumpySource
 from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, restore_autocast,
                       restoring_grad_mode)
+from .sources import FromNumpySource
 from .values.base import LazyValue, Value
 from .values.contexts import AutocastValue, block_exit
 

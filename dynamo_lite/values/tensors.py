@@ -297,7 +297,7 @@ def torch_call(frame, f, args: list, kwargs: dict) -> Value:
 
 def tensor_method(frame, obj: TensorValue, name: str, args, kwargs) -> Value:
     method = getattr(torch.Tensor, name, None)
-    if method is not None:      # a method modelled elsewhere (Tensor.numpy: values/arrays)
+    if method is not None:      # a method modelled elsewhere (Tensor.numpy: values/numpy_functions)
         result = call_modelled(method, frame, [obj, *args], kwargs)
         if result is not NotImplemented:
             return result
