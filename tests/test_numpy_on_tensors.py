@@ -432,6 +432,20 @@ def test_folded_array_in_a_traced_operation():
     one_graph(fn, x23())
 
 
+def test_arrays_folded_with_a_constant_on_the_left_are_fresh_on_every_call():
+    def fn(x):
+        a = np.arange(3)
+        return x + 1, 2 * a, 1 < a
+
+    reset()
+    compiled = capture(fn, backend=CountingBackend())
+    _, doubled, mask = compiled(torch.zeros(1))
+    doubled += 100
+    mask[:] = False
+    _, again, mask_again = compiled(torch.zeros(1))
+    assert again.tolist() == [0, 2, 4] and mask_again.tolist() == [False, False, True]
+
+
 def test_folded_array_filled_with_traced_values():
     def fn(x):
         out = np.zeros((2, 2), dtype=np.float32)

@@ -275,9 +275,9 @@ class Const(Value):
         return Const(_fold(fn, self.value))
 
     def binary(self, frame, fn, other):
-        if isinstance(other, Const) or other.is_python_constant():
+        if isinstance(other, Const) or other.is_python_constant() and not is_numpy_valued(other):
             return Const(_fold(plain(fn), self.value, other.as_python()))
-        return NotImplemented
+        return NotImplemented       # `2 * array`: the array's own operator (a new array, not a constant)
 
     def rbinary(self, frame, fn, other):
         if other.is_python_constant():
@@ -285,7 +285,7 @@ class Const(Value):
         return NotImplemented
 
     def compare(self, frame, fn, other):
-        if other.is_python_constant():
+        if other.is_python_constant() and not is_numpy_valued(other):
             return Const(_fold(fn, self.value, other.as_python()))
         return NotImplemented
 
@@ -467,6 +467,11 @@ def missing_attribute(frame, obj: Value, name: str, generic: bool = False) -> Tr
     real = obj.real_object()
     what = f"type object '{real.__name__}'" if isinstance(real, type) else f"'{obj.python_type().__name__}' object"
     return user_error(AttributeError, f"{what} has no attribute {name!r}")
+
+
+def is_numpy_valued(v: Value) -> bool:
+    """A numpy array or scalar (values/arrays): its own operators decide what `2 * a` or `t == a` is."""
+    return getattr(v.python_type(), "__module__", None) == "numpy"
 
 
 def is_const(v: Value, *types_) -> bool:

@@ -17,7 +17,7 @@ from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNS
                       Unsupported, user_error)
 from ..modelled import call_modelled
 from ..pyops import plain
-from .base import Const, MethodValue, Value, fold, is_constant, kind_name
+from .base import Const, MethodValue, Value, fold, is_constant, is_numpy_valued, kind_name
 
 _SPECIALIZE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
@@ -37,14 +37,10 @@ def _graph_op(frame, fn, a: Value, b: Value) -> Value:
     return frame.tracer.graph.call("call_function", fn, (graph_operand(a), graph_operand(b)), {})
 
 
-def _is_numpy(v: Value) -> bool:
-    return getattr(v.python_type(), "__module__", None) == "numpy"
-
-
 def _operand_ok(v: Value) -> bool:
     if isinstance(v, Const):
         return True
-    return v.is_graph_value or v.is_python_constant() and not _is_numpy(v)   # arrays: values/arrays decides
+    return v.is_graph_value or v.is_python_constant() and not is_numpy_valued(v)   # arrays: values/arrays decides
 
 
 class GraphValue(Value):
@@ -85,7 +81,7 @@ class GraphValue(Value):
     def compare(self, frame, fn, other):
         if _operand_ok(other):
             return _graph_op(frame, fn, self, other)
-        if _is_numpy(other):
+        if is_numpy_valued(other):
             return NotImplemented              # a numpy array compares elementwise (values/arrays)
         if fn in (operator.eq, operator.ne):   # tensor == module/None-like object: identity-based in eager too
             return Const(fn is operator.ne)
