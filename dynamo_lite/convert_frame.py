@@ -33,6 +33,7 @@ from .guards import DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch, compile_
 from .interpreter import Tracer
 from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, restore_autocast,
                       restoring_grad_mode)
+from .sources import FromNumpySource
 from .values.base import LazyValue, Value
 from .values.contexts import AutocastValue, block_exit
 
@@ -492,7 +493,9 @@ class BackendError(RuntimeError):
 
 
 def _guard_distinct_inputs(tracer) -> None:
-    sources = tuple(src for (_, _, src) in tracer.graph.inputs if src is not None)
+    # a tensor over a numpy array is made afresh on each reload: the array is what must be distinct
+    sources = tuple(src.owner if isinstance(src, FromNumpySource) else src
+                    for (_, _, src) in tracer.graph.inputs if src is not None)
     if len(sources) > 1 and tracer.graph.mutates_inputs():
         tracer.add_guard(DistinctMatch(sources))
 

@@ -242,8 +242,8 @@ class GraphBuilder:
     @staticmethod
     def writes_in_place(node: torch.fx.Node) -> bool:
         name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-        if node.target in _INPLACE_FUNCTIONS or "out" in node.kwargs:
-            return True
+        if node.target in _INPLACE_FUNCTIONS or "out" in node.kwargs or getattr(node.target, "writes_in_place", False):
+            return True         # the last: a target that says it writes into its first argument (numpy_runtime)
         if getattr(node.target, "__module__", None) in ("_operator", "operator"):
             return False            # operator.and_ / or_ / not_ are not in-place (iand, ior are)
         return name.endswith("_") and not name.endswith("__") and node.op in ("call_method", "call_function")

@@ -22,13 +22,14 @@ from .graph_builder import GraphBuilder
 from .guards import GlobalStateMatch, Guard
 from .guards.compile import guard_local_names
 from .handlers import HANDLERS
-from .sources import ClosureSource, GlobalSource, ItemSource, LocalSource, ModuleDictSource, ObjectRefSource, Scope, Source
+from .sources import (ClosureSource, FromNumpySource, GlobalSource, ItemSource, LocalSource, ModuleDictSource,
+                      ObjectRefSource, Scope, Source)
 from .values.base import Const, IteratorValue, LazyValue, Value
 from .values.functions import CellValue, bind_args
 from .values.objects import NewExceptionValue
 from .wrap import wrap
 from . import autograd_function, builtins_table, copying, higher_order  # noqa: F401  (they register modelled callables)
-from .values import arrays  # noqa: F401  (registers numpy as modelled callables)
+from .values import numpy_functions  # noqa: F401  (registers numpy functions as modelled callables)
 
 _INSTRUCTIONS_CACHE: dict[types.CodeType, tuple[list, dict]] = {}
 
@@ -156,7 +157,7 @@ class Tracer:
         self.keepalive: list[Any] = []           # keeps ids in `wrapped` stable while tracing
         self.effects = SideEffects()             # writes to objects that outlive the trace, replayed after it
         self.frozen_arrays: list[tuple] = []     # (numpy array, snapshot): a graph tensor was made from it
-        self.array_inputs: dict[int, Value] = {}  # id(numpy array read from the frame) -> its tensor input
+        self.folded_arrays: list = []            # numpy arrays made while tracing from constants (values/arrays)
         self.instance_dicts: list[Value] = []    # `obj.__dict__` of objects made here (must not escape)
         self.context_vars = ContextVarSets()     # ContextVar.set() calls not yet reset
         self.dict_contents: dict[int, dict] = {}  # existing dict subclass objects read: their entries now
@@ -197,8 +198,8 @@ class Tracer:
             return set(), ""
         is_parameter, chain = False, source
         while chain is not None:
-            if isinstance(chain, ObjectRefSource):
-                return set(), ""
+            if isinstance(chain, (ObjectRefSource, FromNumpySource)):
+                return set(), ""     # numpy arrays read from the frame keep static shapes
             if isinstance(chain, ModuleDictSource) and chain.table in ("_parameters", "_buffers"):
                 is_parameter = True
             chain = getattr(chain, "owner", None)

@@ -22,7 +22,9 @@ from .guards import (AliasMatch, ConstantMatch, DictKeysMatch, FunctionMatch, Id
                      TypeMatch)
 from .modelled import modelled
 from .runtime import AutocastBlock, GradModeBlock
-from .sources import AttrSource, ItemSource, Source
+from .sources import AttrSource, FromNumpySource, ItemSource, Source
+from .values.arrays import is_numpy_constant
+from .values.numpy_functions import frame_array, shareable_tensor
 from .values.base import Const, MethodValue, Value, is_constant
 from .values.callables import CallableValue
 from .values.containers import DictValue, SeqValue
@@ -70,6 +72,10 @@ def _build(tracer, value, source) -> Value:
                    IdMatch.of(source, value) if isinstance(value, (torch.dtype, enum.Enum)) or value is Ellipsis
                    else _equal_guard(source, value))
         return Const(value, source)
+    if is_numpy_constant(value):       # np.int64(8), np.dtype('float32'): immutable, compared by value
+        if source is not None:
+            _guard(tracer, ConstantMatch(source, value))
+        return Const(value, source)
     if type(value) in (tuple, list) or _is_namedtuple(value):
         if source is not None:
             _guard(tracer, LengthMatch(source, type(value), len(value)))
@@ -114,6 +120,9 @@ def _build(tracer, value, source) -> Value:
                            value.__func__, source)
     if source is not None:
         _guard(tracer, TypeMatch(source, type(value)))
+    shared = shareable_tensor(value) if source is not None else None
+    if shared is not None:
+        return _wrap_array(tracer, value, shared, source)
     if source is not None and dict_base(type(value)) is not None:
         return DictObjectValue(value, source, pin=tracer)
     return ObjectValue(value, source, pin=tracer)
@@ -196,6 +205,13 @@ def _equal_guard(source, value):
 
 def _is_namedtuple(value) -> bool:
     return isinstance(value, tuple) and hasattr(type(value), "_fields") and type(value) is not tuple
+
+
+def _wrap_array(tracer, array, shared: torch.Tensor, source) -> Value:
+    """An np.ndarray numpy code may trace on: its data is the graph input `shared`, reloaded as
+    `torch.from_numpy(array)` (sharing the array's memory) and guarded like a tensor, after the
+    type guard."""
+    return frame_array(wrap(tracer, shared, FromNumpySource(source)), array, source)
 
 
 def _wrap_tensor(tracer, value: torch.Tensor, source) -> TensorValue:

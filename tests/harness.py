@@ -210,14 +210,14 @@ def assert_same(expected: Any, actual: Any, path: str = "result", *,
         torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True,
                                    msg=lambda m: f"{path}: {m}")
         return
-    if type(expected).__module__ == "numpy" and type(expected).__name__ == "ndarray":
-        import numpy as np
-
-        assert type(actual) is type(expected), f"{path}: expected an ndarray, got {type(actual).__name__}"
-        assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+    if type(expected).__module__ == "numpy" and hasattr(expected, "dtype"):    # an np.ndarray or numpy scalar
+        assert type(actual) is type(expected), f"{path}: type {type(actual).__name__} != {type(expected).__name__}"
         assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
-        np.testing.assert_allclose(actual, expected, rtol=1e-5 if rtol is None else rtol,
-                                   atol=1e-6 if atol is None else atol, equal_nan=True, err_msg=path)
+        assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+        def as_tensor(a):           # a copy: numpy's negative strides are no tensor's
+            return torch.as_tensor(a.copy() if hasattr(a, "copy") else a)
+        torch.testing.assert_close(as_tensor(actual), as_tensor(expected), rtol=rtol, atol=atol,
+                                   equal_nan=True, msg=lambda m: f"{path}: {m}")
         return
     if isinstance(expected, nn.Module):
         assert type(actual) is type(expected), f"{path}: {type(actual).__name__} != {type(expected).__name__}"

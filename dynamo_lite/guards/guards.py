@@ -200,7 +200,10 @@ class ConstantMatch(Guard):
         x = self.source.expr(scope)
         if self.value is None or isinstance(self.value, bool) or self.value is Ellipsis:
             return f"{x} is {self.value!r}"
-        return f"type({x}) is {const(type(self.value))} and {x} == {const(self.value)}"
+        equal = f"{x} == {const(self.value)}"
+        if type(self.value).__module__ == "numpy":
+            equal = f"bool({equal})"       # numpy's == gives np.True_, and a guard must give True itself
+        return f"type({x}) is {const(type(self.value))} and {equal}"
 
     def describe(self):
         return f"{self.source.name()} == {self.value!r}"

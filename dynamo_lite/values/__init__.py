@@ -12,7 +12,9 @@ them):
     dict_objects.py  dict / OrderedDict subclass instances (transformers' ModelOutput)
     modules.py       ModuleValue, NewModuleValue (torch.nn)
     contexts.py      GradModeValue, AutocastValue (with blocks)
-    arrays.py        ArrayValue (numpy arrays made while tracing)
+    numpy_shadows.py placeholder arrays giving eager numpy's answer about traced arrays
+    arrays.py        ArrayValue (numpy arrays and scalars: folded from constants, or graph tensors)
+    numpy_functions.py  numpy functions, Tensor.numpy(), array <-> tensor conversions, frame arrays
     callables.py     CallableValue (builtins, C functions, classes: construction)
 
 Modules import each other only downwards in that list; anything above them (wrapping a real

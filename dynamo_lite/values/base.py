@@ -238,7 +238,10 @@ class Const(Value):
         em.const(self.value)
 
     def graph_arg(self):
-        return self.value, self.value
+        value = self.value
+        if type(value).__module__ == "numpy" and hasattr(value, "item") and not hasattr(value, "__len__"):
+            value = value.item()       # a numpy scalar: torch takes it as the Python number, which a graph can spell
+        return value, value
 
     def truthy(self, frame):
         return _fold(bool, self.value)
@@ -294,7 +297,7 @@ class Const(Value):
     def binary(self, frame, fn, other):
         if is_data(other):
             return Const(_fold(plain(fn), self.value, other.as_python()))
-        return NotImplemented
+        return NotImplemented       # `2 * array`: the array's own operator (a new array, not a constant)
 
     def rbinary(self, frame, fn, other):
         if is_data(other):
@@ -302,7 +305,7 @@ class Const(Value):
         return NotImplemented
 
     def compare(self, frame, fn, other):
-        if other.is_python_constant():
+        if other.is_python_constant() and not is_numpy_valued(other):
             return Const(_fold(fn, self.value, other.as_python()))
         return NotImplemented
 
@@ -310,7 +313,7 @@ class Const(Value):
 def is_data(v: "Value") -> bool:
     """A value made only of constants that an operator may fold with: not an existing object,
     whose class's reflected operator (user code) must run in the trace, not on the real object."""
-    return isinstance(v, Const) or v.real_object() is None and v.is_python_constant()
+    return isinstance(v, Const) or v.real_object() is None and not is_numpy_valued(v) and v.is_python_constant()
 
 
 # Immutable values whose methods are pure: calling one on constants is folded.
@@ -509,6 +512,11 @@ def attribute_not_modelled(v: Value, name: str) -> Unsupported:
             and type(cls) is type and not hasattr(cls, name):
         return user_error(AttributeError, f"'{cls.__name__}' object has no attribute {name!r}")
     return Unsupported(UNSUPPORTED_ATTRIBUTE, f"{type(v).__name__}.{name}" if cls is None else f"{cls.__name__}.{name}")
+
+
+def is_numpy_valued(v: Value) -> bool:
+    """A numpy array or scalar (values/arrays): its own operators decide what `2 * a` or `t == a` is."""
+    return getattr(v.python_type(), "__module__", None) == "numpy"
 
 
 def is_const(v: Value, *types_) -> bool:

@@ -16,8 +16,9 @@ import torch
 from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE,
                       Unsupported, user_error)
 from ..guards import QueryMatch
+from ..modelled import call_modelled
 from ..pyops import plain
-from .base import Const, MethodValue, Value, fold, is_constant, is_data, kind_name
+from .base import Const, MethodValue, Value, fold, is_constant, is_data, is_numpy_valued, kind_name
 
 _SPECIALIZE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
@@ -79,6 +80,8 @@ class GraphValue(Value):
     def compare(self, frame, fn, other):
         if _operand_ok(other):
             return _graph_op(frame, fn, self, other)
+        if is_numpy_valued(other):
+            return NotImplemented              # a numpy array compares elementwise (values/arrays)
         if fn in (operator.eq, operator.ne):   # tensor == module/None-like object: identity-based in eager too
             return Const(fn is operator.ne)
         raise Unsupported(UNSUPPORTED_VALUE, f"comparing a tensor with {kind_name(other)}")
@@ -295,6 +298,11 @@ def torch_call(frame, f, args: list, kwargs: dict) -> Value:
 
 
 def tensor_method(frame, obj: TensorValue, name: str, args, kwargs) -> Value:
+    method = getattr(torch.Tensor, name, None)
+    if method is not None:      # a method modelled elsewhere (Tensor.numpy: values/numpy_functions)
+        result = call_modelled(method, frame, [obj, *args], kwargs)
+        if result is not NotImplemented:
+            return result
     if name in _TENSOR_METHODS_TO_PYTHON:
         raise Unsupported(TENSOR_TO_PYTHON, f"Tensor.{name}()")
     if name in _TENSOR_METHODS_UNSUPPORTED:
