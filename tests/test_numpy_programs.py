@@ -35,7 +35,6 @@ def test_numpy_size_attribute():
     standard(fn, 1)
 
 
-@open_issue("eager", "t.numpy() and ndarray attributes (itemsize, strides, T, real, imag), torch.from_numpy")
 def test_numpy_attributes():
     def fn(x):
         a = x.numpy()
@@ -45,7 +44,6 @@ def test_numpy_attributes():
     standard(fn, 1)
 
 
-@open_issue("eager", "np.mean / np.sum / np.asarray on t.numpy()")
 def test_numpy_mean_sum_asarray():
     def fn(x):
         x_mean = np.mean(x.numpy(), 1)
@@ -55,7 +53,6 @@ def test_numpy_mean_sum_asarray():
     standard(fn, 1)
 
 
-@open_issue("eager", "returning an ndarray view of t.numpy()")
 def test_return_ndarray():
     def fn(x):
         a = x.numpy()
@@ -64,7 +61,6 @@ def test_return_ndarray():
     standard(fn, 1)
 
 
-@open_issue("eager", "returning ndarrays (a.T, a.real, a.imag) of t.numpy()")
 def test_return_several_ndarrays():
     def fn(x):
         a = x.numpy()
@@ -73,7 +69,6 @@ def test_return_several_ndarrays():
     standard(fn, 1)
 
 
-@open_issue("eager", "ndarray.copy() of t.numpy()")
 def test_ndarray_copy():
     def fn(x):
         a = x.numpy()
@@ -82,7 +77,6 @@ def test_ndarray_copy():
     standard(fn, 1)
 
 
-@open_issue("eager", "ndarray.transpose of t.numpy()")
 def test_ndarray_transpose():
     def fn(x):
         a = x.numpy()
@@ -91,7 +85,6 @@ def test_ndarray_transpose():
     standard(fn, 1)
 
 
-@open_issue("eager", "ndarray.reshape of t.numpy()")
 def test_ndarray_reshape():
     def fn(x):
         a = x.numpy()
@@ -100,7 +93,6 @@ def test_ndarray_reshape():
     standard(fn, 1)
 
 
-@open_issue("eager", "ndarray.max(axis=...) / all(axis=...)")
 def test_ndarray_methods_returning_scalar_arrays():
     def fn(x):
         a = x.numpy()
@@ -109,7 +101,6 @@ def test_ndarray_methods_returning_scalar_arrays():
     standard(fn, 1)
 
 
-@open_issue("eager", "ndarray arithmetic (+, -, *, @) on t.numpy()")
 def test_ndarray_arithmetic():
     def fn(x):
         a = x.numpy()
@@ -118,7 +109,6 @@ def test_ndarray_arithmetic():
     standard(fn, 1)
 
 
-@open_issue("eager", "ndarray comparison and np.where")
 def test_ndarray_comparison_and_where():
     def fn(x):
         a = x.numpy()
@@ -128,7 +118,6 @@ def test_ndarray_comparison_and_where():
     standard(fn, 1)
 
 
-@open_issue("eager", "ndarray reductions (sum, mean, argmax, cumsum, std)")
 def test_ndarray_reductions_and_cumsum():
     def fn(x):
         a = x.numpy()
@@ -137,7 +126,6 @@ def test_ndarray_reductions_and_cumsum():
     standard(fn, 1)
 
 
-@open_issue("eager", "ndarray.astype / clip")
 def test_ndarray_astype_and_clip():
     def fn(x):
         a = x.numpy()
@@ -146,7 +134,6 @@ def test_ndarray_astype_and_clip():
     standard(fn, 1)
 
 
-@open_issue("eager", "ndarray indexing and slicing")
 def test_ndarray_indexing_and_slicing():
     def fn(x):
         a = x.numpy()
@@ -155,7 +142,6 @@ def test_ndarray_indexing_and_slicing():
     standard(fn, 1)
 
 
-@open_issue("eager", "ndarray in-place operators (+=, *=) on a copy of t.numpy()")
 def test_ndarray_inplace_ops():
     def fn(x):
         a = x.numpy().copy()
@@ -166,7 +152,6 @@ def test_ndarray_inplace_ops():
     standard(fn, 1)
 
 
-@open_issue("eager", "np.exp / np.maximum / np.abs / np.clip on t.numpy()")
 def test_numpy_functions_on_array():
     def fn(x):
         a = x.numpy()
@@ -175,7 +160,6 @@ def test_numpy_functions_on_array():
     standard(fn, 1)
 
 
-@open_issue("eager", "np.concatenate / np.stack / np.vstack")
 def test_numpy_concatenate_stack():
     def fn(x, y):
         a, b = x.numpy(), y.numpy()
@@ -184,7 +168,6 @@ def test_numpy_concatenate_stack():
     standard(fn, 2)
 
 
-@open_issue("eager", "np.meshgrid of t.numpy()")
 def test_numpy_meshgrid():
     def fn(x, y):
         r1, r2 = np.meshgrid(x.numpy(), y.numpy())
@@ -193,7 +176,6 @@ def test_numpy_meshgrid():
     standard(fn, 2, shape=(4,))
 
 
-@open_issue("eager", "np.linalg.norm")
 def test_numpy_linalg_norm():
     def fn(x):
         return np.linalg.norm(x.numpy(), axis=0)
@@ -201,7 +183,6 @@ def test_numpy_linalg_norm():
     standard(fn, 1)
 
 
-@open_issue("eager", "np.linalg.inv / det (and ndarray + np.eye)")
 def test_numpy_linalg_inv_and_det():
     def fn(x):
         a = x.numpy() + 10 * np.eye(10, dtype=np.float32)
@@ -210,7 +191,6 @@ def test_numpy_linalg_inv_and_det():
     standard(fn, 1)
 
 
-@open_issue("eager", "np.fft.fftshift")
 def test_numpy_fft_shift():
     def fn(x):
         return np.fft.fftshift(x.numpy())
@@ -218,7 +198,6 @@ def test_numpy_fft_shift():
     standard(fn, 1)
 
 
-@open_issue("eager", "np.fft.rfft, np.abs, astype")
 def test_numpy_fft_rfft_abs():
     def fn(x):
         return np.abs(np.fft.rfft(x.numpy(), axis=-1)).astype(np.float32)   # numpy computes in float64
@@ -226,7 +205,6 @@ def test_numpy_fft_rfft_abs():
     standard(fn, 1)
 
 
-@open_issue("eager", "np.ones_like(tensor, dtype=np.float64)")
 def test_numpy_dtype_argument_with_tensor():
     def fn(x):
         return np.ones_like(x, dtype=np.float64)
@@ -234,7 +212,6 @@ def test_numpy_dtype_argument_with_tensor():
     standard(fn, 1)
 
 
-@open_issue("eager", "np.dtype('float') and np.full_like(tensor, ...)")
 def test_numpy_dtype_object_in_function():
     def fn(x):
         dt = np.dtype("float")
@@ -276,7 +253,6 @@ def test_numpy_tensor_interop_in_graph():
     standard(fn, 2)
 
 
-@open_issue("eager", "ndarray input: .sum() / len()")
 def test_tensor_sum_divided_by_len_of_array():
     def fn(x):
         return np.asarray(x.sum() / len(x))
@@ -286,7 +262,6 @@ def test_tensor_sum_divided_by_len_of_array():
 
 # -- ndarray inputs --------------------------------------------------------------------------------
 
-@open_issue("eager", "ndarray inputs: arithmetic and .sum()")
 def test_ndarray_input_arithmetic():
     def fn(a, b):
         return a * 2 + b, np.asarray((a - b).sum())
@@ -295,7 +270,6 @@ def test_ndarray_input_arithmetic():
     check(fn, rs.randn(4, 3), rs.randn(4, 3), graphs=1)
 
 
-@open_issue("eager", "ndarray input: comparison with an int")
 def test_ndarray_input_comparison():
     def fn(y):
         return y >= 3
@@ -303,7 +277,6 @@ def test_ndarray_input_comparison():
     check(fn, np.arange(10), graphs=1)
 
 
-@open_issue("eager", "ndarray input: np.minimum and ndarray - int")
 def test_ndarray_input_np_minimum():
     def fn(y):
         return np.minimum(y, 3), np.minimum(y, y - 1)
@@ -311,7 +284,6 @@ def test_ndarray_input_np_minimum():
     check(fn, np.arange(10), graphs=1)
 
 
-@open_issue("eager", "ndarray input: * int and .astype chain")
 def test_ndarray_input_astype_chain():
     def fn(x):
         return (x * 5).astype(bool).astype(float).astype(int) + 8
@@ -319,7 +291,6 @@ def test_ndarray_input_astype_chain():
     check(fn, np.random.RandomState(0).rand(5), graphs=1)
 
 
-@open_issue("eager", "ndarray input: comparison and np.where")
 def test_ndarray_input_where_with_scalar():
     def fn(x, a):
         return np.where(x < 0.5, a, x)
@@ -336,7 +307,6 @@ def test_ndarray_input_isinstance():
     check(fn, torch.tensor([2.3]), np.array([1, 2, 3]), graphs=1)
 
 
-@open_issue("eager", "np.int64 scalar input in Python arithmetic (`a % b`)")
 def test_numpy_int_scalar_input():
     def fn(x, a, b):
         return x + (a % b)

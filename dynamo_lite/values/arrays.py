@@ -215,8 +215,8 @@ def as_value(frame, result) -> Value:
     if is_array(result):
         frame.tracer.folded_arrays.append(result)
         return ArrayValue(result)
-    if np is not None and isinstance(result, (np.generic, np.dtype)) or is_constant(result):
-        return Const(result)
+    if np is not None and isinstance(result, (np.generic, np.dtype, np.iinfo, np.finfo)) or is_constant(result):
+        return Const(result)          # iinfo / finfo: immutable descriptions of a dtype
     if isinstance(result, (tuple, list)):
         return SeqValue([as_value(frame, r) for r in result], type(result))
     raise Unsupported(UNKNOWN_CALL, f"numpy returned a {type(result).__name__}")
