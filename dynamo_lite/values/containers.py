@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from ..breaks import (TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE,
+from ..breaks import (TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE,
                       TracedException, Unsupported, user_error)
 from ..pyops import plain
 from ..semantics import binary
@@ -584,7 +584,7 @@ class DictViewValue(Value):
             return self.owner
         if name in ("isdisjoint", "__reversed__", "__len__", "__contains__", "__iter__"):
             return MethodValue(self, name)
-        raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"dict view.{name}")
+        raise attribute_not_modelled(self, name)
 
     def call_method(self, frame, method, args, kwargs):
         name = _method_name(method)
