@@ -634,8 +634,12 @@ def p_sets(c: Ctx) -> Piece:
         outs.append(f"list({a})")
         return []
 
+    def iterate():                   # the result depends on the set's iteration order
+        a = c.pick(names + ["fs"])
+        return ["acc = 0.0", f"for v in {a}:", "    acc = acc * 0.5 + v", "t = t + acc"]
+
     table = [binop, binop, pred, pred, mutate, mutate, remove, pop, tensor_use, tensor_use, index_use, frozen_key,
-             strs, order]
+             strs, order, iterate]
     lines += ops(c, table, 3, 6)
     if c.chance(0.4):
         outs.append(c.pick(names))
