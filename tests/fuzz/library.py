@@ -859,7 +859,14 @@ def p_iterators(c: Ctx) -> Piece:
 def p_generators(c: Ctx) -> Piece:
     s = c.sid()
     g, cg, ag, sub = f"gen{s}", f"chain_gen{s}", f"acc_gen{s}", f"sub_gen{s}"
-    c.define(f"def {g}(t, k):", "    for i in range(k):", "        yield t * (i + 1)")
+    if c.chance(0.5):                 # a generator with side effects: they must happen only as far as it is consumed
+        c.define(f"GEN_LOG{s} = []")
+        c.define(f"def {g}(t, k):", "    for i in range(k):", f"        GEN_LOG{s}.append(i)", "        yield t * (i + 1)",
+                 f"    GEN_LOG{s}.append('done')")
+        if c.chance(0.3):
+            c.mutate(f"GEN_LOG{s}.clear()")
+    else:
+        c.define(f"def {g}(t, k):", "    for i in range(k):", "        yield t * (i + 1)")
     c.define(f"def {sub}(t):", "    yield t - 1", "    return 0.5")
     c.define(f"def {cg}(t):", "    yield t", f"    yield from {g}(t, 2)", f"    r = yield from {sub}(t)",
              "    yield t * r")
