@@ -17,7 +17,7 @@ collections, itertools, generators, partials, objects mutated between calls) has
 below; it still finds open engine bugs (see /work/notes/fuzz_library.md and the minimized programs
 in /work/notes/fuzz_findings/), so its agreement test is xfail(strict=False) for now:
 
-    python bench/fuzz.py --style library --n 150 --seed 11
+    python bench/fuzz.py --style library --n 120 --seed 11
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from fuzz.worker import Worker
 SEED = 7
 PROGRAMS = 300
 LIBRARY_SEED = 11
-LIBRARY_PROGRAMS = 150
+LIBRARY_PROGRAMS = 120
 LIBRARY_BUGS = ("library-style programs still find open engine bugs (wrong results, internal errors): "
                 "/work/notes/fuzz_library.md, minimized programs in /work/notes/fuzz_findings/")
 

@@ -117,14 +117,15 @@ _PLAIN = (int, float, bool, str, list, dict, tuple, torch.Tensor, set, frozenset
 
 def _globals(namespace: dict) -> dict:
     """The program's global data (counters, histories, configs: plain values and instances of its
-    own classes) and the plain data of its classes (class attributes, counters, registries; the
-    functions they hold, by name), compared after every call."""
+    own classes; its closures, with their cells) and the plain data of its classes (class
+    attributes, counters, registries; the functions they hold, by name), compared after every call."""
     out = {}
     for k, v in namespace.items():
         if k.startswith("__"):
             continue
-        if isinstance(v, _PLAIN) or is_program_object(v):
-            out[k] = v
+        if isinstance(v, _PLAIN) or is_program_object(v) or \
+                isinstance(v, types.FunctionType) and v.__module__ == PROGRAM_MODULE and v.__closure__:
+            out[k] = v                      # (a function: by name and closure cells, e.g. a global counter closure)
         elif isinstance(v, type) and v.__module__ == PROGRAM_MODULE:
             state = {a: w for a, w in vars(v).items() if not a.startswith("__")
                      and (isinstance(w, _PLAIN) or is_program_object(w) or isinstance(w, types.FunctionType))}
