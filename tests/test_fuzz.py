@@ -11,6 +11,13 @@ program fails `test_generated_programs_agree`; reproduce and shrink it with
     python bench/fuzz.py --n 300 --seed 7             # the same run, failures shrunk and saved
 
 The full run is `python bench/fuzz.py --n 10000`.
+
+The library style (tests/fuzz/library.py: user classes with dunders, descriptors, dataclasses,
+collections, itertools, generators, partials, objects mutated between calls) has its own sample
+below; it still finds open engine bugs (see /work/notes/fuzz_library.md and the minimized programs
+in /work/notes/fuzz_findings/), so its agreement test is xfail(strict=False) for now:
+
+    python bench/fuzz.py --style library --n 120 --seed 11
 """
 from __future__ import annotations
 
@@ -22,6 +29,10 @@ from fuzz.worker import Worker
 
 SEED = 7
 PROGRAMS = 300
+LIBRARY_SEED = 11
+LIBRARY_PROGRAMS = 120
+LIBRARY_BUGS = ("library-style programs still find open engine bugs (wrong results, internal errors): "
+                "/work/notes/fuzz_library.md, minimized programs in /work/notes/fuzz_findings/")
 
 #: bug -> the programs of this run that fail because of it (found and shrunk with bench/fuzz.py;
 #: tests/regressions/ holds the minimized programs). Bytecode differs per version, and so do the lists.
@@ -74,6 +85,76 @@ def test_generated_programs_agree_with_triton_backend():
     summary = driver.run_programs(driver.seeds_for(SEED, 60), jobs=2, backend="triton", device=device, timeout=600)
     unexpected = [f for f in summary.failures if f.program not in _known_programs()]
     assert not unexpected, _describe(summary, unexpected)
+
+
+@pytest.fixture(scope="module")
+def library_run() -> driver.Summary:
+    return driver.run_programs(driver.seeds_for(LIBRARY_SEED, LIBRARY_PROGRAMS), jobs=2, timeout=120, style="library")
+
+
+@pytest.mark.xfail(strict=False, reason=LIBRARY_BUGS)
+def test_library_programs_agree(library_run):
+    assert not library_run.failures, _describe(library_run, library_run.failures)
+    assert library_run.programs == LIBRARY_PROGRAMS
+
+
+def test_library_programs_are_valid_and_exercise_capture(library_run):
+    """The library generator itself: its programs load and mostly run without raising, and most
+    of them put something into graphs (capture, not only eager fallback)."""
+    assert library_run.programs == LIBRARY_PROGRAMS
+    assert not library_run.categories.get("harness"), _describe(library_run, [
+        f for f in library_run.failures if f.verdict.category == "harness"])
+    raising = sum(n for e, n in library_run.eager_errors.items() if e)
+    assert raising <= LIBRARY_PROGRAMS // 10, f"too many programs raise eagerly: {library_run.eager_errors}"
+    buckets = library_run.graph_buckets()
+    assert buckets["0 (ran eagerly)"] <= LIBRARY_PROGRAMS // 4, buckets
+    assert library_run.statuses.get("captured", 0) >= LIBRARY_PROGRAMS, library_run.statuses
+
+
+def test_library_programs_are_deterministic():
+    """Same seed, same text; and a program's text does not depend on the generator's process."""
+    from fuzz import library
+    assert library.generate(3) == library.generate(3)
+    assert library.generate(3) != library.generate(4)
+    for seed in range(40):
+        compile(library.generate(seed), f"<library-{seed}>", "exec")
+
+
+def test_oracle_compares_library_values():
+    """What the library style relies on: objects by state (slots too, their __getattribute__ not run
+    but for isinstance's `__class__`),
+    sets, deques, dict views, partials, closure cells; identity of returned objects."""
+    import collections
+    import functools
+
+    from fuzz.compare import Mismatch, assert_same, identity_signature
+    from fuzz.oracle import load
+
+    src = ("class S:\n    __slots__ = ('a', 'b')\n    def __init__(self, a):\n        self.a = a\n"
+           "    def __getattribute__(self, name):\n        if name != '__class__':\n"
+           "            raise RuntimeError('must not run')\n        return object.__getattribute__(self, name)\n"
+           "def counter():\n    n = 0\n    def bump():\n        nonlocal n\n        n += 1\n        return n\n    return bump\n")
+    one, two = load(src, "<one>"), load(src, "<two>")
+    assert_same(one["S"](1), two["S"](1), "s")
+    with pytest.raises(Mismatch):
+        assert_same(one["S"](1), two["S"](2), "s")
+    b1, b2 = one["counter"](), two["counter"]()
+    b1()
+    with pytest.raises(Mismatch):
+        assert_same(b1, b2, "closure")
+    b2()
+    assert_same(b1, b2, "closure")
+    for e, a in [({1, 2}, {1, 3}), (collections.deque([1], maxlen=2), collections.deque([1], maxlen=3)),
+                 ({"a": 1}.keys(), {"b": 1}.keys()), (functools.partial(max, 1), functools.partial(max, 2)),
+                 (KeyError("a"), KeyError("b"))]:
+        assert_same(e, e, "same")
+        with pytest.raises(Mismatch):
+            assert_same(e, a, "different")
+    store, obj = [], one["S"](1)
+    store.append(obj)
+    eager = identity_signature(obj, ((store,), {}), {})
+    copy = identity_signature(two["S"](1), ((store,), {}), {})
+    assert eager != copy and eager[0][2] == "in[0][0][0]"
 
 
 def test_worker_reports_crashes_and_hangs():

@@ -11,10 +11,17 @@ that is a view of an input expects the input to change.
 """
 from __future__ import annotations
 
+import collections
+import functools
 import math
+import types
 from typing import Any, Optional
 
 import torch
+
+PROGRAM_MODULE = "__fuzz__"       # oracle.load runs each program as a module of this name
+_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
+_UNSET = "<unset slot>"
 
 
 class Mismatch(AssertionError):
@@ -30,7 +37,34 @@ def same_class(e: Any, a: Any) -> bool:
     if type(e) is type(a):
         return True
     te, ta = type(e), type(a)       # the program's own classes: one per namespace
-    return te.__qualname__ == ta.__qualname__ and te.__module__ == ta.__module__ == "__fuzz__"
+    return te.__qualname__ == ta.__qualname__ and te.__module__ == ta.__module__ == PROGRAM_MODULE
+
+
+def is_program_object(x: Any) -> bool:
+    """An instance of a class the program defines (not the class itself)."""
+    return type(x).__module__ == PROGRAM_MODULE and not isinstance(x, type)
+
+
+def instance_state(x: Any) -> dict:
+    """An object's observable state: its instance __dict__ and its __slots__ (unset ones marked),
+    read with object.__getattribute__ so that a custom __getattribute__/__getattr__ is not run."""
+    state = {}
+    try:
+        d = object.__getattribute__(x, "__dict__")
+    except (AttributeError, TypeError):
+        d = None
+    if isinstance(d, dict):
+        state.update(d)
+    for klass in type(x).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in ((slots,) if isinstance(slots, str) else slots):
+            if name in ("__dict__", "__weakref__"):
+                continue
+            try:
+                state[f"<slot {name}>"] = object.__getattribute__(x, name)
+            except AttributeError:
+                state[f"<slot {name}>"] = _UNSET
+    return state
 
 
 def assert_same(expected: Any, actual: Any, path: str, *, kind: str = "value", rtol: Optional[float] = None,
@@ -75,10 +109,12 @@ def assert_same(expected: Any, actual: Any, path: str, *, kind: str = "value", r
             same(e, a, f"{path}[{i}]")
         return
     if isinstance(expected, dict):
-        if list(actual) != list(expected):
+        if list(map(_key, actual)) != list(map(_key, expected)):
             fail(f"keys {list(actual)} != {list(expected)}")
-        for k in expected:
-            same(expected[k], actual[k], f"{path}[{k!r}]")
+        for ke, ka in zip(expected, actual):
+            same(dict.__getitem__(expected, ke), dict.__getitem__(actual, ka), f"{path}[{ke!r}]")
+        if isinstance(expected, collections.defaultdict):
+            same(expected.default_factory, actual.default_factory, f"{path}.default_factory")
         return
     if isinstance(expected, float):
         if math.isnan(expected) and math.isnan(actual):
@@ -90,15 +126,69 @@ def assert_same(expected: Any, actual: Any, path: str, *, kind: str = "value", r
         if actual != expected:
             fail(f"{actual!r} != {expected!r}")
         return
+    if isinstance(expected, BaseException):
+        if str(actual) != str(expected):
+            fail(f"exception message {str(actual)!r} != {str(expected)!r}")
+        same(list(expected.args), list(actual.args), f"{path}.args")
+        same(instance_state(expected), instance_state(actual), f"{path}.__dict__")
+        return
+    if isinstance(expected, (set, frozenset)):
+        if len(actual) != len(expected):
+            fail(f"length {len(actual)} != {len(expected)} ({_short(actual)} vs {_short(expected)})")
+        if actual != expected and sorted(map(repr, actual)) != sorted(map(repr, expected)):
+            fail(f"{_short(actual)} != {_short(expected)}")
+        return
+    if isinstance(expected, collections.deque):
+        if actual.maxlen != expected.maxlen:
+            fail(f"maxlen {actual.maxlen} != {expected.maxlen}")
+        same(list(expected), list(actual), f"{path}")
+        return
+    if isinstance(expected, _VIEWS):
+        same(list(expected), list(actual), f"{path}")
+        return
+    if isinstance(expected, functools.partial):
+        same(expected.func, actual.func, f"{path}.func")
+        same(expected.args, actual.args, f"{path}.args")
+        same(expected.keywords, actual.keywords, f"{path}.keywords")
+        return
+    if is_program_object(expected):   # compared by class name and state, never by identity or __eq__
+        same(instance_state(expected), instance_state(actual), f"{path}.__dict__")
+        return
     if hasattr(expected, "__dict__") and not callable(expected):
         same(vars(expected), vars(actual), f"{path}.__dict__")
         return
     if callable(expected):            # functions, classes: same name is all one can ask across namespaces
         if getattr(actual, "__qualname__", None) != getattr(expected, "__qualname__", None):
             fail(f"{actual!r} != {expected!r}")
+        if isinstance(expected, types.FunctionType) and expected.__module__ == PROGRAM_MODULE:
+            same(_cells(expected), _cells(actual), f"{path}.__closure__")   # e.g. a nonlocal counter
         return
     if actual != expected:
         fail(f"{actual!r} != {expected!r}")
+
+
+def _key(k: Any) -> Any:
+    """A dict key as comparable across the two namespaces (the program's classes, enum members
+    and instances differ by identity there)."""
+    if isinstance(k, type) and k.__module__ == PROGRAM_MODULE:
+        return ("<class>", k.__qualname__)
+    if is_program_object(k):
+        return ("<object>", type(k).__qualname__, repr(k) if type(k).__repr__ is not object.__repr__ else "")
+    if isinstance(k, tuple):
+        return tuple(map(_key, k))
+    if isinstance(k, frozenset):
+        return ("<frozenset>", tuple(sorted(map(repr, k))))
+    return k
+
+
+def _cells(fn: types.FunctionType) -> list:
+    out = []
+    for cell in fn.__closure__ or ():
+        try:
+            out.append(cell.cell_contents)
+        except ValueError:
+            out.append(_UNSET)
+    return out
 
 
 def _plain_attrs(module: torch.nn.Module) -> dict:
@@ -124,14 +214,92 @@ def tensor_leaves(x: Any, out: Optional[list] = None, seen: Optional[set] = None
     elif isinstance(x, torch.nn.Module):
         for t in list(x.parameters()) + list(x.buffers()):
             tensor_leaves(t, out, seen)
-    elif isinstance(x, (tuple, list)):
+    elif isinstance(x, (tuple, list, collections.deque)):
         for e in x:
             tensor_leaves(e, out, seen)
     elif isinstance(x, dict):
-        for e in x.values():
+        for e in dict.values(x):
             tensor_leaves(e, out, seen)
+    elif isinstance(x, functools.partial):
+        tensor_leaves((x.args, x.keywords), out, seen)
+    elif is_program_object(x):
+        tensor_leaves(instance_state(x), out, seen)
     elif hasattr(x, "__dict__") and not callable(x) and not isinstance(x, type):
         tensor_leaves(vars(x), out, seen)
+    return out
+
+
+def _walk_objects(x: Any, path: str, out: list, seen: set, depth: int = 0) -> None:
+    """(path, object) for every mutable Python object reachable from x (lists, dicts, sets, deques,
+    instances of the program's classes), depth first, each object once."""
+    if depth > 12 or isinstance(x, (torch.Tensor, torch.nn.Module, type, types.ModuleType, types.FunctionType)):
+        return
+    mutable = isinstance(x, (list, dict, set, collections.deque)) or is_program_object(x)
+    if mutable:
+        if id(x) in seen:
+            return
+        seen.add(id(x))
+        out.append((path, x))
+    if isinstance(x, (tuple, list, collections.deque)):
+        for i, e in enumerate(x):
+            _walk_objects(e, f"{path}[{i}]", out, seen, depth + 1)
+    elif isinstance(x, dict):
+        for i, (k, e) in enumerate(dict.items(x)):
+            _walk_objects(e, f"{path}[{_kpath(k, i)}]", out, seen, depth + 1)
+    elif isinstance(x, functools.partial):
+        _walk_objects((x.args, x.keywords), f"{path}.partial", out, seen, depth + 1)
+    elif is_program_object(x) and not isinstance(x, BaseException):
+        for k, e in instance_state(x).items():
+            _walk_objects(e, f"{path}.{k}", out, seen, depth + 1)
+
+
+def _kpath(k: Any, i: int) -> str:
+    return repr(k) if isinstance(k, (str, int)) else f"#{i}"
+
+
+def identity_signature(outputs: Any, inputs: Any, program_globals: dict) -> list:
+    """For each mutable Python object the outputs reach (depth first): where else it is the very
+    same object -- the earlier output path, the input path, the global path. Eager and captured
+    runs must agree: an object the function stores into a container and also returns is one
+    object, not two copies."""
+    ins: list = []
+    _walk_objects(inputs, "in", ins, set())
+    gl: list = []
+    _walk_objects(program_globals, "G", gl, set())
+    in_paths = {id(o): p for p, o in ins}
+    gl_paths = {id(o): p for p, o in gl}
+    sig, first = [], {}
+    for path, obj in _iter_output_objects(outputs):
+        sig.append((path, first.get(id(obj)), in_paths.get(id(obj)), gl_paths.get(id(obj))))
+        first.setdefault(id(obj), path)
+    return sig
+
+
+def _iter_output_objects(outputs: Any) -> list:
+    """Like _walk_objects, but an object reached twice is listed each time it is reached
+    (its contents once)."""
+    out, seen = [], set()
+
+    def walk(x, path, depth=0):
+        if depth > 12 or isinstance(x, (torch.Tensor, torch.nn.Module, type, types.ModuleType, types.FunctionType)):
+            return
+        if isinstance(x, (list, dict, set, collections.deque)) or is_program_object(x):
+            out.append((path, x))
+            if id(x) in seen:
+                return
+            seen.add(id(x))
+        if isinstance(x, (tuple, list, collections.deque)):
+            for i, e in enumerate(x):
+                walk(e, f"{path}[{i}]", depth + 1)
+        elif isinstance(x, dict):
+            for i, (k, e) in enumerate(dict.items(x)):
+                walk(e, f"{path}[{_kpath(k, i)}]", depth + 1)
+        elif isinstance(x, functools.partial):
+            walk((x.args, x.keywords), f"{path}.partial", depth + 1)
+        elif is_program_object(x) and not isinstance(x, BaseException):
+            for k, e in instance_state(x).items():
+                walk(e, f"{path}.{k}", depth + 1)
+    walk(outputs, "out")
     return out
 
 

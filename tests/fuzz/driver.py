@@ -1,7 +1,8 @@
 """Run many generated programs, count what happened, shrink failures and save them.
 
-Program number i of a run with seed S is `generator.generate(program_seed(S, i))`, so any
-failure is reproducible from the two numbers alone. Programs run in `jobs` worker processes
+Program number i of a run with seed S is `generate(program_seed(S, i))` of the run's style
+(`GENERATORS`: "tensor", generator.py, or "library", library.py), so any failure is reproducible
+from the style and the two numbers alone. Programs run in `jobs` worker processes
 (worker.py). Each failing program is shrunk (shrink.py) and written to `tests/regressions/`,
 where `tests/test_fuzz_regressions.py` replays it.
 """
@@ -16,13 +17,20 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from .generator import generate
+from . import generator, library
 from .oracle import Verdict
 from .shrink import shrink, signature
 from .worker import TESTS_DIR, Worker
 
 REGRESSIONS_DIR = TESTS_DIR / "regressions"
 XFAIL_MARK = "# xfail: "
+
+#: program styles: seed -> program text
+GENERATORS: dict[str, Callable[[int], str]] = {"tensor": generator.generate, "library": library.generate}
+
+
+def generate(seed: int, style: str = "tensor") -> str:
+    return GENERATORS[style](seed)
 
 
 def program_seed(seed: int, index: int) -> int:
@@ -45,6 +53,9 @@ class Summary:
     categories: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     eager_errors: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     statuses: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    graphs: collections.Counter = dataclasses.field(default_factory=collections.Counter)   # bucket -> programs
+    breaks: collections.Counter = dataclasses.field(default_factory=collections.Counter)   # reason -> frames
+    break_programs: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # reason -> programs
     failures: list = dataclasses.field(default_factory=list)
 
     def count(self, prefix: str) -> int:
@@ -53,6 +64,16 @@ class Summary:
     @property
     def failed(self) -> int:
         return sum(n for c, n in self.categories.items() if c)
+
+    def graph_buckets(self) -> dict:
+        return {b: self.graphs.get(b, 0) for b in ("0 (ran eagerly)", "1", "2+")}
+
+    def coverage(self, top: int = 15) -> str:
+        """How much the programs were captured, and the most frequent graph-break reasons."""
+        lines = ["top graph-break / fallback reasons (frames, programs):"]
+        for reason, n in self.breaks.most_common(top):
+            lines.append(f"  {n:6d} {self.break_programs[reason]:6d}  {reason}")
+        return "\n".join(lines)
 
     def report(self) -> str:
         lines = [f"programs:        {self.programs}",
@@ -65,7 +86,8 @@ class Summary:
                  f"failures by category: {dict(sorted((c, n) for c, n in self.categories.items() if c))}",
                  f"frames (all calls): {dict(sorted(self.statuses.items()))}",
                  f"programs whose eager run raises: {sum(n for e, n in self.eager_errors.items() if e)} "
-                 f"{dict(sorted((e, n) for e, n in self.eager_errors.items() if e))}"]
+                 f"{dict(sorted((e, n) for e, n in self.eager_errors.items() if e))}",
+                 f"programs by graphs captured (all calls): {self.graph_buckets()}"]
         for f in self.failures:
             lines.append(f"FAIL program {f.program} [{f.verdict.category}] {f.verdict.message.splitlines()[0][:300]}"
                          + (f"\n     saved as {f.saved}" if f.saved else ""))
@@ -74,8 +96,8 @@ class Summary:
 
 def run_programs(seeds: list[int], *, jobs: int = 2, backend: str = "eager", device: str = "cpu",
                  timeout: float = 60.0, env: Optional[dict] = None,
-                 progress: Optional[Callable[[int, int], None]] = None) -> Summary:
-    """Run the programs `generate(s) for s in seeds` in `jobs` worker processes."""
+                 progress: Optional[Callable[[int, int], None]] = None, style: str = "tensor") -> Summary:
+    """Run the programs `generate(s, style) for s in seeds` in `jobs` worker processes."""
     summary = Summary()
     lock = threading.Lock()
     todo = iter(seeds)
@@ -89,7 +111,7 @@ def run_programs(seeds: list[int], *, jobs: int = 2, backend: str = "eager", dev
                 if s is None:
                     return
                 try:
-                    source = generate(s)
+                    source = generate(s, style)
                 except Exception as e:  # noqa: BLE001 -- a bug of the generator: counted, not fatal
                     source, verdict = "", Verdict("harness", f"generate({s}) failed: {type(e).__name__}: {e}")
                 else:
@@ -99,6 +121,10 @@ def run_programs(seeds: list[int], *, jobs: int = 2, backend: str = "eager", dev
                     summary.categories[verdict.category] += 1
                     summary.eager_errors[verdict.eager_error] += 1
                     summary.statuses.update(verdict.statuses)
+                    if verdict.category not in ("crash", "hang", "harness"):
+                        summary.graphs["0 (ran eagerly)" if not verdict.graphs else "1" if verdict.graphs == 1 else "2+"] += 1
+                    summary.breaks.update(verdict.breaks)
+                    summary.break_programs.update(verdict.breaks.keys())
                     if not verdict.ok:
                         summary.failures.append(Failure(s, verdict, source))
                     if progress:
@@ -130,7 +156,8 @@ def shrink_failure(failure: Failure, worker: Worker, *, backend: str = "eager", 
     return failure.shrunk
 
 
-def save_regression(failure: Failure, seed: Optional[int], directory: Path = REGRESSIONS_DIR) -> Optional[Path]:
+def save_regression(failure: Failure, seed: Optional[int], directory: Path = REGRESSIONS_DIR,
+                    style: str = "tensor") -> Optional[Path]:
     """Write the shrunk program as a regression file, unless the same program is saved already."""
     body = failure.shrunk or failure.source
     digest = hashlib.sha1(body.encode()).hexdigest()[:10]
@@ -141,7 +168,8 @@ def save_regression(failure: Failure, seed: Optional[int], directory: Path = REG
     name = failure.verdict.category.replace(":", "_").replace("-", "_") + f"_{digest}.py"
     first_line = failure.verdict.message.strip().splitlines()[0] if failure.verdict.message.strip() else ""
     header = [f"# dynamo_lite fuzz regression: program {failure.program}"
-              + (f" of bench/fuzz.py --seed {seed}" if seed is not None else "")
+              + (f" of bench/fuzz.py{' --style ' + style if style != 'tensor' else ''} --seed {seed}"
+                 if seed is not None else "")
               + f", shrunk from {len(failure.source.splitlines())} to {len(body.splitlines())} lines",
               f"# failure: {failure.verdict.category}: {first_line[:300]}",
               f"{XFAIL_MARK}open bug found by fuzzing (delete this line once fixed)"]

@@ -8,9 +8,16 @@ own globals, classes and module state. Then each side makes the same calls:
     2. make_inputs(0)   the same inputs again: the captured side should reuse its cache
     3. make_inputs(1)   new values of the same shapes
 
+A program may also define `FUZZ_CALLS` (the seeds of its calls, instead of 0, 0, 1; library.py's
+programs use seeds whose inputs have other shapes) and `between_calls(i)`, run on each side before
+call i (i >= 1) to mutate the program's globals (a config attribute, a class attribute, a global
+dict entry): the captured side's guards must notice.
+
 and after every call the sides must agree on the return value or exception (type and message),
 what was printed, the inputs afterwards (in-place changes, appended list items, module state),
-the program's globals, the module under test, and which outputs alias which inputs. A warning
+the program's globals (with the state of its own objects and the plain data of its classes),
+the module under test, which outputs alias which inputs, and which returned Python objects are
+the very same object as an input, a global or another output (`compare.identity_signature`). A warning
 "dynamo_lite: internal error" or a record with status "error" fails the program even when the
 values agree: the engine hid a bug of its own by running the frame eagerly.
 
@@ -26,7 +33,9 @@ import copy
 import dataclasses
 import io
 import linecache
+import re
 import traceback
+import types
 import warnings
 from typing import Any, Optional
 
@@ -35,7 +44,8 @@ import torch
 import dynamo_lite as dl
 from dynamo_lite.fallback import records
 
-from .compare import Mismatch, alias_signature, assert_same, same_class
+from .compare import (PROGRAM_MODULE, Mismatch, alias_signature, assert_same, identity_signature,
+                      is_program_object, same_class)
 
 #: tolerances per backend: the eager backend runs the very same ops; Triton fuses and reorders
 TOLERANCES = {"eager": (None, None), "triton": (1e-3, 1e-4), "inductor": (1e-3, 1e-4)}
@@ -52,6 +62,8 @@ class Verdict:
     message: str = ""
     eager_error: str = ""                           # exception type of eager's first call, if any
     statuses: dict = dataclasses.field(default_factory=dict)   # FrameRecord status -> count
+    graphs: int = 0                                 # graphs captured over all calls (0: all ran eagerly)
+    breaks: dict = dataclasses.field(default_factory=dict)     # "DL00x kind: detail" -> count
 
     @property
     def ok(self) -> bool:
@@ -82,7 +94,7 @@ def load(source: str, filename: str) -> dict:
     """Execute program text into a fresh namespace (its source registered for tracebacks)."""
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"__name__": "__fuzz__", "__file__": filename}
-    exec(compile(source, filename, "exec"), namespace)
+    exec(compile(source, filename, "exec", dont_inherit=True), namespace)   # not this file's __future__ flags
     return namespace
 
 
@@ -100,10 +112,26 @@ def call(fn, args: tuple, kwargs: dict) -> Outcome:
     return out
 
 
+_PLAIN = (int, float, bool, str, list, dict, tuple, torch.Tensor, set, frozenset, collections.deque)
+
+
 def _globals(namespace: dict) -> dict:
-    """The program's plain global data (counters, histories), compared after every call."""
-    return {k: v for k, v in namespace.items() if not k.startswith("__")
-            and isinstance(v, (int, float, bool, str, list, dict, tuple, torch.Tensor))}
+    """The program's global data (counters, histories, configs: plain values and instances of its
+    own classes; its closures, with their cells) and the plain data of its classes (class
+    attributes, counters, registries; the functions they hold, by name), compared after every call."""
+    out = {}
+    for k, v in namespace.items():
+        if k.startswith("__"):
+            continue
+        if isinstance(v, _PLAIN) or is_program_object(v) or \
+                isinstance(v, types.FunctionType) and v.__module__ == PROGRAM_MODULE and v.__closure__:
+            out[k] = v                      # (a function: by name and closure cells, e.g. a global counter closure)
+        elif isinstance(v, type) and v.__module__ == PROGRAM_MODULE:
+            state = {a: w for a, w in vars(v).items() if not a.startswith("__")
+                     and (isinstance(w, _PLAIN) or is_program_object(w) or isinstance(w, types.FunctionType))}
+            if state:
+                out[f"{k}.<class attributes>"] = state
+    return out
 
 
 def _raise_internal_errors(label: str, got: Outcome) -> None:
@@ -115,7 +143,8 @@ def _raise_internal_errors(label: str, got: Outcome) -> None:
         raise Mismatch("internal-error", f"{label}: {detail}")
 
 
-def compare_calls(label: str, eager: Outcome, got: Outcome, e_in: Any, c_in: Any, rtol, atol) -> None:
+def compare_calls(label: str, eager: Outcome, got: Outcome, e_in: Any, c_in: Any, rtol, atol,
+                  e_globals: Optional[dict] = None, c_globals: Optional[dict] = None) -> None:
     """Raise Mismatch for the first difference between two calls (inputs given after the call)."""
     if eager.exc is not None or got.exc is not None:
         if got.exc is None:
@@ -137,6 +166,13 @@ def compare_calls(label: str, eager: Outcome, got: Outcome, e_in: Any, c_in: Any
         if e_sig != c_sig:
             raise Mismatch("alias", f"{label}: output aliasing (same input, shares storage with inputs, "
                                     f"shares with output #) {c_sig} != eager {e_sig}")
+        if e_globals is not None:
+            e_ids = identity_signature(eager.value, e_in, e_globals)
+            c_ids = identity_signature(got.value, c_in, c_globals)
+            if e_ids != c_ids:
+                diff = next((c, e) for c, e in zip(c_ids, e_ids) if c != e) if len(e_ids) == len(c_ids) else (c_ids, e_ids)
+                raise Mismatch("identity", f"{label}: returned objects (path, same as earlier output, input, global) "
+                                           f"{diff[0]} != eager {diff[1]}")
 
 
 def check_source(source: str, filename: str = "<fuzz>", *, backend: str = "eager", device: str = "cpu",
@@ -158,9 +194,19 @@ def check_source(source: str, filename: str = "<fuzz>", *, backend: str = "eager
         captured = dl.capture(target, backend=backend)
     except Exception as e:  # noqa: BLE001
         return Verdict("harness", f"dl.capture failed: {type(e).__name__}: {e}")
+    if calls is CALL_SEEDS and eager_ns.get("FUZZ_CALLS"):
+        calls = tuple(eager_ns["FUZZ_CALLS"])
+    between = (eager_ns.get("between_calls"), captured_ns.get("between_calls"))
     try:
         for i, seed in enumerate(calls):
             label = f"call {i + 1} (make_inputs({seed}))"
+            if i and callable(between[0]):
+                try:
+                    between[0](i)
+                    between[1](i)
+                except Exception as e:  # noqa: BLE001 -- the program's own mutation is broken
+                    return Verdict("harness", f"between_calls({i}) failed: {type(e).__name__}: {e}")
+                label += f" after between_calls({i})"
             e_args, e_kwargs = eager_ns["make_inputs"](seed, device)
             c_args, c_kwargs = captured_ns["make_inputs"](seed, device)
             try:
@@ -172,9 +218,9 @@ def check_source(source: str, filename: str = "<fuzz>", *, backend: str = "eager
             if i == 0 and eager.exc is not None:
                 verdict.eager_error = type(eager.exc).__name__
             _raise_internal_errors(label, got)
-            compare_calls(label, eager, got, (e_args, e_kwargs), (c_args, c_kwargs), rtol, atol)
-            assert_same(_globals(eager_ns), _globals(captured_ns), f"{label}: program globals", kind="globals",
-                        rtol=rtol, atol=atol)
+            e_globals, c_globals = _globals(eager_ns), _globals(captured_ns)
+            compare_calls(label, eager, got, (e_args, e_kwargs), (c_args, c_kwargs), rtol, atol, e_globals, c_globals)
+            assert_same(e_globals, c_globals, f"{label}: program globals", kind="globals", rtol=rtol, atol=atol)
             if isinstance(eager_fn, torch.nn.Module):
                 assert_same(eager_fn, target, f"{label}: module under test", kind="module", rtol=rtol, atol=atol)
     except Mismatch as m:
@@ -184,8 +230,21 @@ def check_source(source: str, filename: str = "<fuzz>", *, backend: str = "eager
         verdict.category = "harness"
         verdict.message = "".join(traceback.format_exception(e))[-2000:]
     verdict.statuses = dict(collections.Counter(r.status for r in records.RECORDS))
+    verdict.graphs = sum(len(r.graphs) for r in records.RECORDS)
+    verdict.breaks = dict(collections.Counter(break_reason(r) for r in records.RECORDS
+                                              if r.status in ("break", "fallback")))
     dl.reset()
     return verdict
+
+
+def break_reason(record) -> str:
+    """A graph break or fallback as `DL00x kind: detail`, with the generated names' numbers taken
+    out (Vec12 -> Vec#) so that the same reason counts once over many programs."""
+    kind = f"{record.kind.id} {record.kind.name}" if record.kind else "?"
+    detail = record.detail or record.fallback_reason or ""
+    detail = re.sub(r"(?<=[A-Za-z_])\d+", "#", " ".join(detail.split()))
+    detail = re.sub(r"0x[0-9a-f]+", "0x#", detail)
+    return f"{kind}: {detail[:120]}"
 
 
 def check_function(fn, *args, calls: int = 2, backend="eager", rtol=None, atol=None, **kwargs) -> Outcome:
