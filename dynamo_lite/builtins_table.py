@@ -18,9 +18,9 @@ from .breaks import PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VA
 from .modelled import models
 from .pyops import BINARY_OPS, COMPARE_OPS
 from .sources import ObjectRefSource
-from .values.base import Const, IteratorValue, MethodValue, Value, fold
+from .values.base import Const, IteratorValue, MethodValue, Value, fold, is_constant
 from .values.callables import CallableValue
-from .values.containers import DictValue, SeqValue, SetValue
+from .values.containers import DictValue, SeqValue, SetValue, mapping_pairs, real_operand
 from .values.dict_objects import NewDictObjectValue, dict_base
 from .values.functions import ClosureValue, PartialValue
 from .values.objects import NewObjectValue, ObjectValue, SuperValue
@@ -211,8 +211,13 @@ def _list(frame, args, kwargs):
 
 def _set(cls):
     def handler(frame, args, kwargs):
-        items = semantics.unpack(frame, args[0]) if args else []
-        return SetValue([Const(i.as_python()) for i in items], cls)
+        if kwargs:
+            raise user_error(TypeError, f"{cls.__name__}() takes no keyword arguments")
+        if len(args) > 1:
+            raise user_error(TypeError, f"{cls.__name__} expected at most 1 argument, got {len(args)}")
+        # built from the real operand, as CPython builds it (a set or dict argument presizes the
+        # table): the new set iterates in eager's order
+        return SetValue.of_keys(fold(cls, real_operand(frame, args[0])) if args else cls(), cls)
     return handler
 
 
@@ -222,15 +227,9 @@ models(frozenset)(_set(frozenset))
 
 @models(dict)
 def _dict(frame, args, kwargs):
-    items = {}
-    if args:
-        src = args[0]
-        try:
-            items.update(src.as_mapping(frame))
-        except Unsupported:
-            for pair in semantics.unpack(frame, src):
-                k, v = semantics.unpack(frame, pair)
-                items[k.as_python()] = v
+    if len(args) > 1:
+        raise user_error(TypeError, f"dict expected at most 1 argument, got {len(args)}")
+    items = dict(mapping_pairs(frame, args[0])) if args else {}
     items.update(kwargs)
     return DictValue(items, dict)
 
@@ -252,7 +251,13 @@ def _next(frame, args, kwargs):
 
 @models(reversed)
 def _reversed(frame, args, kwargs):
-    return IteratorValue(list(reversed(semantics.unpack(frame, args[0]))))
+    v = args[0]
+    cls = v.python_type()
+    if getattr(cls, "__reversed__", None) is not None and not isinstance(v, (Const, TensorValue)):
+        return semantics.load_attr(frame, v, "__reversed__").call(frame, [], {})
+    if getattr(cls, "__reversed__", ...) is None or not hasattr(cls, "__getitem__") or issubclass(cls, dict):
+        raise user_error(TypeError, f"'{cls.__name__}' object is not reversible")
+    return IteratorValue(list(reversed(semantics.unpack(frame, v))))
 
 
 @models(sorted)
@@ -458,6 +463,78 @@ def _dataclass_query(fn):
 
 models(dataclasses.fields)(_dataclass_query(dataclasses.fields))
 models(dataclasses.is_dataclass)(_dataclass_query(dataclasses.is_dataclass))
+
+
+def _is_dataclass_instance(v: Value) -> bool:
+    return hasattr(v.python_type(), dataclasses._FIELDS)
+
+
+def _dataclass_inner(frame, v: Value, factory: Value, as_dict: bool) -> Value:
+    """dataclasses' _asdict_inner / _astuple_inner: dataclass instances become the factory's
+    result, namedtuples, lists, tuples and dicts are rebuilt as their type with converted items,
+    anything else is `copy.deepcopy`'d (modelled for immutable constants only)."""
+    def inner(x):
+        return _dataclass_inner(frame, x, factory, as_dict)
+    cls = v.python_type()
+    if _is_dataclass_instance(v):
+        values = [(f.name, inner(semantics.load_attr(frame, v, f.name))) for f in dataclasses.fields(cls)]
+        items = [SeqValue([Const(name), value], tuple) for name, value in values] if as_dict else \
+            [value for _, value in values]
+        return factory.call(frame, [SeqValue(items, list)], {})
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        return frame.wrap(cls, None).call(frame, [inner(x) for x in semantics.unpack(frame, v)], {})
+    if issubclass(cls, (list, tuple)):
+        return frame.wrap(cls, None).call(frame, [IteratorValue([inner(x) for x in semantics.unpack(frame, v)])], {})
+    if issubclass(cls, dict):
+        pairs = [semantics.unpack(frame, pair) for pair in
+                 semantics.unpack(frame, semantics.load_attr(frame, v, "items").call(frame, [], {}))]
+        return frame.wrap(cls, None).call(frame, [IteratorValue([SeqValue([inner(k), inner(x)], tuple)
+                                                                 for k, x in pairs])], {})
+    if v.is_python_constant() and is_constant(v.as_python()):
+        return v                                   # deepcopy of an immutable constant is itself
+    raise Unsupported(UNSUPPORTED_VALUE, f"copy.deepcopy of a {cls.__name__} in dataclasses.as{'dict' if as_dict else 'tuple'}")
+
+
+def _dataclass_convert(as_dict: bool):
+    name, factory_name, default = ("asdict", "dict_factory", dict) if as_dict else ("astuple", "tuple_factory", tuple)
+
+    def handler(frame, args, kwargs):
+        if len(args) != 1 or set(kwargs) - {factory_name}:
+            return NotImplemented
+        if not _is_dataclass_instance(args[0]):
+            raise user_error(TypeError, f"{name}() should be called on dataclass instances")
+        factory = kwargs.get(factory_name) or frame.wrap(default, None)
+        return _dataclass_inner(frame, args[0], factory, as_dict)
+    return handler
+
+
+models(dataclasses.asdict)(_dataclass_convert(True))
+models(dataclasses.astuple)(_dataclass_convert(False))
+
+
+@models(dataclasses.replace)
+def _dataclass_replace(frame, args, kwargs):
+    """dataclasses.replace(obj, **changes): the class called with every init field, changed or read
+    from obj (as the Python source does, errors included)."""
+    if len(args) != 1:
+        return NotImplemented
+    obj = args[0]
+    if not _is_dataclass_instance(obj):
+        raise user_error(TypeError, "replace() should be called on dataclass instances")
+    changes = dict(kwargs)
+    for f in getattr(obj.python_type(), dataclasses._FIELDS).values():
+        if f._field_type is dataclasses._FIELD_CLASSVAR:
+            continue
+        if not f.init:
+            if f.name in changes:
+                raise user_error(ValueError, f"field {f.name} is declared with init=False, it cannot be specified "
+                                             f"with replace()")
+            continue
+        if f.name not in changes:
+            if f._field_type is dataclasses._FIELD_INITVAR and f.default is dataclasses.MISSING:
+                raise user_error(ValueError, f"InitVar {f.name!r} must be specified with replace()")
+            changes[f.name] = semantics.load_attr(frame, obj, f.name)
+    return semantics.load_attr(frame, obj, "__class__").call(frame, [], changes)
 
 
 @models(inspect.signature)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import enum
 import functools
 import types
-from collections import OrderedDict
 from typing import Any, Optional
 
 import torch
@@ -24,8 +23,9 @@ from .runtime import AutocastBlock, GradModeBlock
 from .sources import AttrSource, ItemSource, Source
 from .values.base import Const, MethodValue, Value, is_constant
 from .values.callables import CallableValue
-from .values.containers import DictValue, SeqValue
+from .values.containers import SeqValue
 from .values.contexts import AutocastValue, GradModeValue
+from .values.stdlib_collections import CONTAINER_TYPES, wrap_container
 from .values.dict_objects import DictObjectValue, dict_base
 from .values.functions import FunctionValue, PartialValue
 from .values.modules import ModuleValue
@@ -72,11 +72,10 @@ def _build(tracer, value, source) -> Value:
             _guard(tracer, LengthMatch(source, type(value), len(value)))
         items = [wrap(tracer, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return SeqValue(items, type(value), source)
-    if type(value) in (dict, OrderedDict) and all(is_constant(k) and type(k) in (str, int) for k in value):
-        if source is not None:
-            _guard(tracer, DictKeysMatch(source, type(value), tuple(value)))
-        items = {k: wrap(tracer, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
-        return DictValue(items, type(value), source)
+    if type(value) in CONTAINER_TYPES:
+        container = wrap_container(value, source, lambda v, s: wrap(tracer, v, s), lambda g: _guard(tracer, g))
+        if container is not None:
+            return container
     if isinstance(value, torch.nn.Module):
         # Parameters and buffers are graph inputs reloaded from their sources, so the graph does not
         # depend on which instance this is: its type, and every attribute actually read (each with
@@ -93,7 +92,7 @@ def _build(tracer, value, source) -> Value:
                                                types.MethodDescriptorType, types.ClassMethodDescriptorType))
                             or is_torch_namespace(value) or type(value).__module__ == "functools"):
         if source is not None and not is_torch_namespace(value):
-            _guard(tracer, IdMatch.of(source, value))
+            _guard(tracer, _bound_builtin_guard(source, value) or IdMatch.of(source, value))
         return CallableValue(value, source)
     if isinstance(value, types.ModuleType):
         if source is not None and not is_torch_namespace(value):
@@ -163,6 +162,14 @@ def _interrupted_block(tracer, block, source):
         mode = AutocastValue(block.device, block.enabled, block.dtype, block.cache)
     mode.previous = block.previous
     return MethodValue(mode, "__exit__", source)
+
+
+def _bound_builtin_guard(source, value):
+    """A C method bound to a class or an object (`OrderedDict.fromkeys`) is made afresh on each
+    attribute read: it is guarded by equality (same function, same `__self__`), not identity."""
+    if isinstance(value, types.BuiltinMethodType) and not isinstance(value.__self__, (types.ModuleType, type(None))):
+        return ConstantMatch(source, value)
+    return None
 
 
 def _attr(source, name):

@@ -1,25 +1,37 @@
 """Python containers whose contents the tracer follows item by item: tuples, lists, namedtuples
-and torch.Size (`SeqValue`), dicts and OrderedDicts (`DictValue`), sets and frozensets
-(`SetValue`).
+and torch.Size (`SeqValue`), dicts and OrderedDicts (`DictValue`, with their views), sets and
+frozensets (`SetValue`), and the iterators over them.
 
 Each has its methods as a table of name -> function, indexing, iteration, operators and its
 rebuild. A container that exists outside the frame (it has a source) and changes is recorded on
 the tracer (`frame.tracer.mutate`): generated code gives the real container its new contents
-after the graph ran.
+after the graph ran (`replace_contents`).
+
+Dict keys and set elements are the real hashable objects (constants, classes, functions, tuples
+of them), kept in a real dict / set that goes through the same operations as the program's: its
+order, and the errors of its iterators when it changes size, are CPython's own. Values that hash
+by identity (tensors, objects) are not modelled as keys or elements (Unsupported).
 """
 from __future__ import annotations
 
+import inspect
 import operator
+import sys
+import types
+from collections import OrderedDict, deque, namedtuple
 from typing import Callable
 
 import torch
 
 from ..breaks import (TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE,
                       TracedException, Unsupported, user_error)
+from ..guards import DictKeysMatch, MembershipMatch
 from ..pyops import plain
-from ..semantics import binary
-from ..runtime import dict_view
-from .base import Const, IteratorValue, MethodValue, Value, equal_only_if_identical, fold, is_same, kind_name
+from ..runtime import dict_view, replace_contents
+from ..semantics import binary, load_attr
+from ..sources import AttrSource, ObjectRefSource
+from .base import (Const, IteratorValue, MethodValue, Value, equal_only_if_identical, fold, is_constant, is_same,
+                   kind_name)
 
 
 def _method_name(method) -> str:
@@ -27,7 +39,8 @@ def _method_name(method) -> str:
 
 
 class _Container(Value):
-    """What the three share: a class, items, methods from a table, identity of their own."""
+    """What containers share: a class, items, methods from a table (a Python method of a subclass
+    is inlined instead), identity of their own."""
     __slots__ = ("items", "cls")
     METHODS: dict[str, Callable] = {}
 
@@ -44,16 +57,26 @@ class _Container(Value):
         return Const(len(self.items))
 
     def load_attr(self, frame, name):
-        if name in self.METHODS or callable(getattr(self.cls, name, None)):
+        if not hasattr(self.cls, name):         # the class is guarded: so is its missing attribute
+            raise user_error(AttributeError, f"'{self.cls.__name__}' object has no attribute {name!r}")
+        if name in self.METHODS or callable(getattr(self.cls, name)):
             return MethodValue(self, name)
         raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{self.cls.__name__}.{name}")
 
     def call_method(self, frame, method, args, kwargs):
-        name = _method_name(method)
-        handler = self.METHODS.get(name)
+        if isinstance(method, types.FunctionType):
+            return super().call_method(frame, method, args, kwargs)
+        owner = getattr(method, "__objclass__", None)
+        if owner is not None and not issubclass(self.python_type(), owner):
+            raise Unsupported(UNKNOWN_CALL, f"{owner.__name__}.{method.__name__} on a {self.python_type().__name__}")
+        handler = self.METHODS.get(_method_name(method))
         if handler is None:
             return super().call_method(frame, method, args, kwargs)
         return handler(frame, self, args, kwargs)
+
+    def replace_contents(self, em) -> None:
+        """Emit code giving the real container (it has a source) the contents the trace left it with."""
+        raise Unsupported(UNSUPPORTED_VALUE, f"replaying changes to a {self.cls.__name__}")
 
 
 # ============================================================================================
@@ -105,13 +128,39 @@ class SeqValue(_Container):
             make = getattr(self.cls, "_make", None) or self.cls
             em.call_const(make, [lambda: em.build_tuple(self.items)])
 
+    def replace_contents(self, em):
+        if not self.is_list:
+            return super().replace_contents(em)
+        em.build_list(self.items)
+        em.load_source(self.source)
+        em.const(slice(None))
+        em.emit("STORE_SUBSCR")
+
     def load_attr(self, frame, name):
         fields = field_names(self.cls)
         if name in fields:
             return self.items[fields.index(name)]
         if name == "_fields" and fields:
             return Const(fields)
+        if self.cls in (tuple, list, torch.Size):
+            return super().load_attr(frame, name)
+        return self._class_attribute(frame, name)
+
+    def _class_attribute(self, frame, name):
+        """An attribute a namedtuple (sub)class defines: its methods and properties run as written
+        (the helpers namedtuple generates are modelled by name), other attributes are read from
+        the class, guarded."""
+        attr = inspect.getattr_static(self.cls, name, None)
+        if isinstance(attr, types.FunctionType) and attr.__code__ not in NAMEDTUPLE_CODES:
+            return MethodValue(self, attr)
+        if isinstance(attr, property) and attr.fget is not None:
+            return frame.wrap(attr.fget, None).call(frame, [self], {})
+        if isinstance(attr, (classmethod, staticmethod)) or not callable(attr) and attr is not None:
+            return frame.wrap(self.cls, ObjectRefSource(self.cls)).load_attr(frame, name)
         return super().load_attr(frame, name)
+
+    def get_iter(self, frame):
+        return ListIteratorValue(self) if self.is_list else NotImplemented
 
     def call_method(self, frame, method, args, kwargs):
         name = _method_name(method)
@@ -220,7 +269,8 @@ def sequence_contains(items: list, item: Value) -> bool:
         if same:
             return True
         if x.is_graph_value or item.is_graph_value:
-            if same is False and x.is_graph_value != item.is_graph_value:
+            other = item if x.is_graph_value else x
+            if not other.is_graph_value and _never_equal_to_tensor(other):
                 continue
             raise Unsupported(TENSOR_TO_PYTHON, "`in` compares tensors by value")
         if x.is_python_constant() and item.is_python_constant():
@@ -230,6 +280,15 @@ def sequence_contains(items: list, item: Value) -> bool:
         if same is None or not equal_only_if_identical(x, item):
             raise Unsupported(UNSUPPORTED_VALUE, f"`in` compares {kind_name(item)} with {kind_name(x)} by __eq__")
     return False
+
+
+# Tensor.__eq__ with one of these is False (not an elementwise comparison, which numbers and
+# arrays get)
+_NOT_NUMBERS = (str, bytes, tuple, list, dict, set, frozenset, type(None), type, torch.dtype, torch.device)
+
+
+def _never_equal_to_tensor(v: Value) -> bool:
+    return issubclass(v.python_type(), _NOT_NUMBERS)
 
 
 def _list_append(frame, obj, args, kwargs):
@@ -338,29 +397,219 @@ def _seq_index_count(name):
     return method
 
 
+def _seq_reversed(frame, obj, args, kwargs):
+    return IteratorValue(list(reversed(obj.items)))
+
+
 SeqValue.METHODS = {
     "__getitem__": _seq_getitem, "__len__": _seq_len, "index": _seq_index_count("index"),
     "count": _seq_index_count("count"), "_asdict": _asdict, "_replace": _replace, "numel": _size_numel,
+    "__reversed__": _seq_reversed,
 }
+
+# The code of the methods namedtuple() generates (the same code object for every class): they are
+# modelled by name (SeqValue.METHODS, stdlib_collections), not inlined.
+_SAMPLE = namedtuple("_Sample", "a")
+NAMEDTUPLE_CODES = frozenset(f.__code__ for f in (_SAMPLE._make.__func__, _SAMPLE._replace, _SAMPLE._asdict,
+                                                  _SAMPLE.__repr__, _SAMPLE.__getnewargs__))
 _LIST_METHODS = {
     "append": _list_append, "extend": _list_extend, "insert": _list_insert, "pop": _list_pop, "clear": _list_clear,
     "reverse": _list_reverse, "remove": _list_remove, "sort": _list_sort, "copy": _seq_copy,
 }
 
 
+# ============================================================================================
+# keys: the real hashable objects dicts and sets hold
+# ============================================================================================
+
+def hashable_key(v: Value):
+    """The real object a value stands for as a dict key or set element: a constant, a class, a
+    function, or a tuple / frozenset of them. Python's TypeError for an unhashable one; values
+    without a Python value of their own (tensors, objects) are Unsupported (identity hashing is
+    not modelled)."""
+    key = v.as_python()
+    try:
+        hash(key)
+    except TypeError as e:
+        raise TracedException(e) from None
+    return key
+
+
+_key = hashable_key
+
+
+def is_key_constant(key) -> bool:
+    """A key or element the tracer keeps as the real object: a constant, a class or function
+    (compared by identity), or a tuple / frozenset of them."""
+    if is_constant(key):
+        return True
+    if isinstance(key, type):               # unless its metaclass compares classes otherwise
+        return type(key).__eq__ is object.__eq__ and type(key).__hash__ is object.__hash__
+    if isinstance(key, (types.FunctionType, types.BuiltinFunctionType)):
+        return True
+    return type(key) in (tuple, frozenset) and all(is_key_constant(k) for k in key)
+
+
+def guarded_keys(frame, source, real) -> tuple:
+    """The keys of an existing dict / elements of an existing set, read under a guard on them (and
+    their order); Unsupported when one is not a key constant."""
+    keys = tuple(real)
+    if not all(is_key_constant(k) for k in keys):
+        raise Unsupported(UNSUPPORTED_VALUE, f"a {type(real).__name__} holding objects hashed by identity")
+    frame.tracer.add_guard(DictKeysMatch(source, type(real), keys))
+    return keys
+
+
+def _is_tensor(v: Value) -> bool:
+    return v.is_graph_value and issubclass(v.python_type(), torch.Tensor)
+
+
+def key_value(frame, key) -> Value:
+    """The value of a key read back out of a dict or set (a class key is a class value again).
+    Without a frame (rebuilding after the graph) a Const, which rebuilds any key as a constant."""
+    if frame is None or is_constant(key):
+        return Const(key)
+    return frame.wrap(key, None)
+
+
+def real_operand(frame, v: Value):
+    """The real object a set operation or a dict view operation gets for `v`: the key set of a
+    set value, a real view, a dict of the same keys, or the real value; a sequence of values
+    becomes the list of their keys."""
+    if isinstance(v, SetValue):
+        return v.keys(frame)
+    if isinstance(v, DictViewValue):
+        return v.real_view()
+    if isinstance(v, DictValue):
+        return dict.fromkeys(v.items)
+    try:
+        return v.as_python()
+    except Unsupported:
+        return [hashable_key(x) for x in v.unpack(frame)]
 
 
 # ============================================================================================
-# dict, OrderedDict
+# live iterators
+# ============================================================================================
+
+class LiveIteratorValue(Value):
+    """`iter()` of a dict, dict view, set or deque the trace follows: a real iterator over the
+    container's own contents (its real dict / set / deque of values), so it sees changes made
+    meanwhile and raises CPython's own RuntimeError when the container changes size under it.
+    `convert(frame, item)` turns what the real iterator yields into a value."""
+    __slots__ = ("owner", "it", "convert")
+
+    def __init__(self, owner: Value, it, convert: Callable, source=None):
+        super().__init__(source)
+        self.owner, self.it, self.convert = owner, it, convert
+
+    def python_type(self):
+        return type(self.it)
+
+    def identity(self):
+        return id(self)
+
+    def truthy(self, frame):
+        return True
+
+    def get_iter(self, frame):
+        return self
+
+    def next(self, frame):
+        try:
+            item = next(self.it)
+        except StopIteration:
+            return None
+        except RuntimeError as e:          # "dictionary changed size during iteration" and the like
+            raise TracedException(e) from None
+        return self.convert(frame, item)
+
+    def unpack(self, frame):
+        items = []
+        while (item := self.next(frame)) is not None:
+            items.append(item)
+        return items
+
+    def remaining(self) -> list:
+        """What is left to iterate, without advancing (the real iterator's __reduce__ copies it)."""
+        try:
+            state = self.it.__reduce__()[1]
+        except RuntimeError:
+            raise Unsupported(UNSUPPORTED_VALUE, "an iterator over a container that changed size") from None
+        if isinstance(state[0], deque):                 # deque iterators reduce to (deque, consumed)
+            return list(state[0])[state[1]:]
+        return list(state[0])
+
+    def children(self):
+        return (self.owner, *[self.convert(None, x) for x in self.remaining()])
+
+    def rebuild(self, em):
+        rest = [self.convert(None, x) for x in self.remaining()]
+        em.call_const(iter, [lambda: em.build_tuple(rest)])
+
+
+class ListIteratorValue(Value):
+    """`iter(list)`: reads the list as it is at each step (items appended while looping are
+    seen, as in Python)."""
+    __slots__ = ("seq", "pos")
+
+    def __init__(self, seq: SeqValue, source=None):
+        super().__init__(source)
+        self.seq, self.pos = seq, 0
+
+    def python_type(self):
+        return type(iter([]))
+
+    def identity(self):
+        return id(self)
+
+    def truthy(self, frame):
+        return True
+
+    def get_iter(self, frame):
+        return self
+
+    def next(self, frame):
+        if self.pos >= len(self.seq.items):
+            self.pos = sys.maxsize            # exhausted for good, as CPython's
+            return None
+        self.pos += 1
+        return self.seq.items[self.pos - 1]
+
+    def unpack(self, frame):
+        items = []
+        while (item := self.next(frame)) is not None:
+            items.append(item)
+        return items
+
+    def children(self):
+        return (self.seq,)
+
+    def rebuild(self, em):
+        em.call_const(list_iterator_at, [lambda: em.value(self.seq), lambda: em.const(min(self.pos, sys.maxsize))])
+
+
+def list_iterator_at(lst: list, pos: int):
+    """Run time: an iterator over `lst` that has consumed `pos` items (a loop live across a break)."""
+    it = iter(lst)
+    it.__setstate__(pos)
+    return it
+
+
+# ============================================================================================
+# dict (and the kinds built on it in stdlib_collections: OrderedDict, defaultdict, Counter)
 # ============================================================================================
 
 class DictValue(_Container):
-    """dict / OrderedDict with constant keys; `items` maps real keys to values."""
+    """dict / OrderedDict with hashable constant keys (classes, tuples, enums... included).
+    `items` maps the real keys to values; it is a real dict (an OrderedDict for OrderedDicts)
+    that goes through the same operations as the program's, so its order, and its iterators'
+    errors when it changes size, are CPython's."""
     __slots__ = ()
 
     def __init__(self, items: dict, cls: type = dict, source=None):
         super().__init__(source)
-        self.items = dict(items)
+        self.items = OrderedDict(items) if issubclass(cls, OrderedDict) else dict(items)
         self.cls = cls
 
     def as_python(self):
@@ -373,6 +622,10 @@ class DictValue(_Container):
     def children(self):
         return tuple(self.items.values())
 
+    def empty_like(self, items: dict = None) -> "DictValue":
+        """A new dict of this kind (same class, same default factory) with `items`."""
+        return type(self)(items or {}, self.cls)
+
     def rebuild(self, em):
         if self.source is not None:
             em.load_source(self.source)
@@ -382,66 +635,133 @@ class DictValue(_Container):
         if self.cls is not dict:
             em.convert_top(self.cls)
 
+    def replace_contents(self, em):
+        """Give the real dict (with a source) the contents the trace left it with."""
+        em.call_const(replace_contents, [lambda: em.load_source(self.source),
+                                         lambda: em.build_map(self.items)])
+        em.emit("POP_TOP")
+
     def unpack(self, frame):
-        return [Const(k) for k in self.items]
+        return [key_value(frame, k) for k in self.items]
+
+    def get_iter(self, frame):
+        return self.view("keys").get_iter(frame)
+
+    def view(self, kind: str) -> "DictViewValue":
+        return DictViewValue(self, kind, self.items)
 
     def as_mapping(self, frame):
         return dict(self.items)
 
+    def missing(self, frame, key: Value, k):
+        """`self[key]` for a key it does not hold (`__missing__`: a KeyError here)."""
+        raise user_error(KeyError, k)
+
     def getitem(self, frame, key):
-        k = _key(key)
+        k = hashable_key(key)
         if k not in self.items:
-            raise user_error(KeyError, k)
+            return self.missing(frame, key, k)
         return self.items[k]
 
     def setitem(self, frame, key, value):
-        k = _key(key)
+        k = hashable_key(key)
         frame.tracer.mutate(self)
         self.items[k] = value
 
     def delitem(self, frame, key):
-        k = _key(key)
+        k = hashable_key(key)
         if k not in self.items:
             raise user_error(KeyError, k)
         frame.tracer.mutate(self)
         del self.items[k]
 
     def contains(self, frame, item):
-        return _key(item) in self.items
+        if _is_tensor(item) and all(is_constant(k) for k in self.items):
+            return False                      # a tensor hashes by identity: equal to no constant
+        return hashable_key(item) in self.items
+
+    def update_from(self, frame, other: Value) -> None:
+        """`self.update(other)` for one positional argument: a dict value, anything with `keys()`
+        (read through keys() and [] as CPython does), or an iterable of pairs."""
+        new = mapping_pairs(frame, other)
+        frame.tracer.mutate(self)
+        for k, v in new:
+            self.items[k] = v
 
     def binary(self, frame, fn, other):
-        if plain(fn) is operator.or_ and isinstance(other, DictValue):
-            if fn is operator.ior:
-                frame.tracer.mutate(self)
-                self.items.update(other.items)
-                return self
-            return DictValue({**self.items, **other.items}, self.cls)
-        return _fold_constants(fn, self, other)
+        if plain(fn) is not operator.or_:
+            return _fold_constants(fn, self, other)
+        if fn is operator.ior:                            # dict.__ior__: update with any argument
+            self.update_from(frame, other)
+            return self
+        if not isinstance(other, DictValue):
+            return NotImplemented if not other.is_python_constant() else _fold_constants(fn, self, other)
+        if other.cls is not self.cls and issubclass(other.cls, self.cls) and other.defines_ror():
+            return other.ror(frame, self)                  # a subclass's reflected method goes first
+        return self.or_(frame, other)
+
+    def rbinary(self, frame, fn, other):
+        if plain(fn) is operator.or_ and isinstance(other, DictValue) and self.defines_ror():
+            return self.ror(frame, other)
+        return NotImplemented
+
+    def defines_ror(self) -> bool:
+        """Whether the class has a `__ror__` of its own (OrderedDict, defaultdict) rather than
+        dict's slot."""
+        return self.cls is not dict and "__ror__" in vars(self.cls)
+
+    def or_(self, frame, other: "DictValue") -> Value:
+        """`self | other`, both dicts: dict's own is a plain dict (PyDict_Copy), OrderedDict's and
+        defaultdict's a copy of the left operand's kind."""
+        result = self.empty_like(self.items) if self.defines_ror() else DictValue(self.items, dict)
+        result.items.update(other.items)
+        return result
+
+    def ror(self, frame, other: "DictValue") -> Value:
+        """`other | self` by this class's `__ror__`: this kind, from other, updated with self."""
+        result = self.empty_like(other.items)
+        result.items.update(self.items)
+        return result
 
     def compare(self, frame, fn, other):
         return _fold_constants(fn, self, other)
 
 
-def _key(v: Value):
-    key = v.as_python()
-    try:
-        hash(key)
-    except TypeError as e:
-        raise TracedException(e) from None
-    return key
+def mapping_pairs(frame, other: Value) -> list:
+    """The (real key, value) pairs `dict.update(other)` / `dict(other)` copy, with CPython's
+    errors for a bad sequence of pairs."""
+    if isinstance(other, DictValue):
+        return list(other.items.items())
+    if hasattr(other.python_type(), "keys"):         # a mapping: its keys() and [] (PyDict_Merge)
+        try:
+            return list(other.as_mapping(frame).items())
+        except Unsupported:
+            keys = load_attr(frame, other, "keys").call(frame, [], {}).unpack(frame)
+            return [(hashable_key(k), other.getitem(frame, k)) for k in keys]
+    pairs = []
+    for i, element in enumerate(other.unpack(frame)):
+        try:
+            kv = element.unpack(frame)
+        except TracedException as e:
+            if isinstance(e.exc, TypeError):
+                raise user_error(TypeError, f"cannot convert dictionary update sequence element #{i} to a "
+                                            f"sequence") from None
+            raise
+        if len(kv) != 2:
+            raise user_error(ValueError, f"dictionary update sequence element #{i} has length {len(kv)}; "
+                                         f"2 is required")
+        pairs.append((hashable_key(kv[0]), kv[1]))
+    return pairs
 
 
 def _dict_view(kind):
     def method(frame, obj, args, kwargs):
-        return DictViewValue(obj, kind, obj.items)
+        return obj.view(kind)
     return method
 
 
-_dict_keys, _dict_values, _dict_items = _dict_view("keys"), _dict_view("values"), _dict_view("items")
-
-
 def _dict_get(frame, obj, args, kwargs):
-    return obj.items.get(_key(args[0]), args[1] if len(args) > 1 else Const(None))
+    return obj.items.get(hashable_key(args[0]), args[1] if len(args) > 1 else Const(None))
 
 
 def _dict_getitem(frame, obj, args, kwargs):
@@ -453,32 +773,44 @@ def _dict_setitem(frame, obj, args, kwargs):
     return Const(None)
 
 
+def _dict_delitem(frame, obj, args, kwargs):
+    obj.delitem(frame, args[0])
+    return Const(None)
+
+
 def _dict_contains(frame, obj, args, kwargs):
     return Const(obj.contains(frame, args[0]))
 
 
+def _dict_len(frame, obj, args, kwargs):
+    return Const(len(obj.items))
+
+
+def _dict_iter(frame, obj, args, kwargs):
+    return obj.get_iter(frame)
+
+
+def _dict_reversed(frame, obj, args, kwargs):
+    return obj.view("keys").reversed(frame)
+
+
 def _dict_copy(frame, obj, args, kwargs):
-    return DictValue(dict(obj.items), obj.cls)
+    return obj.empty_like(obj.items)
 
 
 def _dict_update(frame, obj, args, kwargs):
-    new: dict = {}
+    if len(args) > 1:
+        raise user_error(TypeError, f"update expected at most 1 argument, got {len(args)}")
     if args:
-        other = args[0]
-        if isinstance(other, DictValue):
-            new.update(other.items)
-        else:
-            for pair in other.unpack(frame):
-                k, v = pair.unpack(frame)
-                new[_key(k)] = v
-    new.update(kwargs)
-    frame.tracer.mutate(obj)
-    obj.items.update(new)
+        obj.update_from(frame, args[0])
+    if kwargs:
+        frame.tracer.mutate(obj)
+        obj.items.update(kwargs)
     return Const(None)
 
 
 def _dict_setdefault(frame, obj, args, kwargs):
-    key = _key(args[0])
+    key = hashable_key(args[0])
     if key not in obj.items:
         frame.tracer.mutate(obj)
         obj.items[key] = args[1] if len(args) > 1 else Const(None)
@@ -486,13 +818,34 @@ def _dict_setdefault(frame, obj, args, kwargs):
 
 
 def _dict_pop(frame, obj, args, kwargs):
-    key = _key(args[0])
+    key = hashable_key(args[0])
     if key in obj.items:
         frame.tracer.mutate(obj)
         return obj.items.pop(key)
     if len(args) > 1:
         return args[1]
     raise user_error(KeyError, key)
+
+
+def _dict_popitem(frame, obj, args, kwargs):
+    """dict.popitem() (the last pair); OrderedDict.popitem(last=True) either end."""
+    arguments = [a.as_python() for a in [*args, *kwargs.values()]]
+    if arguments and not isinstance(obj.items, OrderedDict):
+        raise user_error(TypeError, f"dict.popitem() takes no arguments ({len(arguments)} given)")
+    if obj.items:
+        frame.tracer.mutate(obj)
+    k, v = fold(obj.items.popitem, *arguments)     # the real one's KeyError when empty
+    return SeqValue([key_value(frame, k), v], tuple)
+
+
+def _odict_move_to_end(frame, obj, args, kwargs):
+    key = hashable_key(args[0])
+    last = (args[1] if len(args) > 1 else kwargs.get("last", Const(True))).truthy(frame)
+    if key not in obj.items:
+        raise user_error(KeyError, key)
+    frame.tracer.mutate(obj)
+    obj.items.move_to_end(key, last)
+    return Const(None)
 
 
 def _dict_clear(frame, obj, args, kwargs):
@@ -502,9 +855,11 @@ def _dict_clear(frame, obj, args, kwargs):
 
 
 DictValue.METHODS = {
-    "keys": _dict_keys, "values": _dict_values, "items": _dict_items, "get": _dict_get, "__getitem__": _dict_getitem,
-    "__setitem__": _dict_setitem, "__contains__": _dict_contains, "copy": _dict_copy, "update": _dict_update,
-    "setdefault": _dict_setdefault, "pop": _dict_pop, "clear": _dict_clear,
+    "keys": _dict_view("keys"), "values": _dict_view("values"), "items": _dict_view("items"), "get": _dict_get,
+    "__getitem__": _dict_getitem, "__setitem__": _dict_setitem, "__delitem__": _dict_delitem,
+    "__contains__": _dict_contains, "__len__": _dict_len, "__iter__": _dict_iter, "__reversed__": _dict_reversed,
+    "copy": _dict_copy, "update": _dict_update, "setdefault": _dict_setdefault, "pop": _dict_pop,
+    "popitem": _dict_popitem, "clear": _dict_clear, "move_to_end": _odict_move_to_end,
 }
 
 
@@ -526,18 +881,24 @@ class DictViewValue(Value):
     def children(self):
         return (self.owner,)
 
-    def elements(self) -> list:
+    def _convert(self, frame, item):
         if self.kind == "keys":
-            return [Const(k) for k in self.items]
+            return key_value(frame, item)
         if self.kind == "values":
-            return list(self.items.values())
-        return [SeqValue([Const(k), v], tuple) for k, v in self.items.items()]
+            return item
+        return SeqValue([key_value(frame, item[0]), item[1]], tuple)
+
+    def elements(self, frame=None) -> list:
+        return [self._convert(frame, x) for x in getattr(self.items, self.kind)()]
 
     def unpack(self, frame):
-        return self.elements()
+        return self.elements(frame)
 
     def get_iter(self, frame):
-        return DictIteratorValue(self)
+        return LiveIteratorValue(self, iter(getattr(self.items, self.kind)()), self._convert)
+
+    def reversed(self, frame):
+        return LiveIteratorValue(self, reversed(getattr(self.items, self.kind)()), self._convert)
 
     def length(self, frame):
         return Const(len(self.items))
@@ -547,35 +908,40 @@ class DictViewValue(Value):
 
     def contains(self, frame, item):
         if self.kind == "keys":
-            return _key(item) in self.items
+            return hashable_key(item) in self.items
         if self.kind == "items":
             key, value = item.unpack(frame)
-            k = _key(key)
+            k = hashable_key(key)
             return k in self.items and sequence_contains([self.items[k]], value)
-        return sequence_contains(self.elements(), item)
+        return sequence_contains(self.elements(frame), item)
+
+    def real_view(self):
+        """A real view of the same kind over a dict with the same keys (and, for items views, the
+        values' Python values): set operations on it are CPython's own."""
+        if self.kind == "keys":
+            return dict.fromkeys(self.items).keys()
+        if self.kind == "items":
+            return {k: v.as_python() for k, v in self.items.items()}.items()
+        raise Unsupported(UNSUPPORTED_VALUE, "set operations on dict.values()")
 
     def as_python(self):
         if self.kind == "values":
             return super().as_python()
-        return set(e.as_python() for e in self.elements())
+        return self.real_view()
 
     def binary(self, frame, fn, other):
-        if self.kind != "values" and plain(fn) in (operator.and_, operator.or_, operator.sub, operator.xor):
-            mine = set(self.as_python())
-            theirs = set(other.as_python()) if not isinstance(other, DictViewValue) else other.as_python()
-            return SetValue([Const(v) for v in fold(plain(fn), mine, theirs)], set)
+        if self.kind != "values" and plain(fn) in _SET_OPERATORS:
+            return SetValue.of_keys(fold(plain(fn), self.real_view(), real_operand(frame, other)))
         return NotImplemented
 
     def rbinary(self, frame, fn, other):
-        if self.kind != "values" and plain(fn) in (operator.and_, operator.or_, operator.sub, operator.xor):
-            return SetValue([Const(v) for v in fold(plain(fn), set(other.as_python()), self.as_python())], set)
+        if self.kind != "values" and plain(fn) in _SET_OPERATORS:
+            return SetValue.of_keys(fold(plain(fn), real_operand(frame, other), self.real_view()))
         return NotImplemented
 
     def compare(self, frame, fn, other):
-        if self.kind != "values" and other.is_python_constant():
-            theirs = other.as_python()
-            theirs = set(theirs) if isinstance(theirs, (set, frozenset, type({}.keys()), type({}.items()))) else theirs
-            return Const(fold(fn, self.as_python(), theirs))
+        if self.kind != "values":
+            return Const(fold(fn, self.real_view(), real_operand(frame, other)))
         return NotImplemented
 
     def load_attr(self, frame, name):
@@ -588,9 +954,9 @@ class DictViewValue(Value):
     def call_method(self, frame, method, args, kwargs):
         name = _method_name(method)
         if name == "isdisjoint":
-            return Const(not (set(self.as_python()) & set(args[0].as_python())))
+            return Const(fold(self.real_view().isdisjoint, real_operand(frame, args[0])))
         if name == "__reversed__":
-            return IteratorValue(list(reversed(self.elements())))
+            return self.reversed(frame)
         if name == "__len__":
             return self.length(frame)
         if name == "__contains__":
@@ -603,46 +969,7 @@ class DictViewValue(Value):
         em.call_const(dict_view, [lambda: em.value(self.owner), lambda: em.const(self.kind)])
 
 
-class DictIteratorValue(Value):
-    """An iterator over a dict view, reading the dict as it is now at each step (a dict that
-    changes size meanwhile is an error, as in Python)."""
-    __slots__ = ("view", "pos", "size")
-
-    def __init__(self, view: DictViewValue, source=None):
-        super().__init__(source)
-        self.view, self.pos, self.size = view, 0, len(view.items)
-
-    def python_type(self):
-        return type(iter({}.keys()))
-
-    def identity(self):
-        return id(self)
-
-    def get_iter(self, frame):
-        return self
-
-    def next(self, frame):
-        if len(self.view.items) != self.size:
-            self.size = -1                  # stays broken, as CPython's does
-            raise user_error(RuntimeError, "dictionary changed size during iteration")
-        elements = self.view.elements()
-        if self.pos >= len(elements):
-            return None
-        self.pos += 1
-        return elements[self.pos - 1]
-
-    def unpack(self, frame):
-        items = []
-        while (item := self.next(frame)) is not None:
-            items.append(item)
-        return items
-
-    def children(self):
-        return (self.view,)
-
-    def rebuild(self, em):
-        rest = self.view.elements()[self.pos:]
-        em.call_const(iter, [lambda: em.build_tuple(rest)])
+_SET_OPERATORS = (operator.and_, operator.or_, operator.sub, operator.xor)
 
 
 # ============================================================================================
@@ -650,60 +977,136 @@ class DictIteratorValue(Value):
 # ============================================================================================
 
 class SetValue(_Container):
-    """set / frozenset of constants."""
-    __slots__ = ()
+    """set / frozenset of hashable constants (classes, tuples, enums... included). `items` is a
+    real set of the real elements that goes through the same operations as the program's, so
+    iterating it gives CPython's order for the same history, and its iterators' errors.
 
-    def __init__(self, items, cls: type = set, source=None):
+    An existing set read from the frame (it has a source) is loaded lazily: `x in S` alone is
+    decided by a membership guard (a registry of classes need not be guarded whole); anything
+    else reads all of it under a guard on its contents and order (`keys()`)."""
+    __slots__ = ("real",)
+
+    def __init__(self, items=(), cls: type = set, source=None, real=None):
         super().__init__(source)
-        self.items = list(dict.fromkeys(items))
         self.cls = cls
+        self.real = real                      # the existing set, until its contents are read
+        self.items = None if real is not None else set(hashable_key(v) for v in items)
+
+    @classmethod
+    def of_keys(cls_, keys, cls: type = None) -> "SetValue":
+        """A set value holding exactly this real set (its order included)."""
+        value = cls_((), cls or type(keys))
+        value.items = keys if type(keys) is set else set(keys)
+        if cls is frozenset or cls is None and type(keys) is frozenset:
+            value.cls = frozenset
+        return value
+
+    def keys(self, frame) -> set:
+        """The real set of elements (read and guarded now, for an existing set)."""
+        if self.items is None:
+            elements = guarded_keys(frame, self.source, self.real)
+            copy = set(self.real)
+            if tuple(copy) != elements:       # a table of another size: later changes could reorder it
+                raise Unsupported(UNSUPPORTED_VALUE, "an existing set whose copy iterates in another order")
+            self.items, self.real = copy, None
+        return self.items
 
     def as_python(self):
-        return self.cls(i.as_python() for i in self.items)
+        if self.items is None:
+            raise Unsupported(UNSUPPORTED_VALUE, "an existing set whose contents were not read")
+        return self.cls(self.items)
 
-    def children(self):
-        return tuple(self.items)
+    def length(self, frame):
+        return Const(len(self.keys(frame)))
+
+    def truthy(self, frame):
+        return len(self.keys(frame)) > 0
 
     def rebuild(self, em):
         if self.source is not None:
             em.load_source(self.source)
             return
-        em.build_set(self.items)
+        for k in self.items:
+            em.const(k)
+        em.emit("BUILD_SET", len(self.items))
         if self.cls is frozenset:
             em.convert_top(frozenset)
 
+    def replace_contents(self, em):
+        em.call_const(replace_contents, [lambda: em.load_source(self.source),
+                                         lambda: em.const(tuple(self.items))])
+        em.emit("POP_TOP")
+
     def unpack(self, frame):
-        return list(self.items)
+        return [key_value(frame, k) for k in self.keys(frame)]
+
+    def get_iter(self, frame):
+        return LiveIteratorValue(self, iter(self.keys(frame)), key_value)
 
     def contains(self, frame, item):
-        return sequence_contains(self.items, item)
+        if not item.is_python_constant():
+            if _is_tensor(item) and all(is_constant(k) for k in self.keys(frame)):
+                return False                  # a tensor hashes by identity: equal to no constant
+            raise Unsupported(UNSUPPORTED_VALUE, f"`in` a set for a {kind_name(item)} (identity hashing)")
+        if self.items is None:              # an existing set only tested: guard this answer alone
+            key = item.as_python()
+            found = fold(operator.contains, self.real, key)
+            frame.tracer.add_guard(MembershipMatch(self.source, key, found))
+            return found
+        return fold(operator.contains, self.items, item.as_python())
+
+    def add(self, frame, item: Value) -> None:
+        """`s.add(item)` (also SET_ADD of a set display or comprehension)."""
+        key = hashable_key(item)
+        frame.tracer.mutate(self)
+        self.keys(frame).add(key)
 
     def binary(self, frame, fn, other):
         op = plain(fn)
-        if isinstance(other, SetValue) and op in (operator.or_, operator.and_, operator.sub, operator.xor):
-            return SetValue([Const(v) for v in op(set(self.as_python()), set(other.as_python()))], self.cls)
-        return _fold_constants(fn, self, other)
+        if op not in _SET_OPERATORS:
+            return _fold_constants(fn, self, other)
+        if not isinstance(other, SetValue):
+            return NotImplemented
+        mine, theirs = self.keys(frame), other.keys(frame)
+        if fn is not op and self.cls is set:              # in place: the same set, changed
+            frame.tracer.mutate(self)
+            fold(fn, mine, theirs)
+            return self
+        return SetValue.of_keys(fold(op, self.cls(mine) if self.cls is frozenset else mine, theirs))
 
     def compare(self, frame, fn, other):
+        if isinstance(other, SetValue):
+            return Const(fold(fn, self.keys(frame), other.keys(frame)))
+        if isinstance(other, DictViewValue):
+            return NotImplemented
         return _fold_constants(fn, self, other)
 
     def call_method(self, frame, method, args, kwargs):
         name = _method_name(method)
-        values = [i.as_python() for i in self.items]
-        if name in ("add", "update", "discard", "remove", "clear", "pop"):
+        if name not in _SET_METHODS:
+            return super().call_method(frame, method, args, kwargs)
+        if kwargs:
+            raise user_error(TypeError, f"{self.cls.__name__}.{name}() takes no keyword arguments")
+        mine = self.keys(frame)
+        if name in _SET_MUTATORS:
             if self.cls is frozenset:
                 raise user_error(AttributeError, f"'frozenset' object has no attribute {name!r}")
             frame.tracer.mutate(self)
-            real = set(values)
-            arguments = [set(a.as_python()) if name == "update" else a.as_python() for a in args]
-            result = fold(getattr(real, name), *arguments)
-            self.items = [Const(v) for v in dict.fromkeys(values) if v in real] + \
-                [Const(v) for v in real if v not in values]
-            return Const(result)
-        if name in ("__len__",):
-            return Const(len(self.items))
-        result = fold(getattr(self.cls(values), name), *[a.as_python() for a in args])
+        elif self.cls is frozenset:
+            mine = frozenset(mine)          # results of frozenset methods are frozensets
+        if name in ("add", "discard", "remove", "__contains__"):
+            arguments = [args[0].as_python()] if args else []
+        else:
+            arguments = [real_operand(frame, a) for a in args]
+        result = fold(getattr(mine, name), *arguments)
         if isinstance(result, (set, frozenset)):
-            return SetValue([Const(v) for v in result], type(result))
+            return SetValue.of_keys(result)
+        if name == "pop":
+            return key_value(frame, result)
         return Const(result)
 
+
+_SET_MUTATORS = {"add", "discard", "remove", "pop", "clear", "update", "intersection_update", "difference_update",
+                 "symmetric_difference_update"}
+_SET_METHODS = _SET_MUTATORS | {"copy", "union", "intersection", "difference", "symmetric_difference", "issubset",
+                                "issuperset", "isdisjoint", "__contains__", "__len__"}
