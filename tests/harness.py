@@ -22,6 +22,7 @@ number of graphs (graph breaks), a test passes ``graphs=Graphs(dl=..., torch=...
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import dataclasses
@@ -216,6 +217,10 @@ def assert_same(expected: Any, actual: Any, path: str = "result", *,
     if _is_namedtuple(expected):
         for field in type(expected)._fields:
             same(getattr(expected, field), getattr(actual, field), f"{path}.{field}")
+        return
+    if isinstance(expected, collections.deque):
+        assert actual.maxlen == expected.maxlen, f"{path}: maxlen {actual.maxlen} != {expected.maxlen}"
+        same(list(expected), list(actual), f"{path} (items)")
         return
     if isinstance(expected, (tuple, list)):
         assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"

@@ -629,7 +629,7 @@ def test_defaultdict_escapes_with_its_factory():
         d.setdefault("c", [2])
         return d, d.default_factory is list
 
-    result = check(f, t(), graphs=Graphs(dl=1, torch=0, why="TorchDynamo cannot rebuild an escaping defaultdict and runs the frame eagerly"))
+    result = check(f, t(), graphs=1)
     out = result.captured.value[0]
     assert type(out) is defaultdict and out.default_factory is list
     assert out["new"] == [] and "new" in out
@@ -897,3 +897,150 @@ def test_dataclass_replace_unknown_field_raises():
             return x + 1, e.args
 
     check(f, t(), graphs=Graphs(dl=1, torch=0, why="TorchDynamo cannot bind the bad keyword when inlining __init__ and runs the frame eagerly"))
+
+
+# =============================================================================================
+# more: iterators live across a graph break, constructors, existing containers
+# =============================================================================================
+
+def test_list_and_dict_iterators_live_across_a_graph_break():
+    def f(x, items, table):
+        it = iter(items)
+        first = next(it)
+        keys = iter(table)
+        k0 = next(keys)
+        print("break")
+        return x * first + sum(it), k0, list(keys)
+
+    check(f, t(), [1, 2, 3], {"a": 1, "b": 2, "c": 3},
+          graphs=Graphs(dl=2, torch=0, why="TorchDynamo cannot rebuild a dict iterator made in the frame at the "
+                                            "break and runs the frame eagerly"))
+
+
+def test_dict_constructor_forms():
+    class Pairs(collections.abc.Mapping):
+        def __init__(self):
+            self._d = {"m": 1, "n": 2}
+
+        def __getitem__(self, k):
+            return self._d[k]
+
+        def __iter__(self):
+            return iter(self._d)
+
+        def __len__(self):
+            return len(self._d)
+
+    def f(x, d):
+        a = dict(d, extra=x)
+        b = dict(zip(["p", "q"], [x, 2]))
+        c = dict([("k", 1)], k=2)
+        e = dict(OrderedDict(z=1, y=2))
+        g = dict(Pairs())
+        h = dict(d.items())
+        return x + a["extra"], a, b, c, e, g, h
+
+    check(f, t(), {"a": 1}, graphs=1)
+
+
+@skip_in_reference("TorchDynamo iterates sets in insertion order, not CPython's (a wrong result)")
+def test_sets_built_from_dicts_sets_and_displays_iterate_like_cpython():
+    words = [f"w{i}" for i in range(30)]
+
+    def f(x, d):
+        from_dict = set(d)
+        from_keys = set(d.keys())
+        from_set = set(from_dict)
+        display = {*from_dict, *["extra", "w3"]}
+        comp = {w for w in d if w.endswith("1")}
+        return x + 1, list(from_dict), list(from_keys), list(from_set), list(display), list(comp), sorted(from_set)
+
+    check(f, t(), dict.fromkeys(words, 0), graphs=1)
+
+
+@skip_in_reference("TorchDynamo words the TypeError of reversed(set) otherwise (a wrong result)")
+def test_set_of_frozensets_and_reversed_set_raises():
+    def f(x):
+        groups = {frozenset({1, 2}), frozenset({3})}
+        found = frozenset([2, 1]) in groups and {3} not in groups
+        try:
+            reversed({1, 2})
+        except TypeError as e:
+            return x + 1, found, e.args, len(groups)
+
+    check(f, t(), graphs=1)
+
+
+def test_existing_dict_keys_views_and_mutation_while_iterating():
+    def f(x, d):
+        common = d.keys() & {"a", "zz"}
+        msgs = []
+        try:
+            for k in d:
+                d[k * 2] = 0
+        except RuntimeError as e:
+            msgs.append(e.args)
+        return x + len(common), msgs, sorted(common)
+
+    check(f, t(), {"a": 1, "b": 2}, graphs=1)
+
+
+def test_existing_counter_and_defaultdict_inputs():
+    def f(x, c, dd):
+        top = c.most_common(1)
+        c.update("zz")
+        dd["k"] += 1
+        dd.default_factory = list
+        dd["new"].append(1)
+        return x * c["z"] + top[0][1], top, dd.default_factory is list
+
+    check_changed(f, (t(), Counter("aab"), defaultdict(int)), (t(), Counter("abbb"), defaultdict(int, k=2)),
+                  graphs=1, graphs_after=2)
+
+
+def test_defaultdict_input_with_a_lambda_factory():
+    def f(x, dd):
+        dd["missing"].append(x * 2)
+        return dd["missing"][0] + 1
+
+    check(f, t(), defaultdict(lambda: [], {"a": [1]}), graphs=1)
+
+
+def test_deque_of_tensors_input():
+    def f(d):
+        total = d[0] + d[-1]
+        for v in d:
+            total = total + v
+        d.rotate(1)
+        return total, len(d)
+
+    check(f, deque([t(), t(), t()]), graphs=1)
+
+
+def test_namedtuple_helpers_through_instance_and_class():
+    def f(x):
+        p = Point(x, 1, 2)
+        q = p._make([3, 4, 5])
+        r = Point._replace(p, y=9)
+        return x + q.x, r.y, type(q).__name__, Point._make((1, 2, 3)).z
+
+    check(f, t(), graphs=1)
+
+
+def test_counter_methods_through_the_class():
+    def f(x):
+        c = Counter("ab")
+        Counter.update(c, "bb")
+        top = Counter.most_common(c, 1)
+        return x * c["b"], top, c
+
+    check(f, t(), graphs=1)
+
+
+def test_ordereddict_existing_popitem_first_and_reversed_items():
+    def f(x, od):
+        first = od.popitem(last=False)
+        od.move_to_end("c", last=False)
+        return x + first[1], list(reversed(od.items())), isinstance(od, OrderedDict), type(od).__name__
+
+    check(f, t(), OrderedDict([("a", 1), ("b", 2), ("c", 3)]), graphs=1)

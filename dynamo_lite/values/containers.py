@@ -537,7 +537,8 @@ class LiveIteratorValue(Value):
         except RuntimeError:
             raise Unsupported(UNSUPPORTED_VALUE, "an iterator over a container that changed size") from None
         if isinstance(state[0], deque):                 # deque iterators reduce to (deque, consumed)
-            return list(state[0])[state[1]:]
+            order = reversed(state[0]) if type(self.it) is _DEQUE_REVERSE_ITERATOR else state[0]
+            return list(order)[state[1]:]
         return list(state[0])
 
     def children(self):
@@ -546,6 +547,9 @@ class LiveIteratorValue(Value):
     def rebuild(self, em):
         rest = [self.convert(None, x) for x in self.remaining()]
         em.call_const(iter, [lambda: em.build_tuple(rest)])
+
+
+_DEQUE_REVERSE_ITERATOR = type(reversed(deque()))
 
 
 class ListIteratorValue(Value):
@@ -1065,9 +1069,10 @@ class SetValue(_Container):
         op = plain(fn)
         if op not in _SET_OPERATORS:
             return _fold_constants(fn, self, other)
-        if not isinstance(other, SetValue):
+        theirs = _real_set(frame, other)
+        if theirs is None:
             return NotImplemented
-        mine, theirs = self.keys(frame), other.keys(frame)
+        mine = self.keys(frame)
         if fn is not op and self.cls is set:              # in place: the same set, changed
             frame.tracer.mutate(self)
             fold(fn, mine, theirs)
@@ -1075,8 +1080,9 @@ class SetValue(_Container):
         return SetValue.of_keys(fold(op, self.cls(mine) if self.cls is frozenset else mine, theirs))
 
     def compare(self, frame, fn, other):
-        if isinstance(other, SetValue):
-            return Const(fold(fn, self.keys(frame), other.keys(frame)))
+        theirs = _real_set(frame, other)
+        if theirs is not None:
+            return Const(fold(fn, self.keys(frame), theirs))
         if isinstance(other, DictViewValue):
             return NotImplemented
         return _fold_constants(fn, self, other)
@@ -1104,6 +1110,15 @@ class SetValue(_Container):
         if name == "pop":
             return key_value(frame, result)
         return Const(result)
+
+
+def _real_set(frame, v: Value):
+    """The real set or frozenset `v` stands for (a set value, a constant frozenset), else None."""
+    if isinstance(v, SetValue):
+        return v.keys(frame)
+    if isinstance(v, Const) and isinstance(v.value, (set, frozenset)):
+        return v.value
+    return None
 
 
 _SET_MUTATORS = {"add", "discard", "remove", "pop", "clear", "update", "intersection_update", "difference_update",

@@ -181,9 +181,6 @@ class CounterValue(DictValue):
     def defines_ror(self):
         return False
 
-    def or_(self, frame, other):
-        return NotImplemented
-
     def binary(self, frame, fn, other):
         op = plain(fn)
         if op not in (operator.add, operator.sub, operator.or_, operator.and_):
