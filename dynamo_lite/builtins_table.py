@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import inspect
 import operator
+import sys
 import types
 
 from . import semantics
@@ -488,8 +489,11 @@ def _dataclass_inner(frame, v: Value, factory: Value, as_dict: bool) -> Value:
     if issubclass(cls, dict):
         pairs = [semantics.unpack(frame, pair) for pair in
                  semantics.unpack(frame, semantics.load_attr(frame, v, "items").call(frame, [], {}))]
-        return frame.wrap(cls, None).call(frame, [IteratorValue([SeqValue([inner(k), inner(x)], tuple)
-                                                                 for k, x in pairs])], {})
+        converted = [SeqValue([inner(k), inner(x)], tuple) for k, x in pairs]
+        if hasattr(cls, "default_factory") and sys.version_info >= (3, 12):   # 3.12 keeps a defaultdict's factory
+            factory = semantics.load_attr(frame, v, "default_factory")
+            return frame.wrap(cls, None).call(frame, [factory, SeqValue(converted, list)], {})
+        return frame.wrap(cls, None).call(frame, [IteratorValue(converted)], {})
     if v.is_python_constant() and is_constant(v.as_python()):
         return v                                   # deepcopy of an immutable constant is itself
     raise Unsupported(UNSUPPORTED_VALUE, f"copy.deepcopy of a {cls.__name__} in dataclasses.as{'dict' if as_dict else 'tuple'}")

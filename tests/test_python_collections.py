@@ -13,11 +13,10 @@ import enum
 import typing
 from collections import Counter, OrderedDict, defaultdict, deque
 
-import pytest
 import torch
 
 from harness import (CountingBackend, Graphs, assert_same, assert_same_outcome, call_both, capture, check,
-                     diagnostics_on_failure, reset, run, skip_in_reference)
+                     check_state_change, diagnostics_on_failure, reset, run, skip_in_reference)
 
 
 def check_changed(fn, first: tuple, second: tuple, *, graphs: int, graphs_after: int):
@@ -482,14 +481,49 @@ def test_existing_frozenset_input_iteration():
     check_changed(f, (t(), frozenset({1, 2})), (t(), frozenset({1, 2, 3})), graphs=1, graphs_after=2)
 
 
-def test_set_of_tensors_is_refused_with_a_graph_break():
+def test_sets_and_dicts_of_tensors_and_modules_by_identity():
+    lin = torch.nn.Linear(3, 3)
+
     def f(x, y):
         a = x + 1
         s = {a, y}
-        return a * len(s)
+        s.add(a)
+        seen = set()
+        for p in [a, y, a]:
+            if p not in seen:
+                seen.add(p)
+        d = {a: "a", lin: "lin"}
+        d[y] = "y"
+        s.discard(y)
+        return a * len(s) + len(seen), x in s, a in s, d[a], lin in d, list(d.values()), len(d), d.get(x, "none")
 
-    check(f, t(), t(), graphs=Graphs(dl=2, torch=1, why="sets of tensors (identity-hashed elements) are "
-                                                        "refused (DL009) and run eagerly between two graphs"))
+    check(f, t(), t(), graphs=1)
+
+
+def test_dict_keyed_by_tensors_escapes_with_its_keys():
+    def f(x):
+        a = x * 2
+        return {a: 1, x: 2}, a
+
+    reset()
+    backend = CountingBackend()
+    x = t()
+    out, a = capture(f, backend=backend)(x)
+    assert backend.count == 1
+    keys = list(out)
+    assert keys[0] is a and keys[1] is x and list(out.values()) == [1, 2]
+    torch.testing.assert_close(a, x * 2)
+
+
+def test_iterating_a_set_of_tensors_is_refused():
+    def f(x, y):
+        a = x + 1
+        total = a
+        for v in {a, y}:                 # the order depends on addresses
+            total = total * 2 + v
+        return total
+
+    check(f, t(), t(), graphs=1)         # dl: the graph before the loop; the loop runs eagerly (DL009)
 
 
 # =============================================================================================
@@ -1044,3 +1078,52 @@ def test_ordereddict_existing_popitem_first_and_reversed_items():
         return x + first[1], list(reversed(od.items())), isinstance(od, OrderedDict), type(od).__name__
 
     check(f, t(), OrderedDict([("a", 1), ("b", 2), ("c", 3)]), graphs=1)
+
+
+SKIPPED_KINDS = frozenset({int, str})
+
+
+def test_existing_frozenset_of_classes_membership_is_guarded():
+    global SKIPPED_KINDS
+
+    def f(x):
+        if type(x) in SKIPPED_KINDS:
+            return x
+        return x * 2
+
+    def change():
+        global SKIPPED_KINDS
+        SKIPPED_KINDS = SKIPPED_KINDS | {torch.Tensor}
+
+    try:
+        backend = check_state_change(f, (t(),), change, max_graphs=2)
+        assert backend.count == 1, "x stays in the graph when Tensor is skipped: only the first call captures ops"
+    finally:
+        SKIPPED_KINDS = frozenset({int, str})
+
+
+class Backend:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def apply(self, x):
+        return x * self.scale
+
+
+TYPE2BACKEND = {int: Backend(0), torch.Tensor: Backend(3), (list, tuple): Backend(1)}
+
+
+def test_registry_dict_keyed_by_types_with_object_values():
+    def get_backend(value):
+        backend = TYPE2BACKEND.get(type(value))
+        if backend is not None:
+            return backend
+        for kinds, candidate in TYPE2BACKEND.items():
+            if isinstance(kinds, tuple) and isinstance(value, kinds):
+                return candidate
+        raise RuntimeError("no backend")
+
+    def f(x):
+        return get_backend(x).apply(x) + get_backend([1]).scale
+
+    check(f, t(), graphs=1)

@@ -29,7 +29,7 @@ from ..guards import DictKeysMatch, MembershipMatch
 from ..pyops import plain
 from ..runtime import dict_view, replace_contents
 from ..semantics import binary, load_attr
-from ..sources import AttrSource, ObjectRefSource
+from ..sources import ObjectRefSource
 from .base import (Const, IteratorValue, MethodValue, Value, equal_only_if_identical, fold, is_constant, is_same,
                    kind_name)
 
@@ -424,15 +424,79 @@ _LIST_METHODS = {
 
 def hashable_key(v: Value):
     """The real object a value stands for as a dict key or set element: a constant, a class, a
-    function, or a tuple / frozenset of them. Python's TypeError for an unhashable one; values
-    without a Python value of their own (tensors, objects) are Unsupported (identity hashing is
-    not modelled)."""
-    key = v.as_python()
+    function, or a tuple / frozenset of them (Python's TypeError for an unhashable one); for a
+    tensor or an object hashed by identity, an `IdentityKey`."""
+    try:
+        key = v.as_python()
+    except Unsupported:
+        if not _hashes_by_identity(v):
+            raise
+        return IdentityKey(v)
     try:
         hash(key)
     except TypeError as e:
         raise TracedException(e) from None
     return key
+
+
+class IdentityKey:
+    """Stands for a tensor or an object hashed and compared by identity (nn.Module, a plain
+    instance) in a real dict or set: equal only to itself. Dicts keep such keys in insertion
+    order, as in eager; a set's order depends on addresses, so iterating a set of them is refused.
+    It never leaves the tracer: real values of containers holding one are Unsupported."""
+    __slots__ = ("value", "ident")
+
+    def __init__(self, value: Value):
+        self.value, self.ident = value, value.identity()
+
+    def __hash__(self):
+        return hash(self.ident)
+
+    def __eq__(self, other):
+        return isinstance(other, IdentityKey) and other.ident == self.ident
+
+    def __repr__(self):
+        return f"<{kind_name(self.value)} key>"
+
+
+def _hashes_by_identity(v: Value) -> bool:
+    cls = v.python_type()
+    if v.identity() is None:
+        return False
+    if issubclass(cls, torch.Tensor):
+        return cls.__hash__ is torch.Tensor.__hash__        # id(self): distinct tensors never compare
+    return cls.__hash__ is object.__hash__ and cls.__eq__ is object.__eq__
+
+
+def plain_keys(keys):
+    """`keys` when they are all real Python objects (no IdentityKey), for a container's real value."""
+    if any(isinstance(k, IdentityKey) for k in keys):
+        raise Unsupported(UNSUPPORTED_VALUE, "the Python value of a container keyed by tensors or objects")
+    return keys
+
+
+def key_error(key) -> Unsupported:
+    """The KeyError eager raises for a missing key (Unsupported for a tensor or object key, whose
+    real object the message would hold)."""
+    if isinstance(key, IdentityKey):
+        return Unsupported(UNSUPPORTED_VALUE, "KeyError for a key hashed by identity")
+    return user_error(KeyError, key)
+
+
+def emit_key(em, key) -> None:
+    """Push a key or element in generated code."""
+    if isinstance(key, IdentityKey):
+        em.value(key.value)
+    else:
+        em.const(key)
+
+
+def emit_map(em, items: dict) -> None:
+    """Push a new plain dict with these keys and values."""
+    for k, v in items.items():
+        emit_key(em, k)
+        em.value(v)
+    em.emit("BUILD_MAP", len(items))
 
 
 _key = hashable_key
@@ -460,13 +524,11 @@ def guarded_keys(frame, source, real) -> tuple:
     return keys
 
 
-def _is_tensor(v: Value) -> bool:
-    return v.is_graph_value and issubclass(v.python_type(), torch.Tensor)
-
-
 def key_value(frame, key) -> Value:
     """The value of a key read back out of a dict or set (a class key is a class value again).
     Without a frame (rebuilding after the graph) a Const, which rebuilds any key as a constant."""
+    if isinstance(key, IdentityKey):
+        return key.value
     if frame is None or is_constant(key):
         return Const(key)
     return frame.wrap(key, None)
@@ -617,14 +679,14 @@ class DictValue(_Container):
         self.cls = cls
 
     def as_python(self):
-        return self.cls((k, v.as_python()) for k, v in self.items.items())
+        return self.cls((k, self.items[k].as_python()) for k in plain_keys(self.items))
 
     def graph_arg(self):
-        pairs = {k: v.graph_arg() for k, v in self.items.items()}
+        pairs = {k: v.graph_arg() for k, v in self.items.items() if k in plain_keys(self.items)}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
 
     def children(self):
-        return tuple(self.items.values())
+        return (*self.items.values(), *[k.value for k in self.items if isinstance(k, IdentityKey)])
 
     def empty_like(self, items: dict = None) -> "DictValue":
         """A new dict of this kind (same class, same default factory) with `items`."""
@@ -635,14 +697,13 @@ class DictValue(_Container):
             em.load_source(self.source)
             return
         em.check_escapes(self)
-        em.build_map(self.items)
+        emit_map(em, self.items)
         if self.cls is not dict:
             em.convert_top(self.cls)
 
     def replace_contents(self, em):
         """Give the real dict (with a source) the contents the trace left it with."""
-        em.call_const(replace_contents, [lambda: em.load_source(self.source),
-                                         lambda: em.build_map(self.items)])
+        em.call_const(replace_contents, [lambda: em.load_source(self.source), lambda: emit_map(em, self.items)])
         em.emit("POP_TOP")
 
     def unpack(self, frame):
@@ -659,7 +720,7 @@ class DictValue(_Container):
 
     def missing(self, frame, key: Value, k):
         """`self[key]` for a key it does not hold (`__missing__`: a KeyError here)."""
-        raise user_error(KeyError, k)
+        raise key_error(k)
 
     def getitem(self, frame, key):
         k = hashable_key(key)
@@ -675,13 +736,11 @@ class DictValue(_Container):
     def delitem(self, frame, key):
         k = hashable_key(key)
         if k not in self.items:
-            raise user_error(KeyError, k)
+            raise key_error(k)
         frame.tracer.mutate(self)
         del self.items[k]
 
     def contains(self, frame, item):
-        if _is_tensor(item) and all(is_constant(k) for k in self.items):
-            return False                      # a tensor hashes by identity: equal to no constant
         return hashable_key(item) in self.items
 
     def update_from(self, frame, other: Value) -> None:
@@ -828,7 +887,7 @@ def _dict_pop(frame, obj, args, kwargs):
         return obj.items.pop(key)
     if len(args) > 1:
         return args[1]
-    raise user_error(KeyError, key)
+    raise key_error(key)
 
 
 def _dict_popitem(frame, obj, args, kwargs):
@@ -846,7 +905,7 @@ def _odict_move_to_end(frame, obj, args, kwargs):
     key = hashable_key(args[0])
     last = (args[1] if len(args) > 1 else kwargs.get("last", Const(True))).truthy(frame)
     if key not in obj.items:
-        raise user_error(KeyError, key)
+        raise key_error(key)
     frame.tracer.mutate(obj)
     obj.items.move_to_end(key, last)
     return Const(None)
@@ -925,13 +984,13 @@ class DictViewValue(Value):
         if self.kind == "keys":
             return dict.fromkeys(self.items).keys()
         if self.kind == "items":
-            return {k: v.as_python() for k, v in self.items.items()}.items()
+            return {k: self.items[k].as_python() for k in plain_keys(self.items)}.items()
         raise Unsupported(UNSUPPORTED_VALUE, "set operations on dict.values()")
 
     def as_python(self):
         if self.kind == "values":
             return super().as_python()
-        return self.real_view()
+        return dict.fromkeys(plain_keys(self.items)).keys() if self.kind == "keys" else self.real_view()
 
     def binary(self, frame, fn, other):
         if self.kind != "values" and plain(fn) in _SET_OPERATORS:
@@ -983,7 +1042,10 @@ _SET_OPERATORS = (operator.and_, operator.or_, operator.sub, operator.xor)
 class SetValue(_Container):
     """set / frozenset of hashable constants (classes, tuples, enums... included). `items` is a
     real set of the real elements that goes through the same operations as the program's, so
-    iterating it gives CPython's order for the same history, and its iterators' errors.
+    iterating it gives CPython's order for the same history, and its iterators' errors. Tensors
+    and objects hashed by identity are elements too (IdentityKey): membership, adding, removing
+    and set algebra work; what depends on their order (iterating, pop) is refused, since in eager
+    it depends on addresses.
 
     An existing set read from the frame (it has a source) is loaded lazily: `x in S` alone is
     decided by a membership guard (a registry of classes need not be guarded whole); anything
@@ -1015,10 +1077,20 @@ class SetValue(_Container):
             self.items, self.real = copy, None
         return self.items
 
+    def ordered(self, frame) -> set:
+        """The elements, for what depends on their order."""
+        keys = self.keys(frame)
+        if len(keys) > 1 and any(isinstance(k, IdentityKey) for k in keys):
+            raise Unsupported(UNSUPPORTED_VALUE, "the order of a set of tensors or objects (their addresses)")
+        return keys
+
     def as_python(self):
         if self.items is None:
             raise Unsupported(UNSUPPORTED_VALUE, "an existing set whose contents were not read")
-        return self.cls(self.items)
+        return self.cls(plain_keys(self.items))
+
+    def children(self):
+        return tuple(k.value for k in self.items or () if isinstance(k, IdentityKey))
 
     def length(self, frame):
         return Const(len(self.keys(frame)))
@@ -1031,33 +1103,32 @@ class SetValue(_Container):
             em.load_source(self.source)
             return
         for k in self.items:
-            em.const(k)
+            emit_key(em, k)
         em.emit("BUILD_SET", len(self.items))
         if self.cls is frozenset:
             em.convert_top(frozenset)
 
     def replace_contents(self, em):
-        em.call_const(replace_contents, [lambda: em.load_source(self.source),
-                                         lambda: em.const(tuple(self.items))])
+        def elements():
+            for k in self.items:
+                emit_key(em, k)
+            em.emit("BUILD_TUPLE", len(self.items))
+        em.call_const(replace_contents, [lambda: em.load_source(self.source), elements])
         em.emit("POP_TOP")
 
     def unpack(self, frame):
-        return [key_value(frame, k) for k in self.keys(frame)]
+        return [key_value(frame, k) for k in self.ordered(frame)]
 
     def get_iter(self, frame):
-        return LiveIteratorValue(self, iter(self.keys(frame)), key_value)
+        return LiveIteratorValue(self, iter(self.ordered(frame)), key_value)
 
     def contains(self, frame, item):
-        if not item.is_python_constant():
-            if _is_tensor(item) and all(is_constant(k) for k in self.keys(frame)):
-                return False                  # a tensor hashes by identity: equal to no constant
-            raise Unsupported(UNSUPPORTED_VALUE, f"`in` a set for a {kind_name(item)} (identity hashing)")
-        if self.items is None:              # an existing set only tested: guard this answer alone
+        if self.items is None and item.is_python_constant():   # an existing set only tested: guard this answer
             key = item.as_python()
             found = fold(operator.contains, self.real, key)
             frame.tracer.add_guard(MembershipMatch(self.source, key, found))
             return found
-        return fold(operator.contains, self.items, item.as_python())
+        return fold(operator.contains, self.keys(frame), set_lookup_key(frame, item))
 
     def add(self, frame, item: Value) -> None:
         """`s.add(item)` (also SET_ADD of a set display or comprehension)."""
@@ -1101,15 +1172,27 @@ class SetValue(_Container):
         elif self.cls is frozenset:
             mine = frozenset(mine)          # results of frozenset methods are frozensets
         if name in ("add", "discard", "remove", "__contains__"):
-            arguments = [args[0].as_python()] if args else []
+            arguments = [set_lookup_key(frame, a) for a in args]
         else:
             arguments = [real_operand(frame, a) for a in args]
+        if name == "pop":
+            self.ordered(frame)
+        if name == "remove" and arguments and arguments[0] not in mine:
+            raise key_error(arguments[0])
         result = fold(getattr(mine, name), *arguments)
         if isinstance(result, (set, frozenset)):
             return SetValue.of_keys(result)
         if name == "pop":
             return key_value(frame, result)
         return Const(result)
+
+
+def set_lookup_key(frame, v: Value):
+    """The key `x in s`, `s.discard(x)`, `s.remove(x)` look up: a set argument is looked up as a
+    frozenset (as CPython does), anything else as its own key."""
+    if isinstance(v, SetValue):
+        return frozenset(v.keys(frame))
+    return hashable_key(v)
 
 
 def _real_set(frame, v: Value):

@@ -15,6 +15,7 @@ import functools
 import operator
 import types
 from collections import Counter, OrderedDict, defaultdict, deque
+from collections.abc import Mapping
 
 from ..breaks import UNSUPPORTED_VALUE, Unsupported, user_error
 from ..guards import ConstantMatch, DictKeysMatch, LengthMatch, TypeMatch
@@ -23,14 +24,15 @@ from ..pyops import plain
 from ..runtime import replace_contents
 from ..semantics import binary, setitem
 from ..sources import AttrSource, ItemSource
-from .base import Const, IteratorValue, MethodValue, Value, fold, is_const
+from .base import Const, IteratorValue, Value, fold, is_const
 from .containers import (NAMEDTUPLE_CODES, DictValue, LiveIteratorValue, SeqValue, SetValue, _Container,
-                         hashable_key, is_key_constant, key_value, mapping_pairs, sequence_contains)
+                         emit_map, hashable_key, is_key_constant, key_error, key_value, mapping_pairs, plain_keys,
+                         sequence_contains)
 
 
 def _is_mapping(v: Value) -> bool:
-    """What `isinstance(v, collections.abc.Mapping)`-style checks see: a class with keys()."""
-    return isinstance(v, DictValue) or hasattr(v.python_type(), "keys")
+    """`isinstance(v, collections.abc.Mapping)`, which Counter checks."""
+    return issubclass(v.python_type(), Mapping)
 
 
 def _callable_value(v: Value) -> bool:
@@ -55,14 +57,14 @@ class DefaultDictValue(DictValue):
         return DefaultDictValue(items or {}, self.factory, self.cls)
 
     def as_python(self):
-        return self.cls(self.factory.as_python(), {k: v.as_python() for k, v in self.items.items()})
+        return self.cls(self.factory.as_python(), {k: self.items[k].as_python() for k in plain_keys(self.items)})
 
     def children(self):
-        return (*self.items.values(), self.factory)
+        return (*super().children(), self.factory)
 
     def missing(self, frame, key, k):
         if is_const(self.factory, type(None)):
-            raise user_error(KeyError, k)
+            raise key_error(k)
         value = self.factory.call(frame, [], {})
         self.setitem(frame, key, value)
         return value
@@ -86,7 +88,7 @@ class DefaultDictValue(DictValue):
             em.load_source(self.source)
             return
         em.check_escapes(self)
-        em.call_const(self.cls, [lambda: em.value(self.factory), lambda: em.build_map(self.items)])
+        em.call_const(self.cls, [lambda: em.value(self.factory), lambda: emit_map(em, self.items)])
 
 
 @models(defaultdict)
@@ -168,7 +170,7 @@ class CounterValue(DictValue):
 
     def as_python(self):
         real = self.cls()
-        dict.update(real, {k: v.as_python() for k, v in self.items.items()})
+        dict.update(real, {k: self.items[k].as_python() for k in plain_keys(self.items)})
         return real
 
     def missing(self, frame, key, k):
@@ -220,7 +222,7 @@ class CounterValue(DictValue):
             em.load_source(self.source)
             return
         em.check_escapes(self)
-        em.call_const(self.cls, [lambda: em.build_map(self.items)])   # Counter(mapping) copies it as is
+        em.call_const(self.cls, [lambda: emit_map(em, self.items)])   # Counter(mapping) copies it as is
 
 
 def counter_value(frame, real):
