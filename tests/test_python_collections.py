@@ -1127,3 +1127,59 @@ def test_registry_dict_keyed_by_types_with_object_values():
         return get_backend(x).apply(x) + get_backend([1]).scale
 
     check(f, t(), graphs=1)
+
+
+GROWN = set()
+for _i in range(20):
+    GROWN.add(_i * 37)           # grown one by one: a bigger table than a copy of it gets
+
+
+@skip_in_reference("TorchDynamo iterates copies of sets in the original's order (a wrong result)")
+def test_existing_set_whose_copy_iterates_differently():
+    assert tuple(set(GROWN)) != tuple(GROWN), "premise: the copy iterates in another order"
+
+    def read(x):
+        return x + 1, list(GROWN), [v for v in GROWN if v % 2], len(GROWN | {1})
+
+    def changed_then_read(x):
+        s = set(GROWN)                   # a copy: its own order is eager's too
+        GROWN_COPY = set(GROWN)
+        GROWN_COPY.add(5)
+        return x + 1, list(s), 5 in GROWN_COPY, list(GROWN_COPY)
+
+    check(read, t(), graphs=1)
+    check(changed_then_read, t(), graphs=1)      # the order of the copies is refused (DL009): eager from there
+
+
+@skip_in_reference("TorchDynamo iterates the changed set in another order than CPython (a wrong result)")
+def test_existing_set_mutated_then_iterated_is_refused_when_its_copy_differs():
+    def f(x, s):
+        s.add(1000)
+        return x + 1, sorted(s), list(s)
+
+    grown = set()
+    for i in range(20):
+        grown.add(i * 37)
+    assert tuple(set(grown)) != tuple(grown)
+    check(f, t(), grown, graphs=1)               # list(s) is refused (DL009): eager from there
+
+
+@skip_in_reference("TorchDynamo does not guard the order of an equal frozenset (a wrong result)")
+def test_frozenset_global_guarded_on_its_order():
+    global FROZEN
+
+    def f(x):
+        return x + 1, list(FROZEN)
+
+    a = frozenset(i * 37 for i in range(20))
+    b = frozenset(GROWN)
+    assert a == b and tuple(a) != tuple(b), "premise: equal frozensets that iterate differently"
+    try:
+        FROZEN = a
+        backend = check_state_change(f, (t(),), lambda: globals().update(FROZEN=b), max_graphs=2)
+        assert backend.count == 2, "an equal frozenset that iterates in another order must recapture"
+    finally:
+        FROZEN = None
+
+
+FROZEN = None

@@ -566,7 +566,7 @@ class LiveIteratorValue(Value):
         self.owner, self.it, self.convert = owner, it, convert
 
     def python_type(self):
-        return type(self.it)
+        return type(iter(set())) if isinstance(self.it, _SnapshotSetIterator) else type(self.it)
 
     def identity(self):
         return id(self)
@@ -994,12 +994,12 @@ class DictViewValue(Value):
 
     def binary(self, frame, fn, other):
         if self.kind != "values" and plain(fn) in _SET_OPERATORS:
-            return SetValue.of_keys(fold(plain(fn), self.real_view(), real_operand(frame, other)))
+            return SetValue.of_keys(fold(plain(fn), self.real_view(), real_operand(frame, other)), operands=(other,))
         return NotImplemented
 
     def rbinary(self, frame, fn, other):
         if self.kind != "values" and plain(fn) in _SET_OPERATORS:
-            return SetValue.of_keys(fold(plain(fn), real_operand(frame, other), self.real_view()))
+            return SetValue.of_keys(fold(plain(fn), real_operand(frame, other), self.real_view()), operands=(other,))
         return NotImplemented
 
     def compare(self, frame, fn, other):
@@ -1049,22 +1049,28 @@ class SetValue(_Container):
 
     An existing set read from the frame (it has a source) is loaded lazily: `x in S` alone is
     decided by a membership guard (a registry of classes need not be guarded whole); anything
-    else reads all of it under a guard on its contents and order (`keys()`)."""
-    __slots__ = ("real",)
+    else reads all of it under a guard on its contents and order (`keys()`). A copy of a set can
+    have a table of another size (another order) than the original: then `order` holds the
+    original's guarded order while the trace has not changed it, and False (unknown: what
+    depends on it is refused) once changed, and for the sets computed from it."""
+    __slots__ = ("real", "order")
 
     def __init__(self, items=(), cls: type = set, source=None, real=None):
         super().__init__(source)
         self.cls = cls
         self.real = real                      # the existing set, until its contents are read
         self.items = None if real is not None else set(hashable_key(v) for v in items)
+        self.order = None                     # None: the real set's own order is eager's
 
     @classmethod
-    def of_keys(cls_, keys, cls: type = None) -> "SetValue":
-        """A set value holding exactly this real set (its order included)."""
+    def of_keys(cls_, keys, cls: type = None, operands=()) -> "SetValue":
+        """A set value holding exactly this real set, computed from `operands` (values)."""
         value = cls_((), cls or type(keys))
         value.items = keys if type(keys) is set else set(keys)
         if cls is frozenset or cls is None and type(keys) is frozenset:
             value.cls = frozenset
+        if not all(order_known(o) for o in operands):
+            value.order = False
         return value
 
     def keys(self, frame) -> set:
@@ -1072,17 +1078,26 @@ class SetValue(_Container):
         if self.items is None:
             elements = guarded_keys(frame, self.source, self.real)
             copy = set(self.real)
-            if tuple(copy) != elements:       # a table of another size: later changes could reorder it
-                raise Unsupported(UNSUPPORTED_VALUE, "an existing set whose copy iterates in another order")
+            same_table = tuple(copy) == elements and sys.getsizeof(copy) == sys.getsizeof(self.real)
             self.items, self.real = copy, None
+            self.order = None if same_table else elements
         return self.items
 
-    def ordered(self, frame) -> set:
-        """The elements, for what depends on their order."""
+    def changed(self, frame) -> None:
+        """Record a change of the contents (before making it)."""
+        frame.tracer.mutate(self)
+        if self.order is not None:
+            self.order = False
+
+    def ordered(self, frame):
+        """A real iterator over the elements in eager's order, for what depends on it."""
         keys = self.keys(frame)
         if len(keys) > 1 and any(isinstance(k, IdentityKey) for k in keys):
             raise Unsupported(UNSUPPORTED_VALUE, "the order of a set of tensors or objects (their addresses)")
-        return keys
+        if self.order is False and len(keys) > 1:
+            raise Unsupported(UNSUPPORTED_VALUE, "the order of a set computed from an existing set whose copy "
+                                                 "iterates in another order")
+        return _SnapshotSetIterator(self.order, keys) if self.order else iter(keys)
 
     def as_python(self):
         if self.items is None:
@@ -1102,25 +1117,38 @@ class SetValue(_Container):
         if self.source is not None:
             em.load_source(self.source)
             return
-        for k in self.items:
-            emit_key(em, k)
-        em.emit("BUILD_SET", len(self.items))
-        if self.cls is frozenset:
-            em.convert_top(frozenset)
+        em.call_const(self.cls, [lambda: self._emit_contents(em)])
 
     def replace_contents(self, em):
-        def elements():
-            for k in self.items:
-                emit_key(em, k)
-            em.emit("BUILD_TUPLE", len(self.items))
-        em.call_const(replace_contents, [lambda: em.load_source(self.source), elements])
+        em.call_const(replace_contents, [lambda: em.load_source(self.source), lambda: self._emit_contents(em)])
         em.emit("POP_TOP")
+
+    def _emit_contents(self, em) -> None:
+        """Push what a new real set is filled from (`set(x)`, or `clear(); update(x)` on an existing
+        one) so that it iterates in the order the trace computed, eager's: the elements in that
+        order, or a dict of them (a presized table), whichever CPython turns into that order.
+        Elements hashed by identity have an order by address in eager too: their own."""
+        order = tuple(self.items)
+        if any(isinstance(k, IdentityKey) for k in order):
+            for k in order:
+                emit_key(em, k)
+            em.emit("BUILD_TUPLE", len(order))
+            return
+        if len(order) > 1 and self.order is not None:
+            raise Unsupported(UNSUPPORTED_VALUE, "a set whose order in eager is unknown leaves the graph")
+        for contents in (order, dict.fromkeys(order)):
+            probe = set()
+            probe.update(contents)
+            if tuple(probe) == order:
+                em.const(contents)
+                return
+        raise Unsupported(UNSUPPORTED_VALUE, "a set whose order no new set reproduces leaves the graph")
 
     def unpack(self, frame):
         return [key_value(frame, k) for k in self.ordered(frame)]
 
     def get_iter(self, frame):
-        return LiveIteratorValue(self, iter(self.ordered(frame)), key_value)
+        return LiveIteratorValue(self, self.ordered(frame), key_value)
 
     def contains(self, frame, item):
         if self.items is None and item.is_python_constant():   # an existing set only tested: guard this answer
@@ -1133,8 +1161,9 @@ class SetValue(_Container):
     def add(self, frame, item: Value) -> None:
         """`s.add(item)` (also SET_ADD of a set display or comprehension)."""
         key = hashable_key(item)
-        frame.tracer.mutate(self)
-        self.keys(frame).add(key)
+        self.keys(frame)
+        self.changed(frame)
+        self.items.add(key)
 
     def binary(self, frame, fn, other):
         op = plain(fn)
@@ -1145,10 +1174,13 @@ class SetValue(_Container):
             return NotImplemented
         mine = self.keys(frame)
         if fn is not op and self.cls is set:              # in place: the same set, changed
-            frame.tracer.mutate(self)
+            self.changed(frame)
             fold(fn, mine, theirs)
+            if not order_known(other):
+                self.order = False
             return self
-        return SetValue.of_keys(fold(op, self.cls(mine) if self.cls is frozenset else mine, theirs))
+        return SetValue.of_keys(fold(op, self.cls(mine) if self.cls is frozenset else mine, theirs),
+                                operands=(self, other))
 
     def compare(self, frame, fn, other):
         theirs = _real_set(frame, other)
@@ -1165,23 +1197,27 @@ class SetValue(_Container):
         if kwargs:
             raise user_error(TypeError, f"{self.cls.__name__}.{name}() takes no keyword arguments")
         mine = self.keys(frame)
-        if name in _SET_MUTATORS:
-            if self.cls is frozenset:
-                raise user_error(AttributeError, f"'frozenset' object has no attribute {name!r}")
-            frame.tracer.mutate(self)
-        elif self.cls is frozenset:
-            mine = frozenset(mine)          # results of frozenset methods are frozensets
         if name in ("add", "discard", "remove", "__contains__"):
             arguments = [set_lookup_key(frame, a) for a in args]
         else:
             arguments = [real_operand(frame, a) for a in args]
-        if name == "pop":
+        if name == "pop" and len(mine) > 1:
             self.ordered(frame)
+            if self.source is not None:     # where pop() starts depends on the real set's earlier pops
+                raise Unsupported(UNSUPPORTED_VALUE, "set.pop() of an existing set")
         if name == "remove" and arguments and arguments[0] not in mine:
             raise key_error(arguments[0])
+        if name in _SET_MUTATORS:
+            if self.cls is frozenset:
+                raise user_error(AttributeError, f"'frozenset' object has no attribute {name!r}")
+            self.changed(frame)
+            if not all(order_known(a) for a in args):
+                self.order = False
+        elif self.cls is frozenset:
+            mine = frozenset(mine)          # results of frozenset methods are frozensets
         result = fold(getattr(mine, name), *arguments)
         if isinstance(result, (set, frozenset)):
-            return SetValue.of_keys(result)
+            return SetValue.of_keys(result, operands=(self, *args))
         if name == "pop":
             return key_value(frame, result)
         return Const(result)
@@ -1193,6 +1229,36 @@ def set_lookup_key(frame, v: Value):
     if isinstance(v, SetValue):
         return frozenset(v.keys(frame))
     return hashable_key(v)
+
+
+def order_known(v: Value) -> bool:
+    """Whether the real set behind `v` (if it is a set value) iterates in eager's order."""
+    return not isinstance(v, SetValue) or v.order is None
+
+
+class _SnapshotSetIterator:
+    """Iterates an existing set in its guarded order (`order`) while `live`, the trace's copy of
+    it, holds the same elements: a change of size raises as CPython's set iterator does; another
+    change cannot be followed (Unsupported)."""
+
+    def __init__(self, order: tuple, live: set):
+        self.rest, self.live, self.size, self.elements = iter(order), live, len(live), set(live)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if len(self.live) != self.size:
+            self.size = -1
+            raise RuntimeError("Set changed size during iteration")
+        if self.live != self.elements:
+            raise Unsupported(UNSUPPORTED_VALUE, "an existing set changed while iterating over it")
+        return next(self.rest)
+
+    def __reduce__(self):
+        rest = list(self.rest)
+        self.rest = iter(rest)
+        return iter, (rest,)
 
 
 def _real_set(frame, v: Value):
