@@ -1183,3 +1183,18 @@ def test_frozenset_global_guarded_on_its_order():
 
 
 FROZEN = None
+
+
+@skip_in_reference("TorchDynamo lets the TypeError escape as an InternalTorchDynamoError (a wrong result)")
+def test_keyword_arguments_where_python_takes_none_raise():
+    def f(x):
+        msgs = []
+        for call in (lambda: {"a": 1}.get("a", default=2), lambda: [3, 1].index(1, start=0),
+                     lambda: {"a": 1}.popitem(last=True), lambda: deque([1]).append(x=2)):
+            try:
+                call()
+            except TypeError as e:
+                msgs.append(e.args)
+        return x + 1, msgs
+
+    check(f, t(), graphs=1)

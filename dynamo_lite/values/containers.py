@@ -43,6 +43,7 @@ class _Container(Value):
     is inlined instead), identity of their own."""
     __slots__ = ("items", "cls")
     METHODS: dict[str, Callable] = {}
+    KEYWORDS: frozenset = frozenset()          # the methods of the table that take keyword arguments
 
     def python_type(self):
         return self.cls
@@ -72,7 +73,12 @@ class _Container(Value):
         handler = self.METHODS.get(_method_name(method))
         if handler is None:
             return super().call_method(frame, method, args, kwargs)
+        self.check_keywords(_method_name(method), kwargs)
         return handler(frame, self, args, kwargs)
+
+    def check_keywords(self, name: str, kwargs: dict) -> None:
+        if kwargs and name not in self.KEYWORDS:
+            raise user_error(TypeError, f"{self.cls.__name__}.{name}() takes no keyword arguments")
 
     def replace_contents(self, em) -> None:
         """Emit code giving the real container (it has a source) the contents the trace left it with."""
@@ -164,7 +170,8 @@ class SeqValue(_Container):
 
     def call_method(self, frame, method, args, kwargs):
         name = _method_name(method)
-        if self.is_list and name in _LIST_METHODS:
+        if self.is_list and name in _LIST_METHODS and not isinstance(method, types.FunctionType):
+            self.check_keywords(name, kwargs)
             return _LIST_METHODS[name](frame, self, args, kwargs)
         if name == "numel" and self.cls is not torch.Size:
             raise Unsupported(UNKNOWN_CALL, f"{self.cls.__name__}.{name}")
@@ -401,6 +408,7 @@ def _seq_reversed(frame, obj, args, kwargs):
     return IteratorValue(list(reversed(obj.items)))
 
 
+SeqValue.KEYWORDS = frozenset({"sort", "_replace"})
 SeqValue.METHODS = {
     "__getitem__": _seq_getitem, "__len__": _seq_len, "index": _seq_index_count("index"),
     "count": _seq_index_count("count"), "_asdict": _asdict, "_replace": _replace, "numel": _size_numel,
@@ -893,6 +901,8 @@ def _dict_pop(frame, obj, args, kwargs):
 def _dict_popitem(frame, obj, args, kwargs):
     """dict.popitem() (the last pair); OrderedDict.popitem(last=True) either end."""
     arguments = [a.as_python() for a in [*args, *kwargs.values()]]
+    if kwargs and not isinstance(obj.items, OrderedDict):
+        raise user_error(TypeError, "dict.popitem() takes no keyword arguments")
     if arguments and not isinstance(obj.items, OrderedDict):
         raise user_error(TypeError, f"dict.popitem() takes no arguments ({len(arguments)} given)")
     if obj.items:
@@ -917,6 +927,7 @@ def _dict_clear(frame, obj, args, kwargs):
     return Const(None)
 
 
+DictValue.KEYWORDS = frozenset({"update", "popitem", "move_to_end"})
 DictValue.METHODS = {
     "keys": _dict_view("keys"), "values": _dict_view("values"), "items": _dict_view("items"), "get": _dict_get,
     "__getitem__": _dict_getitem, "__setitem__": _dict_setitem, "__delitem__": _dict_delitem,

@@ -292,6 +292,7 @@ def _counter_fromkeys(frame, args, kwargs):
     raise user_error(NotImplementedError, "Counter.fromkeys() is undefined.  Use Counter(iterable) instead.")
 
 
+CounterValue.KEYWORDS = DictValue.KEYWORDS | {"subtract", "most_common"}
 CounterValue.METHODS = {
     **DictValue.METHODS, "update": _counter_update, "subtract": _counter_subtract,
     "most_common": _counter_most_common, "elements": _counter_elements, "total": _counter_total,
