@@ -21,7 +21,8 @@ from .pyops import BINARY_OPS, COMPARE_OPS
 from .sources import ObjectRefSource
 from .values.base import Const, IteratorValue, MethodValue, Value, fold, is_constant
 from .values.callables import CallableValue
-from .values.containers import DictValue, SeqValue, SetValue, mapping_pairs, real_operand
+from .values.containers import (DictValue, DictViewValue, SeqValue, SetValue, ContainerValue, mapping_pairs,
+                                real_operand)
 from .values.dict_objects import NewDictObjectValue, dict_base
 from .values.functions import ClosureValue, PartialValue
 from .values.objects import NewObjectValue, ObjectValue, SuperValue
@@ -252,12 +253,15 @@ def _next(frame, args, kwargs):
 
 @models(reversed)
 def _reversed(frame, args, kwargs):
+    """The class's `__reversed__` (containers model theirs, a Python one is inlined); without one, a
+    sequence read backwards; else Python's TypeError."""
     v = args[0]
     cls = v.python_type()
-    if getattr(cls, "__reversed__", None) is not None and not isinstance(v, (Const, TensorValue)):
-        return semantics.load_attr(frame, v, "__reversed__").call(frame, [], {})
-    if getattr(cls, "__reversed__", ...) is None or not hasattr(cls, "__getitem__") or issubclass(cls, dict):
+    method = getattr(cls, "__reversed__", None)
+    if method is None and (not hasattr(cls, "__getitem__") or issubclass(cls, dict)):
         raise user_error(TypeError, f"'{cls.__name__}' object is not reversible")
+    if isinstance(method, types.FunctionType) or isinstance(v, (ContainerValue, DictViewValue)):
+        return semantics.load_attr(frame, v, "__reversed__").call(frame, [], {})
     return IteratorValue(list(reversed(semantics.unpack(frame, v))))
 
 

@@ -38,7 +38,7 @@ def _method_name(method) -> str:
     return method if isinstance(method, str) else getattr(method, "__name__", "")
 
 
-class _Container(Value):
+class ContainerValue(Value):
     """What containers share: a class, items, methods from a table (a Python method of a subclass
     is inlined instead), identity of their own."""
     __slots__ = ("items", "cls")
@@ -89,7 +89,7 @@ class _Container(Value):
 # tuple, list, namedtuple, torch.Size
 # ============================================================================================
 
-class SeqValue(_Container):
+class SeqValue(ContainerValue):
     """tuple, list, namedtuple or torch.Size-like sequence of values. `cls` is the Python type."""
     __slots__ = ()
 
@@ -674,7 +674,7 @@ def list_iterator_at(lst: list, pos: int):
 # dict (and the kinds built on it in stdlib_collections: OrderedDict, defaultdict, Counter)
 # ============================================================================================
 
-class DictValue(_Container):
+class DictValue(ContainerValue):
     """dict / OrderedDict with hashable constant keys (classes, tuples, enums... included).
     `items` maps the real keys to values; it is a real dict (an OrderedDict for OrderedDicts)
     that goes through the same operations as the program's, so its order, and its iterators'
@@ -1050,7 +1050,7 @@ _SET_OPERATORS = (operator.and_, operator.or_, operator.sub, operator.xor)
 # set, frozenset
 # ============================================================================================
 
-class SetValue(_Container):
+class SetValue(ContainerValue):
     """set / frozenset of hashable constants (classes, tuples, enums... included). `items` is a
     real set of the real elements that goes through the same operations as the program's, so
     iterating it gives CPython's order for the same history, and its iterators' errors. Tensors

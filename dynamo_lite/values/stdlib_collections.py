@@ -25,7 +25,7 @@ from ..runtime import replace_contents
 from ..semantics import binary, setitem
 from ..sources import AttrSource, ItemSource
 from .base import Const, IteratorValue, Value, fold, is_const
-from .containers import (NAMEDTUPLE_CODES, DictValue, LiveIteratorValue, SeqValue, SetValue, _Container,
+from .containers import (NAMEDTUPLE_CODES, DictValue, LiveIteratorValue, SeqValue, SetValue, ContainerValue,
                          emit_map, hashable_key, is_key_constant, key_error, key_value, mapping_pairs, plain_keys,
                          sequence_contains)
 
@@ -326,7 +326,7 @@ def _counter(frame, args, kwargs):
 # deque
 # ============================================================================================
 
-class DequeValue(_Container):
+class DequeValue(ContainerValue):
     """A deque: `items` is a real deque of values with the same maxlen, so appends past it drop
     from the other end, rotations and errors are the real deque's."""
     __slots__ = ()
