@@ -219,7 +219,7 @@ def _set(cls):
             raise user_error(TypeError, f"{cls.__name__} expected at most 1 argument, got {len(args)}")
         # built from the real operand, as CPython builds it (a set or dict argument presizes the
         # table): the new set iterates in eager's order
-        return SetValue.of_keys(fold(cls, real_operand(frame, args[0])) if args else cls(), cls, operands=args)
+        return SetValue.of_keys(fold(cls, real_operand(frame, args[0])) if args else cls(), operands=args)
     return handler
 
 

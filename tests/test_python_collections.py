@@ -1198,3 +1198,16 @@ def test_keyword_arguments_where_python_takes_none_raise():
         return x + 1, msgs
 
     check(f, t(), graphs=1)
+
+
+@skip_in_reference("TorchDynamo iterates sets in insertion order, not CPython's (a wrong result)")
+def test_frozenset_operations_iterate_like_cpython():
+    def f(x):
+        fs = frozenset(i * 37 for i in range(20))
+        union = fs | {1000}
+        method = fs.union([5])
+        smaller = fs.difference({0})
+        return (x + 1, list(union), list(method), list(smaller), type(union).__name__, 1 in {"a": 1}.items(),
+                (1, 2, 3) in {1: 2}.items(), (1, 2) in {1: 2}.items())
+
+    check(f, t(), graphs=1)

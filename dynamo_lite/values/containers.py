@@ -984,6 +984,8 @@ class DictViewValue(Value):
         if self.kind == "keys":
             return hashable_key(item) in self.items
         if self.kind == "items":
+            if item.python_type() is not tuple or len(item.unpack(frame)) != 2:
+                return False                  # only a pair can be an item
             key, value = item.unpack(frame)
             k = hashable_key(key)
             return k in self.items and sequence_contains([self.items[k]], value)
@@ -1070,28 +1072,41 @@ class SetValue(ContainerValue):
         super().__init__(source)
         self.cls = cls
         self.real = real                      # the existing set, until its contents are read
-        self.items = None if real is not None else set(hashable_key(v) for v in items)
+        self.items = None if real is not None else cls(hashable_key(v) for v in items)
         self.order = None                     # None: the real set's own order is eager's
 
     @classmethod
-    def of_keys(cls_, keys, cls: type = None, operands=()) -> "SetValue":
-        """A set value holding exactly this real set, computed from `operands` (values)."""
-        value = cls_((), cls or type(keys))
-        value.items = keys if type(keys) is set else set(keys)
-        if cls is frozenset or cls is None and type(keys) is frozenset:
-            value.cls = frozenset
+    def of_keys(cls_, keys, operands=()) -> "SetValue":
+        """A set value holding exactly this real set or frozenset, computed from `operands` (values)."""
+        value = cls_((), type(keys))
+        value.items = keys
         if not all(order_known(o) for o in operands):
             value.order = False
         return value
 
+    @classmethod
+    def copy_of(cls_, real) -> "SetValue":
+        """A set value with the contents of an existing set, which the trace must not change: a
+        frozenset itself, a set copied (with the original's order while unchanged if the copy
+        iterates otherwise)."""
+        value = cls_((), type(real))
+        value.load(real)
+        return value
+
+    def load(self, real) -> None:
+        if type(real) is frozenset:
+            self.items = real
+            return
+        copy = set(real)
+        same_table = tuple(copy) == tuple(real) and sys.getsizeof(copy) == sys.getsizeof(real)
+        self.items, self.order = copy, None if same_table else tuple(real)
+
     def keys(self, frame) -> set:
         """The real set of elements (read and guarded now, for an existing set)."""
         if self.items is None:
-            elements = guarded_keys(frame, self.source, self.real)
-            copy = set(self.real)
-            same_table = tuple(copy) == elements and sys.getsizeof(copy) == sys.getsizeof(self.real)
-            self.items, self.real = copy, None
-            self.order = None if same_table else elements
+            guarded_keys(frame, self.source, self.real)
+            real, self.real = self.real, None
+            self.load(real)
         return self.items
 
     def changed(self, frame) -> None:
@@ -1190,8 +1205,7 @@ class SetValue(ContainerValue):
             if not order_known(other):
                 self.order = False
             return self
-        return SetValue.of_keys(fold(op, self.cls(mine) if self.cls is frozenset else mine, theirs),
-                                operands=(self, other))
+        return SetValue.of_keys(fold(op, mine, theirs), operands=(self, other))
 
     def compare(self, frame, fn, other):
         theirs = _real_set(frame, other)
@@ -1224,8 +1238,6 @@ class SetValue(ContainerValue):
             self.changed(frame)
             if not all(order_known(a) for a in args):
                 self.order = False
-        elif self.cls is frozenset:
-            mine = frozenset(mine)          # results of frozenset methods are frozensets
         result = fold(getattr(mine, name), *arguments)
         if isinstance(result, (set, frozenset)):
             return SetValue.of_keys(result, operands=(self, *args))

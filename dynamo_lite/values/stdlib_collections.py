@@ -571,7 +571,7 @@ def wrap_container(value, source, wrap, guard):
     cls = type(value)
     if cls in (set, frozenset):
         if source is None:
-            return SetValue.of_keys(cls(value)) if all(is_key_constant(k) for k in value) else None
+            return SetValue.copy_of(value) if all(is_key_constant(k) for k in value) else None
         guard(TypeMatch(source, cls))
         return SetValue((), cls, source, real=value)
     if cls is deque:
