@@ -1211,3 +1211,15 @@ def test_frozenset_operations_iterate_like_cpython():
                 (1, 2, 3) in {1: 2}.items(), (1, 2) in {1: 2}.items())
 
     check(f, t(), graphs=1)
+
+
+def test_dict_input_with_new_values_reuses_or_recaptures():
+    def f(x, d):
+        out = x
+        for key, value in d.items():
+            out = out * value if isinstance(value, torch.Tensor) else out + value
+        return out, list(d)
+
+    same_keys_new_tensors = {int: t(), "scale": 2}
+    check_changed(f, (t(), {int: t(), "scale": 2}), (t(), same_keys_new_tensors), graphs=1, graphs_after=1)
+    check_changed(f, (t(), {int: t(), "scale": 2}), (t(), {int: t(), "scale": 3}), graphs=1, graphs_after=2)
