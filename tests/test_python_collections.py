@@ -934,7 +934,7 @@ def test_dataclass_replace_unknown_field_raises():
 
 
 # =============================================================================================
-# more: iterators live across a graph break, constructors, existing containers
+# across kinds: iterators live across a graph break, constructors, existing containers, set order
 # =============================================================================================
 
 def test_list_and_dict_iterators_live_across_a_graph_break():
