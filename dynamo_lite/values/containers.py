@@ -14,6 +14,7 @@ by identity (tensors, objects) are not modelled as keys or elements (Unsupported
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import operator
 import sys
@@ -26,9 +27,10 @@ import torch
 from ..breaks import (TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE,
                       TracedException, Unsupported, user_error)
 from ..guards import DictKeysMatch, MembershipMatch
+from ..modelled import models_family
 from ..pyops import plain
 from ..runtime import dict_view, replace_contents
-from ..semantics import binary, load_attr
+from ..semantics import binary, load_attr, setitem
 from ..sources import ObjectRefSource
 from .base import (Const, IteratorValue, MethodValue, Value, equal_only_if_identical, fold, is_constant, is_same,
                    kind_name)
@@ -927,6 +929,39 @@ def _dict_clear(frame, obj, args, kwargs):
     return Const(None)
 
 
+# ============================================================================================
+# dict.fromkeys on any dict class
+# ============================================================================================
+
+def _is_fromkeys(fn) -> bool:
+    return isinstance(fn, types.BuiltinMethodType) and fn.__name__ == "fromkeys" and isinstance(fn.__self__, type) \
+        and issubclass(fn.__self__, dict)
+
+
+def _fromkeys(cls: type, frame, args, kwargs):
+    """`cls.fromkeys(iterable, value=None)`: `cls()`, then `d[key] = value` for each key, as
+    CPython's dict_fromkeys does (a subclass's own __setitem__ included)."""
+    if kwargs:
+        raise user_error(TypeError, "fromkeys() takes no keyword arguments")
+    if not args:
+        raise user_error(TypeError, "fromkeys expected at least 1 argument, got 0")
+    if len(args) > 2:
+        raise user_error(TypeError, f"fromkeys expected at most 2 arguments, got {len(args)}")
+    value = args[1] if len(args) > 1 else Const(None)
+    d = frame.wrap(cls, None).call(frame, [], {})
+    for key in args[0].unpack(frame):
+        setitem(frame, d, key, value)
+    return d
+
+
+models_family(_is_fromkeys, lambda fn: functools.partial(_fromkeys, fn.__self__))
+
+
+def _dict_fromkeys_method(frame, obj, args, kwargs):
+    """`d.fromkeys(...)` through an instance: the classmethod of its class."""
+    return frame.wrap(obj.cls, None).load_attr(frame, "fromkeys").call(frame, args, kwargs)
+
+
 DictValue.KEYWORDS = frozenset({"update", "popitem", "move_to_end"})
 DictValue.METHODS = {
     "keys": _dict_view("keys"), "values": _dict_view("values"), "items": _dict_view("items"), "get": _dict_get,
@@ -934,6 +969,7 @@ DictValue.METHODS = {
     "__contains__": _dict_contains, "__len__": _dict_len, "__iter__": _dict_iter, "__reversed__": _dict_reversed,
     "copy": _dict_copy, "update": _dict_update, "setdefault": _dict_setdefault, "pop": _dict_pop,
     "popitem": _dict_popitem, "clear": _dict_clear, "move_to_end": _odict_move_to_end,
+    "fromkeys": _dict_fromkeys_method,
 }
 
 

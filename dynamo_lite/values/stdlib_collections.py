@@ -1,7 +1,7 @@
 """The standard library's `collections` as values: `defaultdict` (`DefaultDictValue`), `Counter`
 (`CounterValue`), `deque` (`DequeValue`) — `OrderedDict` is a `DictValue` whose real contents are
 an OrderedDict — together with the calls that make them (their classes, `dict.fromkeys` on any
-dict class, a namedtuple's `_make`), registered as modelled callables, and how existing ones read
+a namedtuple's helpers called through the class), registered as modelled callables, and how existing ones read
 from the frame become values (`wrap_container`).
 
 Each escaping value is rebuilt as the real class with its contents (a defaultdict with its
@@ -11,9 +11,7 @@ queries and comparisons run on a real Counter of the counts, which must then be 
 """
 from __future__ import annotations
 
-import functools
 import operator
-import types
 from collections import Counter, OrderedDict, defaultdict, deque
 from collections.abc import Mapping
 
@@ -22,7 +20,7 @@ from ..guards import ConstantMatch, DictKeysMatch, LengthMatch, TypeMatch
 from ..modelled import models, models_family
 from ..pyops import plain
 from ..runtime import replace_contents
-from ..semantics import binary, setitem
+from ..semantics import binary
 from ..sources import AttrSource, ItemSource
 from .base import Const, IteratorValue, Value, fold, is_const
 from .containers import (NAMEDTUPLE_CODES, DictValue, LiveIteratorValue, SeqValue, SetValue, ContainerValue,
@@ -119,40 +117,6 @@ def _ordered_dict(frame, args, kwargs):
     d = DictValue({}, OrderedDict)
     _fill(frame, d, args, kwargs, "OrderedDict")
     return d
-
-
-# ============================================================================================
-# dict.fromkeys on any dict class
-# ============================================================================================
-
-def _is_fromkeys(fn) -> bool:
-    return isinstance(fn, types.BuiltinMethodType) and fn.__name__ == "fromkeys" and isinstance(fn.__self__, type) \
-        and issubclass(fn.__self__, dict)
-
-
-def _fromkeys(cls: type, frame, args, kwargs):
-    """`cls.fromkeys(iterable, value=None)`: `cls()`, then `d[key] = value` for each key, as
-    CPython's dict_fromkeys does (a subclass's own __setitem__ included)."""
-    if kwargs:
-        raise user_error(TypeError, "fromkeys() takes no keyword arguments")
-    if not 1 <= len(args) <= 2:
-        raise user_error(TypeError, f"fromkeys expected at least 1 argument, got {len(args)}")
-    value = args[1] if len(args) > 1 else Const(None)
-    d = frame.wrap(cls, None).call(frame, [], {})
-    for key in args[0].unpack(frame):
-        setitem(frame, d, key, value)
-    return d
-
-
-models_family(_is_fromkeys, lambda fn: functools.partial(_fromkeys, fn.__self__))
-
-
-def _dict_fromkeys_method(frame, obj, args, kwargs):
-    """`d.fromkeys(...)` through an instance: the classmethod of its class."""
-    return frame.wrap(obj.cls, None).load_attr(frame, "fromkeys").call(frame, args, kwargs)
-
-
-DictValue.METHODS["fromkeys"] = _dict_fromkeys_method
 
 
 # ============================================================================================
