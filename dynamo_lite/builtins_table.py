@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import inspect
 import operator
+import sys
 import types
 
 import torch
@@ -23,7 +24,8 @@ from .guards import NoModesMatch
 from .modelled import models
 from .pyops import BINARY_OPS, COMPARE_OPS
 from .values.base import Const, IteratorValue, MethodValue, Value, fold, is_constant
-from .values.containers import DictValue, SeqValue, SetValue
+from .values.containers import (DictValue, DictViewValue, SeqValue, SetValue, ContainerValue, mapping_pairs,
+                                real_operand)
 from .values.dict_objects import NewDictObjectValue, dict_base
 from .values.functions import ClosureValue, FunctionValue, PartialValue
 from .values.objects import NewObjectValue, ObjectValue, SuperValue, python_function
@@ -231,8 +233,13 @@ def _list(frame, args, kwargs):
 
 def _set(cls):
     def handler(frame, args, kwargs):
-        items = semantics.unpack(frame, args[0]) if args else []
-        return SetValue([Const(i.as_python()) for i in items], cls)
+        if kwargs:
+            raise user_error(TypeError, f"{cls.__name__}() takes no keyword arguments")
+        if len(args) > 1:
+            raise user_error(TypeError, f"{cls.__name__} expected at most 1 argument, got {len(args)}")
+        # built from the real operand, as CPython builds it (a set or dict argument presizes the
+        # table): the new set iterates in eager's order
+        return SetValue.of_keys(fold(cls, real_operand(frame, args[0])) if args else cls(), operands=args)
     return handler
 
 
@@ -242,37 +249,11 @@ models(frozenset)(_set(frozenset))
 
 @models(dict)
 def _dict(frame, args, kwargs):
-    items = mapping_items(frame, args[0]) if args else {}
+    if len(args) > 1:
+        raise user_error(TypeError, f"dict expected at most 1 argument, got {len(args)}")
+    items = dict(mapping_pairs(frame, args[0])) if args else {}
     items.update(kwargs)
     return DictValue(items, dict)
-
-
-def mapping_items(frame, src: Value) -> dict:
-    """What dict(src) copies, as CPython decides: a dict's own contents; else `src.keys()` and
-    `src[key]` when it has `keys`; else its items, each a pair."""
-    if issubclass(src.python_type(), dict):
-        return dict(src.as_mapping(frame))
-    try:
-        keys = semantics.load_attr(frame, src, "keys")
-    except TracedException as e:
-        if not isinstance(e.exc, AttributeError):
-            raise
-        keys = None
-    if keys is not None:
-        return {_hashable(k): semantics.getitem(frame, src, k) for k in semantics.unpack(frame, keys.call(frame, [], {}))}
-    items = {}
-    for i, pair in enumerate(semantics.unpack(frame, src)):
-        kv = semantics.unpack(frame, pair)
-        if len(kv) != 2:
-            raise user_error(ValueError, f"dictionary update sequence element #{i} has length {len(kv)}; 2 is required")
-        items[_hashable(kv[0])] = kv[1]
-    return items
-
-
-def _hashable(key: Value):
-    value = key.as_python()
-    fold(hash, value)             # an unhashable key raises TypeError, as in eager
-    return value
 
 
 @models(iter)
@@ -292,7 +273,16 @@ def _next(frame, args, kwargs):
 
 @models(reversed)
 def _reversed(frame, args, kwargs):
-    return IteratorValue(list(reversed(semantics.unpack(frame, args[0]))))
+    """The class's `__reversed__` (containers model theirs, a Python one is inlined); without one, a
+    sequence read backwards; else Python's TypeError."""
+    v = args[0]
+    cls = v.python_type()
+    method = getattr(cls, "__reversed__", None)
+    if method is None and (not hasattr(cls, "__getitem__") or issubclass(cls, dict)):
+        raise user_error(TypeError, f"'{cls.__name__}' object is not reversible")
+    if isinstance(method, types.FunctionType) or isinstance(v, (ContainerValue, DictViewValue)):
+        return semantics.load_attr(frame, v, "__reversed__").call(frame, [], {})
+    return IteratorValue(list(reversed(semantics.unpack(frame, v))))
 
 
 @models(sorted)
@@ -510,6 +500,81 @@ def _dataclass_query(fn):
 
 models(dataclasses.fields)(_dataclass_query(dataclasses.fields))
 models(dataclasses.is_dataclass)(_dataclass_query(dataclasses.is_dataclass))
+
+
+def _is_dataclass_instance(v: Value) -> bool:
+    return hasattr(v.python_type(), dataclasses._FIELDS)
+
+
+def _dataclass_inner(frame, v: Value, factory: Value, as_dict: bool) -> Value:
+    """dataclasses' _asdict_inner / _astuple_inner: dataclass instances become the factory's
+    result, namedtuples, lists, tuples and dicts are rebuilt as their type with converted items,
+    anything else is `copy.deepcopy`'d (modelled for immutable constants only)."""
+    def inner(x):
+        return _dataclass_inner(frame, x, factory, as_dict)
+    cls = v.python_type()
+    if _is_dataclass_instance(v):
+        values = [(f.name, inner(semantics.load_attr(frame, v, f.name))) for f in dataclasses.fields(cls)]
+        items = [SeqValue([Const(name), value], tuple) for name, value in values] if as_dict else \
+            [value for _, value in values]
+        return factory.call(frame, [SeqValue(items, list)], {})
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        return frame.wrap(cls, None).call(frame, [inner(x) for x in semantics.unpack(frame, v)], {})
+    if issubclass(cls, (list, tuple)):
+        return frame.wrap(cls, None).call(frame, [IteratorValue([inner(x) for x in semantics.unpack(frame, v)])], {})
+    if issubclass(cls, dict):
+        pairs = [semantics.unpack(frame, pair) for pair in
+                 semantics.unpack(frame, semantics.load_attr(frame, v, "items").call(frame, [], {}))]
+        converted = [SeqValue([inner(k), inner(x)], tuple) for k, x in pairs]
+        if hasattr(cls, "default_factory") and sys.version_info >= (3, 12):   # 3.12 keeps a defaultdict's factory
+            factory = semantics.load_attr(frame, v, "default_factory")
+            return frame.wrap(cls, None).call(frame, [factory, SeqValue(converted, list)], {})
+        return frame.wrap(cls, None).call(frame, [IteratorValue(converted)], {})
+    if v.is_python_constant() and is_constant(v.as_python()):
+        return v                                   # deepcopy of an immutable constant is itself
+    raise Unsupported(UNSUPPORTED_VALUE, f"copy.deepcopy of a {cls.__name__} in dataclasses.as{'dict' if as_dict else 'tuple'}")
+
+
+def _dataclass_convert(as_dict: bool):
+    name, factory_name, default = ("asdict", "dict_factory", dict) if as_dict else ("astuple", "tuple_factory", tuple)
+
+    def handler(frame, args, kwargs):
+        if len(args) != 1 or set(kwargs) - {factory_name}:
+            return NotImplemented
+        if not _is_dataclass_instance(args[0]):
+            raise user_error(TypeError, f"{name}() should be called on dataclass instances")
+        factory = kwargs.get(factory_name) or frame.wrap(default, None)
+        return _dataclass_inner(frame, args[0], factory, as_dict)
+    return handler
+
+
+models(dataclasses.asdict)(_dataclass_convert(True))
+models(dataclasses.astuple)(_dataclass_convert(False))
+
+
+@models(dataclasses.replace)
+def _dataclass_replace(frame, args, kwargs):
+    """dataclasses.replace(obj, **changes): the class called with every init field, changed or read
+    from obj (as the Python source does, errors included)."""
+    if len(args) != 1:
+        return NotImplemented
+    obj = args[0]
+    if not _is_dataclass_instance(obj):
+        raise user_error(TypeError, "replace() should be called on dataclass instances")
+    changes = dict(kwargs)
+    for f in getattr(obj.python_type(), dataclasses._FIELDS).values():
+        if f._field_type is dataclasses._FIELD_CLASSVAR:
+            continue
+        if not f.init:
+            if f.name in changes:
+                raise user_error(ValueError, f"field {f.name} is declared with init=False, it cannot be specified "
+                                             f"with replace()")
+            continue
+        if f.name not in changes:
+            if f._field_type is dataclasses._FIELD_INITVAR and f.default is dataclasses.MISSING:
+                raise user_error(ValueError, f"InitVar {f.name!r} must be specified with replace()")
+            changes[f.name] = semantics.load_attr(frame, obj, f.name)
+    return semantics.load_attr(frame, obj, "__class__").call(frame, [], changes)
 
 
 @models(inspect.signature)

@@ -17,10 +17,9 @@ from .breaks import UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, Unsupported
 from .code_facts import abstract_instructions, facts
 from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
 from .resume import first_argument_for_super, resume_code
-from .runtime import FrameRun, draws_random_numbers, fresh_array_copy, replace_contents
+from .runtime import FrameRun, draws_random_numbers, fresh_array_copy
 from .sources import LocalSource, Source
 from .values.base import Const, NullValue, Value
-from .values.containers import DictValue, SetValue
 from .values.contexts import block_exit
 
 GRAPH_OUT = "___graph_out"
@@ -252,28 +251,13 @@ class Emitter:
 
     # ---- side effects -------------------------------------------------------------------------
     def replace_contents(self, container: Value):
-        """A list/dict/set with a source gets the contents the trace left it with."""
-        if container.python_type() is list or issubclass(container.python_type(), list):
-            self.build_list(container.items)
-            self.load_source(container.source)
-            self.const(slice(None))
-            self.emit("STORE_SUBSCR")
-            return
-        fresh = _fresh_copy(container)
-        self.call_const(replace_contents, [lambda: self.load_source(container.source), lambda: self.value(fresh)])
-        self.emit("POP_TOP")
+        """A list/dict/set/deque with a source gets the contents the trace left it with."""
+        container.replace_contents(self)
 
     def replay(self, tracer):
         if tracer.context_vars.pending:
             raise Unsupported(UNSUPPORTED_MUTATION, "a ContextVar set in captured code is not reset in it")
         tracer.effects.replay(self)
-
-
-def _fresh_copy(container: Value) -> Value:
-    """A value with the container's items but no source (so it is built, not reloaded)."""
-    if isinstance(container, DictValue):
-        return DictValue(container.items)
-    return SetValue(container.items)
 
 
 _ARG_OPS = {"LOAD_CONST"}

@@ -121,13 +121,14 @@ class Frame:
         """The symbolic value of a real object (guarded when it has a source)."""
         return wrap(self.tracer, value, source)
 
-    def inline(self, code, globals_, defaults, kwdefaults, closure, args, kwargs, fn_source) -> Value:
-        """Run a call of a Python function (its code, globals, defaults and closure) in a child frame."""
+    def inline(self, code, globals_, defaults, kwdefaults, closure, args, kwargs, fn_source, qualname=None) -> Value:
+        """Run a call of a Python function (its code, globals, defaults and closure) in a child frame.
+        `qualname` names the function in argument errors, as CPython does (the function's own)."""
         if self.depth + 1 > config.inline_depth_limit:
             raise Unsupported(breaks.INLINE_LIMIT, f"depth {self.depth + 1} at {code.co_name}")
         if code.co_flags & 0x180 or code.co_flags & 0x200:   # coroutine / async generator
             raise Unsupported(breaks.GENERATOR_FRAME, f"coroutine {code.co_name}")
-        bound = bind_args(code, getattr(code, "co_qualname", code.co_name), defaults, kwdefaults, args, kwargs)
+        bound = bind_args(code, qualname or getattr(code, "co_qualname", code.co_name), defaults, kwdefaults, args, kwargs)
         child = Frame(self.tracer, code, globals_, bound, closure, parent=self, fn_source=fn_source)
         result = self.tracer.run(child)
         if child.yields is not None:

@@ -341,9 +341,12 @@ def rebuild_exception(cls, args, attrs=None):
 
 
 def replace_contents(target, new):
-    """A dict or set that exists outside the frame gets the contents the trace left it with."""
+    """A dict, set or deque that exists outside the frame gets the contents the trace left it with."""
     target.clear()
-    target.update(new)
+    if hasattr(target, "update"):
+        target.update(new)
+    else:
+        target.extend(new)
 
 
 def dict_view(mapping, kind: str):

@@ -156,10 +156,11 @@ class ModuleDictSource(Source):
 @dataclass(frozen=True)
 class ItemSource(Source):
     owner: Source
-    key: object  # int or str or other constant
+    key: object  # int or str or other hashable constant (a class, an enum, a tuple of them...)
 
     def expr(self, scope):
-        return f"{self.owner.expr(scope)}[{self.key!r}]"
+        key = repr(self.key) if _is_literal(self.key) else scope.const(self.key)
+        return f"{self.owner.expr(scope)}[{key}]"
 
     def reload(self, em):
         em.load_source(self.owner)
@@ -171,6 +172,13 @@ class ItemSource(Source):
 
     def base(self):
         return self.owner.base()
+
+
+def _is_literal(key) -> bool:
+    """Whether `repr(key)` is Python source for an equal object of the same type."""
+    if type(key) in (int, str, bool, bytes, type(None)) or type(key) is float and key == key and abs(key) != float("inf"):
+        return True
+    return type(key) is tuple and all(_is_literal(k) for k in key)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ import enum
 import functools
 import types
 import weakref
-from collections import OrderedDict
 from typing import Any, Optional
 
 import torch
@@ -27,8 +26,9 @@ from .values.arrays import is_numpy_constant
 from .values.numpy_functions import frame_array, shareable_tensor
 from .values.base import Const, MethodValue, Value, is_constant
 from .values.callables import CallableValue
-from .values.containers import DictValue, SeqValue
+from .values.containers import SeqValue
 from .values.contexts import AutocastValue, GradModeValue
+from .values.stdlib_collections import CONTAINER_TYPES, wrap_container
 from .values.dict_objects import DictObjectValue, dict_base
 from .values.functions import FunctionValue, PartialValue
 from .values.modules import ModuleValue
@@ -81,11 +81,10 @@ def _build(tracer, value, source) -> Value:
             _guard(tracer, LengthMatch(source, type(value), len(value)))
         items = [wrap(tracer, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return SeqValue(items, type(value), source)
-    if type(value) in (dict, OrderedDict) and all(is_constant(k) and type(k) in (str, int) for k in value):
-        if source is not None:
-            _guard(tracer, DictKeysMatch(source, type(value), tuple(value)))
-        items = {k: wrap(tracer, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
-        return DictValue(items, type(value), source)
+    if type(value) in CONTAINER_TYPES:
+        container = wrap_container(value, source, lambda v, s: wrap(tracer, v, s), lambda g: _guard(tracer, g))
+        if container is not None:
+            return container
     if isinstance(value, torch.nn.Module):
         # Parameters and buffers are graph inputs reloaded from their sources, so the graph does not
         # depend on which instance this is: its type, and every attribute actually read (each with
@@ -104,7 +103,7 @@ def _build(tracer, value, source) -> Value:
                                                types.MethodDescriptorType, types.ClassMethodDescriptorType))
                             or is_torch_namespace(value) or type(value).__module__ == "functools"):
         if source is not None and not is_torch_namespace(value):
-            _guard(tracer, IdMatch.of(source, value))
+            _guard(tracer, _bound_builtin_guard(source, value) or IdMatch.of(source, value))
         return CallableValue(value, source)
     if isinstance(value, types.ModuleType):
         if source is not None and not is_torch_namespace(value):
@@ -195,11 +194,21 @@ def _interrupted_block(tracer, block, source):
     return MethodValue(mode, "__exit__", source)
 
 
+def _bound_builtin_guard(source, value):
+    """A C method bound to a class or an object (`OrderedDict.fromkeys`) is made afresh on each
+    attribute read: it is guarded by equality (same function, same `__self__`), not identity."""
+    if isinstance(value, types.BuiltinMethodType) and not isinstance(value.__self__, (types.ModuleType, type(None))):
+        return ConstantMatch(source, value)
+    return None
+
+
 def _attr(source, name):
     return AttrSource(source, name)
 
 
 def _equal_guard(source, value):
+    if type(value) is frozenset:       # equal frozensets can iterate in different orders
+        return DictKeysMatch(source, frozenset, tuple(value))
     return ConstantMatch(source, value)
 
 

@@ -230,7 +230,11 @@ def assert_same(expected: Any, actual: Any, path: str = "result", *,
         for field in type(expected)._fields:
             same(getattr(expected, field), getattr(actual, field), f"{path}.{field}")
         return
-    if isinstance(expected, (tuple, list, collections.deque)):
+    if isinstance(expected, collections.deque):
+        assert actual.maxlen == expected.maxlen, f"{path}: maxlen {actual.maxlen} != {expected.maxlen}"
+        same(list(expected), list(actual), f"{path} (items)")
+        return
+    if isinstance(expected, (tuple, list)):
         assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
         for i, (e, a) in enumerate(zip(expected, actual)):
             same(e, a, f"{path}[{i}]")

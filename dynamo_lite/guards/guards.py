@@ -233,13 +233,19 @@ class LengthMatch(Guard):
 
 @dataclass(frozen=True, eq=False)
 class DictKeysMatch(Guard):
+    """`x` is a `cls` whose keys (a dict's) or elements (a set's, a deque's) are `keys`, in this
+    order."""
     source: Source
     cls: type
     keys: tuple
 
     def code(self, scope, const):
         x = self.source.expr(scope)
-        return f"type({x}) is {const(self.cls)} and tuple({x}) == {const(self.keys)}"
+        check = f"type({x}) is {const(self.cls)} and tuple({x}) == {const(self.keys)}"
+        if any(isinstance(k, (int, float, complex)) for k in self.keys):
+            # 1 == 1.0 == True: an equal key of another type must not pass for this one
+            check += f" and tuple(map(type, {x})) == {const(tuple(map(type, self.keys)))}"
+        return check
 
     def describe(self):
         return f"{self.source.name()} has keys {list(self.keys)!r}"

@@ -4,13 +4,12 @@ from __future__ import annotations
 from ..breaks import TENSOR_TO_PYTHON, Unsupported, user_error
 from ..semantics import delitem, getitem, setitem, unpack
 from ..values.base import Const
-from ..values.containers import DictValue, SeqValue, SetValue
+from ..values.containers import DictValue, SeqValue, SetValue, hashable_key
 from ..values.tensors import make_slice
 from .registry import handler
 
 
-def _key(v):
-    return v.as_python()
+_key = hashable_key
 
 
 @handler("BUILD_TUPLE")
@@ -25,7 +24,7 @@ def build_list(frame, inst):
 
 @handler("BUILD_SET")
 def build_set(frame, inst):
-    frame.push(SetValue([Const(v.as_python()) for v in frame.popn(inst.arg)], set))
+    frame.push(SetValue(frame.popn(inst.arg), set))
 
 
 @handler("BUILD_MAP")
@@ -72,10 +71,8 @@ def list_append(frame, inst):
 
 @handler("SET_ADD")
 def set_add(frame, inst):
-    value = frame.pop().as_python()
-    target = frame.peek(inst.arg)
-    if value not in [i.as_python() for i in target.items]:
-        target.items.append(Const(value))
+    value = frame.pop()
+    frame.peek(inst.arg).add(frame, value)
 
 
 @handler("MAP_ADD")
@@ -93,13 +90,7 @@ def list_extend(frame, inst):
 @handler("SET_UPDATE")
 def set_update(frame, inst):
     v = frame.pop()
-    target = frame.peek(inst.arg)
-    seen = [i.as_python() for i in target.items]
-    for item in unpack(frame, v):
-        value = item.as_python()
-        if value not in seen:
-            seen.append(value)
-            target.items.append(Const(value))
+    frame.peek(inst.arg).call_method(frame, "update", [v], {})
 
 
 @handler("DICT_UPDATE", "DICT_MERGE")

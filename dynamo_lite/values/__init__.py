@@ -6,7 +6,10 @@ them):
 
     base.py          Value, Const, NULL, MethodValue, IteratorValue, LazyValue
     tensors.py       TensorValue, SymValue, SliceValue; torch calls as graph nodes
-    containers.py    SeqValue (tuple/list/namedtuple/Size), DictValue, SetValue
+    containers.py    SeqValue (tuple/list/namedtuple/Size), DictValue (dict/OrderedDict) and its views,
+                     SetValue (set/frozenset), live iterators over them
+    stdlib_collections.py  DefaultDictValue, CounterValue, DequeValue; their constructors,
+                     dict.fromkeys, namedtuple._make; existing containers read from the frame
     functions.py     FunctionValue, ClosureValue, CellValue (calls are inlined)
     objects.py       ObjectValue, NewObjectValue, NewExceptionValue, SuperValue
     dict_objects.py  dict / OrderedDict subclass instances (transformers' ModelOutput)

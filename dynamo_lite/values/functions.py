@@ -94,7 +94,7 @@ class FunctionValue(Value):
         kwdefaults = {k: frame.wrap(v, self._defaults_source("__kwdefaults__", k))
                       for k, v in (f.__kwdefaults__ or {}).items()}
         return frame.inline(f.__code__, f.__globals__, defaults, kwdefaults, self._closure(frame), args, kwargs,
-                            self.source)
+                            self.source, f.__qualname__)
 
     def _defaults_source(self, attr, key):
         return ItemSource(AttrSource(self.source, attr), key) if self.source is not None else None
