@@ -327,7 +327,27 @@ static PyTypeObject DisabledCallType = {
     .tp_getset = disabled_getset,
 };
 
+/* ---------------- type_version: what a class's attributes are now, as one number ---------------- */
+
+/* CPython keeps a version tag per type (tp_version_tag) for its method cache: any change of an
+ * attribute of the type or of a base gives it a new tag.  A guard comparing tags sees every change
+ * of a class's methods, properties and class attributes at the cost of one call.  Tags are
+ * assigned lazily; 0 means none could be (the class changed too often): such a guard never passes. */
+static PyObject *version_probe = NULL;   /* a name to look up so that the tag gets assigned (3.11) */
+
+static PyObject *py_type_version(PyObject *self, PyObject *cls) {
+    if (!PyType_Check(cls)) { PyErr_SetString(PyExc_TypeError, "type_version() expects a class"); return NULL; }
+    PyTypeObject *type = (PyTypeObject *)cls;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyUnstable_Type_AssignVersionTag(type);
+#else
+    (void)_PyType_Lookup(type, version_probe);
+#endif
+    return PyLong_FromUnsignedLong(type->tp_version_tag);
+}
+
 static PyMethodDef methods[] = {
+    {"type_version", py_type_version, METH_O, "type_version(cls) -> its attribute version tag (0: none)."},
     {"set_callback", py_set_callback, METH_O, "set_callback(cb) -> previous: this thread's capture callback (None = off)."},
     {"get_callback", py_get_callback, METH_NOARGS, "get_callback() -> this thread's callback or None."},
     {"get_code_extra", py_get_code_extra, METH_O, "get_code_extra(code) -> the object in our co_extra slot, or None."},
@@ -345,6 +365,8 @@ PyMODINIT_FUNC PyInit__evalframe(void) {
     if (PyType_Ready(&DisabledCallType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
+    version_probe = PyUnicode_InternFromString("__dynamo_lite_version__");
+    if (version_probe == NULL) return NULL;
     skip_sentinel = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
     if (skip_sentinel == NULL) return NULL;
     Py_INCREF(skip_sentinel);

@@ -17,7 +17,8 @@ import torch
 
 from .breaks import TENSOR_SUBCLASS, UNSUPPORTED_VALUE, Unsupported
 from .fallback.skip import INLINE, call_rule, is_torch_namespace
-from .guards import (AliasMatch, ConstantMatch, DictKeysMatch, FunctionMatch, IdMatch, LengthMatch, TensorMatch,
+from ._evalframe import type_version
+from .guards import (AliasMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, FunctionMatch, IdMatch, LengthMatch, TensorMatch,
                      TypeMatch)
 from .modelled import modelled
 from .runtime import AutocastBlock, GradModeBlock
@@ -91,6 +92,7 @@ def _build(tracer, value, source) -> Value:
         # its own guard), are what must match. Instances of one class share the graph.
         if source is not None:
             _guard(tracer, TypeMatch(source, type(value)))
+            _guard_class(tracer, type(value))
         return ModuleValue(value, source, pin=tracer)
     if isinstance(value, types.FunctionType):
         return _wrap_function(tracer, value, source)
@@ -104,6 +106,8 @@ def _build(tracer, value, source) -> Value:
                             or is_torch_namespace(value) or type(value).__module__ == "functools"):
         if source is not None and not is_torch_namespace(value):
             _guard(tracer, _bound_builtin_guard(source, value) or IdMatch.of(source, value))
+            if isinstance(value, type):
+                _guard_class(tracer, value)
         return CallableValue(value, source)
     if isinstance(value, types.ModuleType):
         if source is not None and not is_torch_namespace(value):
@@ -119,6 +123,7 @@ def _build(tracer, value, source) -> Value:
                            value.__func__, source)
     if source is not None:
         _guard(tracer, TypeMatch(source, type(value)))
+        _guard_class(tracer, type(value))
     shared = shareable_tensor(value) if source is not None else None
     if shared is not None:
         return _wrap_array(tracer, value, shared, source)
@@ -141,6 +146,17 @@ def _wrap_function(tracer, fn: types.FunctionType, source) -> FunctionValue:
                                  tuple(fn.__kwdefaults__ or ()), weakref.ref(fn)))
     tracer.keepalive.append(fn.__globals__)
     return FunctionValue(fn, source, pin=(tracer, identity))
+
+
+_HEAPTYPE = 1 << 9            # Py_TPFLAGS_HEAPTYPE: a class written in Python
+
+
+def _guard_class(tracer, cls: type) -> None:
+    """What the trace looks up on a Python class (methods, properties, class attributes, special
+    methods) is read from the class as it is now: one guard that the class, bases included, has
+    not changed since. torch's own classes are taken as not monkeypatched."""
+    if cls.__flags__ & _HEAPTYPE and not is_torch_namespace(cls):
+        tracer.add_guard(ClassVersionMatch(cls, type_version(cls)))
 
 
 def _bound_to_a_value(value) -> bool:

@@ -517,3 +517,25 @@ class QueryMatch(Guard):
 
     def why_not(self, value):
         return f"{_display_const(self.fn)}() changed: {self.result!r} -> {self.fn()!r}"
+
+
+@dataclass(frozen=True, eq=False)
+class ClassVersionMatch(Guard):
+    """No attribute of the class `key` or of its bases changed since capture (methods, properties,
+    class attributes, special methods): CPython's version tag of the class is the same. One such
+    guard covers every lookup the trace made on the class."""
+    key: type
+    version: int
+    source: Source = field(default=None)
+
+    def code(self, scope, const):
+        from .._evalframe import type_version
+        if not self.version:                  # the class changed too often to get a tag: never reuse
+            return "False"
+        return f"{const(type_version)}({const(self.key)}) == {self.version}"
+
+    def describe(self):
+        return f"class {self.key.__qualname__} unchanged"
+
+    def why_not(self, value):
+        return f"an attribute of class {self.key.__qualname__} (or of a base class) changed"
