@@ -33,7 +33,7 @@ from .values.stdlib_collections import CONTAINER_TYPES, wrap_container
 from .values.dict_objects import DictObjectValue, dict_base
 from .values.functions import FunctionValue, PartialValue
 from .values.modules import ModuleValue
-from .values.objects import ObjectValue
+from .values.objects import ObjectValue, version_guarded
 from .values.tensors import TensorValue
 
 def wrap(tracer, value: Any, source: Optional[Source]) -> Value:
@@ -148,14 +148,14 @@ def _wrap_function(tracer, fn: types.FunctionType, source) -> FunctionValue:
     return FunctionValue(fn, source, pin=(tracer, identity))
 
 
-_HEAPTYPE = 1 << 9            # Py_TPFLAGS_HEAPTYPE: a class written in Python
-
-
 def _guard_class(tracer, cls: type) -> None:
     """What the trace looks up on a Python class (methods, properties, class attributes, special
     methods) is read from the class as it is now: one guard that the class, bases included, has
-    not changed since. torch's own classes are taken as not monkeypatched."""
-    if cls.__flags__ & _HEAPTYPE and not is_torch_namespace(cls):
+    not changed since. Not for subclasses of torch's classes (nn.Module): torch's own classes are
+    touched at run time by tools (triton's interpreter) without change, which would move the tag
+    of every model class; their attributes are guarded one by one where read
+    (objects.guard_class_attribute)."""
+    if version_guarded(cls):
         tracer.add_guard(ClassVersionMatch(cls, type_version(cls)))
 
 

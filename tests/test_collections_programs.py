@@ -120,7 +120,6 @@ def test_dict_view_returned():
 
 # -- dict construction and methods ------------------------------------------------------------
 
-@open_issue("graphs", "dict.fromkeys / defaultdict.fromkeys / OrderedDict.fromkeys")
 def test_dict_fromkeys():
     def fn(x, y):
         lst = ["a", "b"]
@@ -158,7 +157,6 @@ def test_dict_setdefault(key, default):
     standard(fn, 1)
 
 
-@open_issue("eager", "defaultdict.fromkeys, then item assignment and setdefault on the defaultdict")
 @pytest.mark.parametrize("key, default", [("a", 10), ("c", 10), ("c", None)],
                          ids=["existing", "new", "new_none"])
 def test_defaultdict_fromkeys_setdefault(key, default):
@@ -189,7 +187,6 @@ def test_dict_update_forms():
     standard(fn, 3)
 
 
-@open_issue("graphs", "OrderedDict(...) constructed in the frame")
 def test_ordered_dict_update_forms():
     def fn(x, y, z):
         od = OrderedDict(a=x * 3, b=y + 2)
@@ -214,7 +211,6 @@ def test_dict_ops_pop_get_update():
     standard(fn, 2)
 
 
-@open_issue("graphs", "OrderedDict(list of pairs)")
 def test_dict_from_list_of_pairs():
     def fn(x):
         pairs = [("a", x), ("b", x + 1), ("c", x + 2)]
@@ -227,7 +223,6 @@ def test_dict_from_list_of_pairs():
     standard(fn, 1)
 
 
-@open_issue("graphs", "OrderedDict(iterator of pairs)")
 def test_dict_from_iterator_of_pairs():
     def fn(x):
         d1 = dict(iter([("a", x), ("b", x + 1)]))
@@ -249,7 +244,6 @@ def test_ordered_dict_from_dict_isinstance():
     standard(fn, 1)
 
 
-@open_issue("graphs", "OrderedDict(dict)")
 def test_dict_copy_independent():
     def fn(x):
         d1 = dict([("a", x), ("b", x + 1), ("c", x + 2)])
@@ -291,8 +285,6 @@ def test_dict_merge_operators():
     standard(fn, 1)
 
 
-@open_issue("wrong", "dict.popitem() at a graph break: the receiver and the live local are rebuilt as "
-            "two different dicts, so the pop is lost")
 def test_dict_popitem_and_clear():
     def fn(x):
         d = {"a": x, "b": x * 2, "c": x * 3}
@@ -430,7 +422,6 @@ def test_mutable_mapping_to_dict():
 
 # -- OrderedDict ------------------------------------------------------------------------------
 
-@open_issue("graphs", "OrderedDict(...) / move_to_end / popitem(last=False)")
 def test_ordered_dict_move_to_end_and_popitem():
     def fn(x):
         od = OrderedDict([("a", x), ("b", x * 2), ("c", x * 3)])
@@ -493,7 +484,6 @@ def test_defaultdict_list_grouping():
     standard(fn, 1, graphs=2)   # TorchDynamo's count
 
 
-@open_issue("eager", "defaultdict(lambda: ...) made in the frame")
 def test_defaultdict_update_forms():
     def fn(x):
         dd = defaultdict(lambda: dict())
@@ -518,7 +508,6 @@ def test_defaultdict_input_mutated():
 
 # -- Counter ----------------------------------------------------------------------------------
 
-@open_issue("graphs", "collections.Counter (skipped code)")
 def test_counter_from_list():
     def fn(x):
         c = Counter(["a", "b", "a", "c", "a"])
@@ -550,7 +539,6 @@ def test_counter_of_shapes():
 
 # -- deque ------------------------------------------------------------------------------------
 
-@open_issue("eager", "collections.deque made in the frame and its methods")
 def test_deque_methods():
     def fn(a, b):
         d = deque([a, b])
@@ -571,7 +559,6 @@ def test_deque_methods():
     standard(fn, 2)
 
 
-@open_issue("eager", "deque(maxlen=...) made in the frame")
 def test_deque_maxlen_window():
     def fn(x):
         window = deque(maxlen=3)
@@ -582,7 +569,6 @@ def test_deque_maxlen_window():
     standard(fn, 1)
 
 
-@open_issue("eager", "deque.rotate / index")
 def test_deque_rotate_and_index():
     def fn(x):
         d = deque([1, 2, 3, 4])
@@ -605,7 +591,6 @@ def test_deque_as_queue_loop():
     standard(fn, 1)
 
 
-@open_issue("eager", "methods of a deque passed in")
 def test_deque_input_mutated():
     def fn(x, q):
         q.append(x + 1)
@@ -679,7 +664,6 @@ def test_namedtuple_replace_and_asdict():
     standard(fn, 2)
 
 
-@open_issue("graphs", "namedtuple._make")
 def test_namedtuple_make():
     def fn(a, b):
         t = MyTuple._make([a, b, a * b])
@@ -796,8 +780,6 @@ def test_set_mutation_methods():
     standard(fn, 1)
 
 
-@open_issue("wrong", "set.intersection_update / difference_update / symmetric_difference_update run on "
-            "a copy: the set is not changed")
 def test_set_update_methods_mutate_in_place():
     def fn(a):
         s = {1, 2, 3, 4}
@@ -809,7 +791,6 @@ def test_set_update_methods_mutate_in_place():
     standard(fn, 1)
 
 
-@open_issue("wrong", "set -= / &= / ^= build a new set: an alias of the set does not see the change")
 def test_set_inplace_operators_seen_through_alias():
     def fn(a):
         s = {1, 2, 3}
@@ -849,7 +830,6 @@ def test_set_of_list_with_duplicates():
     standard(fn, 1)
 
 
-@open_issue("eager", "a set of tensors (hashed by identity)")
 def test_set_of_tensors_membership():
     def fn(x, y):
         s = {x}

@@ -22,7 +22,7 @@ from ..sources import AttrSource, ModuleDictSource
 from .base import Const, IteratorValue, Value, missing_attribute
 from .containers import SeqValue
 from .functions import FunctionValue
-from .objects import MISSING, ObjectValue, class_attribute, python_function, sub_source
+from .objects import MISSING, ObjectValue, class_attribute, guard_class_attribute, python_function, sub_source
 
 _TABLES = ("_parameters", "_buffers", "_modules")
 _SEQUENCES = (torch.nn.Sequential, torch.nn.ModuleList)
@@ -109,6 +109,7 @@ class ModuleValue(ObjectValue):
                                  if self.source is not None else None)
             return forward.call(frame, args, kwargs)
         forward = type(m).forward
+        guard_class_attribute(frame, type(m), "forward", forward)
         if not isinstance(forward, types.FunctionType):
             raise Unsupported(UNKNOWN_CALL, f"{type(m).__name__}.forward is not a Python function")
         if forward is torch.nn.Module.forward:

@@ -24,6 +24,7 @@ import torch
 from ..breaks import (UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, TracedException,
                       Unsupported, user_error)
 from ..effects import DELETED
+from ..fallback.skip import is_torch_namespace
 from ..guards import AttrAbsent, IdMatch, MembershipMatch
 from ..pyops import BINARY_DUNDERS, COMPARE_DUNDERS, INPLACE_DUNDERS, INPLACE_TO_PLAIN, UNARY_DUNDERS
 from ..modelled import modelled
@@ -94,6 +95,25 @@ def pending_class_attr(frame, cls: type, name: str):
     return None
 
 
+def version_guarded(cls: type) -> bool:
+    """A Python class with no torch class among its bases: wrap guards it whole, with its version
+    tag (one ClassVersionMatch covers every attribute the trace reads on it)."""
+    return bool(cls.__flags__ & HEAPTYPE) and not any(is_torch_namespace(k) for k in cls.__mro__)
+
+
+def guard_class_attribute(frame, cls: type, name: str, attr) -> None:
+    """A method or property read on a Python subclass of a torch class (an nn.Module): guarded by
+    itself, since such classes are not guarded whole (version_guarded). torch's own classes are
+    taken as not monkeypatched."""
+    if version_guarded(cls) or not cls.__flags__ & HEAPTYPE or is_torch_namespace(cls):
+        return
+    source = AttrSource(frame.tracer.ref_source(cls), name)
+    if isinstance(attr, types.FunctionType):
+        frame.wrap(attr, source)                   # FunctionMatch: what `cls.name` is now
+    elif isinstance(attr, property):
+        frame.tracer.add_guard(IdMatch.of(source, attr))   # `cls.name` of a property is the property
+
+
 def class_attribute(frame, owner: Value, cls: type, name: str, instance_source):
     """A class-level attribute seen through an instance (methods, properties, constants), or
     MISSING when the class has none. A plain value is read through the instance when it has a
@@ -104,6 +124,7 @@ def class_attribute(frame, owner: Value, cls: type, name: str, instance_source):
     attr = inspect.getattr_static(cls, name, MISSING)
     if attr is MISSING:
         return MISSING
+    guard_class_attribute(frame, cls, name, attr)
     if isinstance(attr, property):
         if attr.fget is None:
             raise user_error(AttributeError, f"property {name!r} of {cls.__name__!r} object has no getter")
