@@ -85,6 +85,17 @@ TRY_BLOCK = _kind(
     "move the in-place op out of the try block, or catch the error outside the captured function")
 
 
+EXTERNAL_ITERATOR = _kind(
+    "DL019", "external-iterator", "an iterator or generator made outside the captured code is advanced in it: its "
+    "position lives outside the frame, where it can be neither guarded nor replayed",
+    "pass the items (a list or tuple) instead of an iterator, or make the iterator inside the captured function")
+GENERATOR_STATE = _kind(
+    "DL020", "generator-state", "a generator or lazy iterator made in captured code outlives it part-way (returned, "
+    "stored, live at a graph break, or dropped while suspended inside try/with, whose cleanup runs when it is "
+    "closed): its suspended state cannot be rebuilt after the graph",
+    "consume the generator inside the captured function (e.g. list(gen)), or make it outside")
+
+
 class Unsupported(Exception):
     """Raised while tracing when something cannot go into a graph."""
 

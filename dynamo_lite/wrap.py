@@ -93,7 +93,7 @@ def _build(tracer, value, source) -> Value:
                                                types.MethodDescriptorType, types.ClassMethodDescriptorType))
                             or is_torch_namespace(value) or type(value).__module__ == "functools"):
         if source is not None and not is_torch_namespace(value):
-            _guard(tracer, IdMatch.of(source, value))
+            _guard(tracer, ConstantMatch(source, value) if _classmethod_of_c_type(value) else IdMatch.of(source, value))
         return CallableValue(value, source)
     if isinstance(value, types.ModuleType):
         if source is not None and not is_torch_namespace(value):
@@ -163,6 +163,12 @@ def _interrupted_block(tracer, block, source):
         mode = AutocastValue(block.device, block.enabled, block.dtype, block.cache)
     mode.previous = block.previous
     return MethodValue(mode, "__exit__", source)
+
+
+def _classmethod_of_c_type(value) -> bool:
+    """`itertools.chain.from_iterable`, `dict.fromkeys`: a new bound object on each attribute read,
+    equal (same class, same C function) but not identical, so it is guarded by equality."""
+    return isinstance(value, types.BuiltinMethodType) and isinstance(getattr(value, "__self__", None), type)
 
 
 def _attr(source, name):

@@ -17,9 +17,9 @@ import torch
 from ..breaks import (TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE,
                       TracedException, Unsupported, user_error)
 from ..pyops import plain
-from ..semantics import binary
+from ..semantics import binary, sort
 from ..runtime import dict_view
-from .base import Const, IteratorValue, MethodValue, Value, equal_only_if_identical, fold, is_same, kind_name
+from .base import Const, IteratorValue, MethodValue, Value, equal_only_if_identical, fold, is_const, is_same, kind_name
 
 
 def _method_name(method) -> str:
@@ -123,6 +123,10 @@ class SeqValue(_Container):
 
     def unpack(self, frame):
         return list(self.items)
+
+    def get_iter(self, frame):
+        # over the live items: a loop sees what is appended to a list while it runs, as in eager
+        return IteratorValue.sharing(self.items, type(iter([])) if self.is_list else type(iter(())))
 
     def getitem(self, frame, key):
         k = key.as_python()
@@ -283,12 +287,14 @@ def _list_remove(frame, obj, args, kwargs):
 
 
 def _list_sort(frame, obj, args, kwargs):
-    if "key" in kwargs and not (isinstance(kwargs["key"], Const) and kwargs["key"].value is None):
-        raise Unsupported(UNSUPPORTED_VALUE, "list.sort(key=...)")
-    values = [i.as_python() for i in obj.items]
-    fold(values.sort, reverse=bool(kwargs["reverse"].as_python()) if "reverse" in kwargs else False)
+    if args or set(kwargs) - {"key", "reverse"}:
+        fold([].sort, *args, **{k: None for k in kwargs})        # eager's TypeError
+    key = kwargs.get("key")
+    reverse = kwargs["reverse"].as_python() if "reverse" in kwargs else False
+    fold([].sort, reverse=reverse)                              # a reverse that is not an integer
+    ordered = sort(frame, obj.items, None if key is None or is_const(key, type(None)) else key, bool(reverse))
     frame.tracer.mutate(obj)
-    obj.items[:] = [Const(v) for v in values]
+    obj.items[:] = ordered
     return Const(None)
 
 
@@ -384,6 +390,10 @@ class DictValue(_Container):
 
     def unpack(self, frame):
         return [Const(k) for k in self.items]
+
+    def get_iter(self, frame):
+        # over the live keys: a dict that changes size while a loop runs over it is an error, as in eager
+        return DictIteratorValue(DictViewValue(self, "keys", self.items))
 
     def as_mapping(self, frame):
         return dict(self.items)

@@ -1,0 +1,818 @@
+"""The iteration protocol while tracing (issue 12): differential tests, eager vs captured.
+
+* the protocol on any object: `__iter__` returning self / another iterator / a generator,
+  `__next__` raising StopIteration, the old `__getitem__` protocol, `iter()` / `next()`, `in`
+  falling back to iteration, list subclasses read from the frame; iterators made outside the
+  frame are refused (DL019);
+* generators as lazy iterators: the body runs only as far as it is consumed (side effects and
+  prints interleave as in eager), infinite generators, `yield from` and return values, send /
+  throw / close; a generator outliving the trace part-way is refused (DL020);
+* itertools, functools.reduce and the builtins over any iterable (lazy where Python is lazy);
+* iterating tensors (unbind along dim 0), static and dynamic.
+
+Each test checks values, exceptions, printed output, mutated inputs and the graph count (run
+with DL_TEST_REFERENCE=torch to validate the expectations against TorchDynamo).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import itertools
+import operator
+
+import pytest
+import torch
+
+import dynamo_lite as dl
+from dynamo_lite.fallback.records import RECORDS
+from harness import REFERENCE, CountingBackend, check, reset, skip_in_reference
+
+rows = torch.randn(4, 3)
+
+
+def break_kinds(fn) -> set:
+    """The break kinds recorded for `fn`'s frames in the last capture (dynamo_lite only)."""
+    return {r.kind.id for r in RECORDS if r.name == fn.__name__ and r.kind is not None}
+
+
+def expect_refused(fn, kind: str) -> None:
+    if not REFERENCE:
+        assert kind in break_kinds(fn), f"{fn.__name__}: expected a {kind} break, got {break_kinds(fn)}"
+
+
+# =============================================================================================
+# 1. the iteration protocol on any object
+# =============================================================================================
+
+class CountUp:
+    """An iterator object: __iter__ returns self, __next__ raises StopIteration at the end."""
+
+    def __init__(self, n):
+        self.n, self.i = n, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        return self.i
+
+
+class Bag:
+    """An iterable whose __iter__ returns another iterator."""
+
+    def __init__(self, *items):
+        self.items = list(items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+class Squares:
+    """An iterable whose __iter__ is a generator function."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        for i in range(self.n):
+            yield i * i
+
+
+class OldSequence:
+    """Only __getitem__: iterated by index until IndexError (the old sequence protocol)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return i + 10
+
+
+def test_user_iterator_in_a_loop():
+    def f(x):
+        for i in CountUp(3):
+            x = x * i
+        return x
+    check(f, rows, graphs=1)
+
+
+def test_user_iterator_consumers():
+    def f(x):
+        a, b, c = CountUp(3)
+        first, *rest = CountUp(4)
+        return x * a + b * c, first, rest, list(CountUp(2)), tuple(CountUp(1)), sum(CountUp(4)), [*CountUp(2)]
+    check(f, rows, graphs=1)
+
+
+def test_user_iterator_passed_in_advances_it():
+    def f(x, it):
+        return [x * i for i in it], it.i
+    check(f, rows, CountUp(3), graphs=1)
+
+
+def test_iter_returning_another_iterator_and_a_generator():
+    def f(x):
+        return [x + i for i in Bag(1, 2, 3)], [x * s for s in Squares(3)], list(zip(Bag("a", "b"), Squares(5)))
+    check(f, rows, graphs=1)
+
+
+def test_old_sequence_protocol():
+    def f(x):
+        return [x * i for i in OldSequence(3)], list(enumerate(OldSequence(2))), 11 in OldSequence(3)
+    check(f, rows, graphs=1)
+
+
+def test_iter_and_next_builtins_on_objects():
+    def f(x):
+        it = iter(Bag(1, 2))
+        a = next(it)
+        b = next(it)
+        c = next(it, -1)
+        counter = iter(CountUp(2))
+        return x * (a + b + c), next(counter), counter.__next__(), next(counter, "done")
+    check(f, rows, graphs=1)
+
+
+def test_next_past_the_end_raises_stopiteration():
+    def f(x):
+        it = iter(CountUp(1))
+        next(it)
+        try:
+            next(it)
+        except StopIteration:
+            return x + 1
+        return x
+    check(f, rows, graphs=1)
+
+
+def test_in_falls_back_to_iteration():
+    def f(x):
+        return x * (3 in CountUp(5)), 7 in CountUp(5), 2 in Bag(1, 2), 1 in Squares(3), 12 in OldSequence(2)
+    check(f, rows, graphs=1)
+
+
+def test_in_consumes_an_iterator_up_to_the_item():
+    def f(x):
+        it = iter([1, 2, 3, 4])
+        found = 2 in it
+        return x * found, list(it)
+    check(f, rows, graphs=1)
+
+
+class NotIterable:
+    pass
+
+
+class BadIter:
+    def __iter__(self):
+        return [1, 2]
+
+
+@pytest.mark.parametrize("make", [NotIterable, BadIter], ids=["not_iterable", "iter_returns_a_list"])
+def test_iterating_a_non_iterable_raises_typeerror(make):
+    def f(x):
+        y = x + 1
+        try:
+            for _ in make():
+                pass
+        except TypeError as e:
+            return y, e.args
+        return y, ""
+    check(f, rows, graphs=1)
+
+
+class Processors(list):
+    """A list subclass iterated as a list (transformers' LogitsProcessorList)."""
+
+    def __call__(self, x):
+        for p in self:
+            x = p(x)
+        return x
+
+
+def test_list_subclass_read_from_the_frame():
+    procs = Processors([torch.relu, torch.sigmoid, torch.tanh])
+
+    def f(x, procs):
+        return procs(x) + len([p for p in procs])
+    check(f, rows, procs, graphs=1)
+
+
+def run_with_fresh(fn, make_args):
+    """Eager and captured on fresh arguments (for inputs deepcopy cannot copy or compare)."""
+    reset()
+    captured = dl.capture(fn, backend=CountingBackend())
+    for _ in range(2):
+        expected, got = fn(*make_args()), captured(*make_args())
+        torch.testing.assert_close(got, expected)
+
+
+def test_iterator_made_outside_is_refused():
+    def f(x, it):
+        return x * next(it), list(it)
+    run_with_fresh(f, lambda: (rows, iter([1, 2, 3])))
+    expect_refused(f, "DL019")
+
+
+def test_generator_made_outside_is_refused():
+    def gen():
+        yield 1
+        yield 2
+
+    def f(x, g):
+        return x * next(g), list(g)
+    run_with_fresh(f, lambda: (rows, gen()))
+    expect_refused(f, "DL019")
+
+
+def test_list_grows_while_a_loop_runs_over_it():
+    def f(x, work):
+        done = []
+        for item in work:
+            if item < 3:
+                work.append(item + 2)
+            done.append(x * item)
+        return done
+    check(f, rows, [0, 1], graphs=1)
+
+
+def test_dict_changing_size_while_iterated_raises():
+    def f(x):
+        d = {"a": 1}
+        try:
+            for k in d:
+                d[k + "!"] = 2
+        except RuntimeError as e:
+            return x + len(d), e.args
+        return x, ""
+    check(f, rows, graphs=1)
+
+
+# =============================================================================================
+# 2. generators: lazy, suspended between items
+# =============================================================================================
+
+def logged_range(log, n):
+    for i in range(n):
+        log.append(i)
+        yield i
+
+
+def test_generator_consumed_partly_by_break():
+    def f(x, log):
+        for i in logged_range(log, 5):
+            x = x + i
+            if i == 1:
+                break
+        return x
+    check(f, rows, [], graphs=1)
+
+
+def test_generator_advanced_by_next():
+    def f(x, log):
+        g = logged_range(log, 5)
+        a = next(g)
+        b = next(g)
+        return x * (a + b)
+    check(f, rows, [], graphs=1)
+
+
+def test_generator_side_effects_interleave_with_the_consumer():
+    def f(x, log):
+        for i in logged_range(log, 3):
+            log.append(("consumer", i))
+            x = x * 2
+        return x
+    check(f, rows, [], graphs=1)
+
+
+def test_generator_prints_interleave():
+    def chatty(n):
+        for i in range(n):
+            print("yield", i)
+            yield i
+
+    def f(x):
+        for i in chatty(2):
+            print("got", i)
+        return x + 1
+    check(f, rows, graphs=0)      # print inside a loop: the frame runs eagerly
+
+
+def test_infinite_generator_with_break_islice_zip():
+    def naturals():
+        n = 0
+        while True:
+            yield n
+            n += 1
+
+    def f(x):
+        total = x
+        for n in naturals():
+            if n > 3:
+                break
+            total = total + n
+        return total, list(itertools.islice(naturals(), 2, 5)), list(zip("ab", naturals()))
+    check(f, rows, graphs=1)
+
+
+def test_generator_expression_is_lazy():
+    def f(x, log):
+        squares = (log.append(i) or i * i for i in range(10))
+        return x * any(s > 3 for s in squares), next(squares)
+    check(f, rows, [], graphs=1)
+
+
+def test_generator_over_tensors():
+    def f(x):
+        g = (r * i for i, r in enumerate(x))
+        first = next(g)
+        return first, sum(g)
+    check(f, rows, graphs=1)
+
+
+@skip_in_reference("TorchDynamo gives None as the value of `yield from` a generator that returns")
+def test_yield_from_and_return_values():
+    def inner(n):
+        for i in range(n):
+            yield i
+        return n * 10
+
+    def outer():
+        got = yield from inner(2)
+        yield got
+        got = yield from [7, 8]
+        yield got
+
+    def f(x):
+        return x + 1, list(outer())
+    check(f, rows, graphs=1)
+
+
+def test_return_value_carried_by_stopiteration():
+    def gen():
+        yield 1
+        return "done"
+
+    def f(x):
+        g = gen()
+        next(g)
+        try:
+            next(g)
+        except StopIteration as e:
+            return x + 1, e.value
+        return x, None
+    check(f, rows, graphs=1)
+
+
+def test_generator_send():
+    def accumulator():
+        total = 0
+        while True:
+            value = yield total
+            if value is None:
+                return total
+            total += value
+
+    def f(x):
+        acc = accumulator()
+        next(acc)
+        acc.send(2)
+        t = acc.send(3)
+        return x * t
+    check(f, rows, graphs=1)
+
+
+def test_generator_close_runs_finally():
+    def guarded(log):
+        try:
+            yield 1
+            yield 2
+        finally:
+            log.append("closed")
+
+    def f(x, log):
+        g = guarded(log)
+        a = next(g)
+        g.close()
+        g.close()
+        return x + a, list(g)
+    check(f, rows, [], graphs=1)
+
+
+def test_generator_throw_caught_in_the_body():
+    def resilient(log):
+        while True:
+            try:
+                yield len(log)
+            except ValueError as e:
+                log.append(e.args)
+
+    def f(x, log):
+        g = resilient(log)
+        next(g)
+        n = g.throw(ValueError("bad"))
+        g.close()                   # GeneratorExit passes through `except ValueError`
+        return x * n
+    check(f, rows, [], graphs=1)
+
+
+@skip_in_reference("TorchDynamo loses the RuntimeError's message")
+def test_generator_raising_stopiteration_is_a_runtimeerror():
+    def broken():
+        yield 1
+        raise StopIteration("inner")
+
+    def f(x):
+        y = x * 2
+        try:
+            return list(broken())
+        except RuntimeError as e:
+            return y, e.args
+    check(f, rows, graphs=1)
+
+
+def test_exception_from_a_generator_reaches_the_consumer():
+    def failing():
+        yield 1
+        raise KeyError("k")
+
+    def f(x):
+        got = []
+        try:
+            for v in failing():
+                got.append(x * v)
+        except KeyError:
+            got.append(x)
+        return got
+    check(f, rows, graphs=1)
+
+
+@skip_in_reference("TorchDynamo never runs the finally of the dropped generator")
+def test_generator_dropped_inside_try_is_refused():
+    def guarded(log):
+        try:
+            yield 1
+            yield 2
+        finally:
+            log.append("cleanup")
+
+    def f(x, log):
+        for v in guarded(log):
+            x = x + v
+            break
+        log.append("after loop")
+        return x
+    check(f, rows, [], graphs=0)      # DL020: eager runs the finally when the generator is dropped
+    expect_refused(f, "DL020")
+
+
+def test_generator_returned_unconsumed_is_refused():
+    def f(x):
+        return (x * i for i in range(3))
+    reset()
+    backend = CountingBackend()
+    got = dl.capture(f, backend=backend)(rows)
+    torch.testing.assert_close(list(got), list(f(rows)))
+    expect_refused(f, "DL020")
+
+
+def test_generator_live_at_a_graph_break():
+    def f(x, log):
+        g = logged_range(log, 4)
+        a = next(g)
+        print("between")
+        return x + a + next(g)
+    check(f, rows, [], graphs=0)      # the generator is live at the print: the frame runs eagerly
+    expect_refused(f, "DL005")
+
+
+def test_generator_finished_before_a_graph_break():
+    def f(x, log):
+        y = x * 2
+        total = sum(logged_range(log, 3))
+        print("after")
+        return y + total
+    check(f, rows, [], graphs=2)
+
+
+# =============================================================================================
+# 3. itertools
+# =============================================================================================
+
+ITERTOOLS = {
+    "product": lambda x: [x * a + b for a, b in itertools.product([1, 2], range(3))],
+    "product_repeat": lambda x: list(itertools.product("ab", repeat=2)),
+    "chain": lambda x: list(itertools.chain([x], (x * i for i in range(2)), "ab")),
+    "chain_from_iterable": lambda x: list(itertools.chain.from_iterable([[x, x + 1], (x * 2,)])),
+    "combinations": lambda x: [a * b for a, b in itertools.combinations([x, x + 1, x + 2], 2)],
+    "combinations_with_replacement": lambda x: list(itertools.combinations_with_replacement("abc", 2)),
+    "permutations": lambda x: [list(p) for p in itertools.permutations(range(3))],
+    "permutations_r": lambda x: [a - b for a, b in itertools.permutations([x, x * 2], 2)],
+    "islice": lambda x: [list(itertools.islice(range(10), 3)), list(itertools.islice("abcdefg", 1, None, 2)),
+                         list(itertools.islice(iter(x), 1, 3))],
+    "repeat": lambda x: [list(itertools.repeat(x, 2)), list(zip(range(3), itertools.repeat("r")))],
+    "count": lambda x: [list(zip("abc", itertools.count(5, 2))), list(itertools.islice(itertools.count(0.5), 3))],
+    "cycle": lambda x: list(itertools.islice(itertools.cycle([x, x + 1]), 5)),
+    "accumulate": lambda x: [list(itertools.accumulate([1, 2, 3])), list(itertools.accumulate(x)),
+                             list(itertools.accumulate([1, 5, 2], max, initial=3)),
+                             list(itertools.accumulate([x, x], operator.mul))],
+    "groupby": lambda x: [(k, list(g)) for k, g in itertools.groupby("aabccc")],
+    "groupby_key": lambda x: [(k, [t * 2 for t in g]) for k, g in itertools.groupby(x, key=lambda r: 1)],
+    "zip_longest": lambda x: list(itertools.zip_longest([x], "ab", fillvalue=0)),
+    "starmap": lambda x: list(itertools.starmap(torch.add, [(x, 1), (x, x)])),
+    "pairwise": lambda x: [b - a for a, b in itertools.pairwise(x)],
+    "takewhile_dropwhile": lambda x: [list(itertools.takewhile(lambda v: v < 3, [1, 2, 5, 1])),
+                                      list(itertools.dropwhile(lambda v: v < 3, [1, 2, 5, 1]))],
+    "compress": lambda x: list(itertools.compress([x, x + 1, x + 2], [1, 0, 1])),
+    "tee": lambda x: [list(a) + list(b) for a, b in [itertools.tee(iter([x, x * 2]))]],
+}
+
+
+@pytest.mark.parametrize("name", list(ITERTOOLS))
+def test_itertools(name):
+    use = ITERTOOLS[name]
+
+    def f(x):
+        return x + 1, use(x)
+    check(f, rows, graphs=1)
+
+
+@skip_in_reference("TorchDynamo keeps a groupby group valid after the next group is taken")
+def test_groupby_groups_expire():
+    def f(x):
+        groups = [(k, g) for k, g in itertools.groupby("aabbb")]
+        first = itertools.groupby([1, 1, 2])
+        k, g = next(first)
+        one = next(g)
+        rest = list(first)
+        return x + 1, [(k, list(g)) for k, g in groups], one, [(k, list(g)) for k, g in rest]
+    check(f, rows, graphs=1)
+
+
+def test_itertools_pull_lazily_from_generators():
+    def f(x, log):
+        taken = list(itertools.islice(logged_range(log, 10), 2))
+        small = list(itertools.takewhile(lambda v: v < 2, logged_range(log, 10)))
+        pairs = next(itertools.pairwise(logged_range(log, 10)))
+        return x + 1, taken, small, pairs
+    check(f, rows, [], graphs=1)
+
+
+@skip_in_reference("TorchDynamo fails internally on invalid itertools arguments")
+def test_itertools_errors_match_eager():
+    def f(x):
+        out = []
+        for make in (lambda: itertools.islice([], -1), lambda: itertools.combinations([], -1),
+                     lambda: itertools.repeat(1, "a"), lambda: itertools.product([], repeat=-1)):
+            try:
+                make()
+            except (ValueError, TypeError) as e:
+                out.append((type(e).__name__, e.args))
+        return x + 1, out
+    check(f, rows, graphs=1)
+
+
+# =============================================================================================
+# 4. functools.reduce and the builtins over any iterable
+# =============================================================================================
+
+def test_reduce():
+    def f(x):
+        return (functools.reduce(operator.add, [x, x * 2, x * 3]), functools.reduce(lambda a, b: a * b, x.shape, 1),
+                functools.reduce(torch.mul, (r for r in x)), functools.reduce(max, [3, 9, 2]))
+    check(f, rows, graphs=1)
+
+
+def test_reduce_of_empty_raises():
+    def f(x):
+        try:
+            functools.reduce(operator.add, [])
+        except TypeError as e:
+            return x + 1, e.args
+        return x, ""
+    check(f, rows, graphs=1)
+
+
+def test_map_filter_are_lazy():
+    def f(x, log):
+        def touch(v):
+            log.append(v)
+            return v * 2
+        m = map(touch, [1, 2, 3, 4])
+        first = next(m)
+        kept = filter(lambda v: log.append(("f", v)) or v > 4, m)
+        return x * first, next(kept), list(map(operator.add, [x, x], (1, 2)))
+    check(f, rows, [], graphs=1)
+
+
+def test_enumerate_zip():
+    def f(x):
+        pairs = list(zip(x, range(10)))
+        return ([i * r for i, r in enumerate(x, start=1)], pairs, list(enumerate("ab", 5)),
+                list(zip()), list(zip([1, 2], "ab", strict=True)))
+    check(f, rows, graphs=1)
+
+
+@pytest.mark.parametrize("second", [[1], [1, 2, 3]], ids=["shorter", "longer"])
+def test_zip_strict_mismatch_raises(second):
+    def f(x, other):
+        try:
+            return list(zip([x, x], other, strict=True))
+        except ValueError as e:
+            return e.args
+    check(f, rows, second, graphs=0)
+
+
+def test_reversed():
+    class Deck:
+        def __init__(self):
+            self.cards = ["a", "b", "c"]
+
+        def __len__(self):
+            return len(self.cards)
+
+        def __getitem__(self, i):
+            return self.cards[i]
+
+    class Backwards:
+        def __reversed__(self):
+            yield from (3, 2, 1)
+
+    def f(x):
+        return (list(reversed([x, x + 1])), list(reversed(range(3))), list(reversed((1, 2))), list(reversed(Deck())),
+                list(reversed(Backwards())), list(reversed({"k": 1, "j": 2})), reversed(x))
+    check(f, rows, graphs=1)
+
+
+@skip_in_reference("TorchDynamo raises another TypeError message")
+def test_reversed_generator_raises():
+    def f(x):
+        try:
+            reversed(i for i in range(3))
+        except TypeError as e:
+            return x + 1, e.args
+        return x, ""
+    check(f, rows, graphs=1)
+
+
+def test_sorted_and_sort_with_key():
+    def f(x, words):
+        by_len = sorted(words, key=len)
+        words.sort(key=lambda w: w[-1], reverse=True)
+        tensors = sorted([x, x[:2], x[:1]], key=lambda t: t.shape[0])
+        return by_len, words, [t * 2 for t in tensors], sorted((3, 1, 2), reverse=True)
+    check(f, rows, ["ccc", "a", "bb", "dd"], graphs=1)
+
+
+def test_sorted_comparing_tensors_breaks():
+    def f(x):
+        return sorted([x[0].sum(), x[1].sum()])
+    check(f, rows, graphs=1)      # comparing tensors: data dependent
+    expect_refused(f, "DL003")
+
+
+def test_min_max_of_python_values():
+    def f(x):
+        return (x * max(1, 3, 2), min([4, 2, 8]), max("abc", key=ord), min([], default=-1),
+                max((i for i in range(5)), key=lambda v: -v), min(x.shape), max([[1, 2], [1, 3]]))
+    check(f, rows, graphs=1)
+
+
+@skip_in_reference("TorchDynamo fails internally on max() of an empty list")
+def test_min_max_empty_raises():
+    def f(x):
+        try:
+            max([])
+        except ValueError as e:
+            return x + 1, e.args
+        return x, ""
+    check(f, rows, graphs=1)
+
+
+def test_max_of_tensors_compares_as_eager():
+    def f(a, b):
+        return max(a, b) * 2
+    check(f, torch.tensor(1.0), torch.tensor(3.0),
+          graphs=1)      # dynamo_lite breaks at the data-dependent comparison, TorchDynamo uses torch.maximum
+    expect_refused(f, "DL002")
+
+
+@skip_in_reference("TorchDynamo returns torch.maximum where eager raises")
+def test_max_of_multi_element_tensors_raises_as_eager():
+    def f(a, b):
+        return max(a, b)
+    check(f, rows, rows + 1, graphs=0)      # the truth value of the comparison is ambiguous: eager raises
+
+
+def test_sum_any_all():
+    def f(x, log):
+        def checked(v):
+            log.append(v)
+            return v
+        return (sum([x, x], x), sum(r for r in x), sum([0.1] * 10), sum(range(4), 10),
+                any(checked(v) > 1 for v in range(5)), all(checked(v) < 1 for v in range(5)))
+    check(f, rows, [], graphs=1)
+
+
+def test_join_and_constructors_of_generators():
+    def f(x):
+        words = ("w" + str(i) for i in range(3))
+        return x + 1, "-".join(words), list(words), tuple(i for i in "ab"), set(i % 2 for i in range(4)), \
+            dict((str(i), i) for i in range(2))
+    check(f, rows, graphs=1)
+
+
+@skip_in_reference("TorchDynamo unpacks itertools.count() forever (it hangs)")
+def test_unpacking_an_infinite_iterator_raises():
+    def f(x):
+        try:
+            a, b = itertools.count()
+        except ValueError as e:
+            return x + 1, e.args
+        return x, ""
+    check(f, rows, graphs=1)
+
+
+def test_iter_with_sentinel():
+    def f(x):
+        values = iter([1, 2, 0, 3])
+        return x + 1, list(iter(lambda: next(values), 0)), list(values)
+    check(f, rows, graphs=1)
+
+
+# =============================================================================================
+# 5. iterating tensors
+# =============================================================================================
+
+def test_tensor_iteration_forms():
+    def f(x, y):
+        a, *rest = x
+        return ([r * 2 for r in x], list(zip(x, y)), [i * r for i, r in enumerate(x)], a, rest,
+                sum(x), list(reversed(list(x))))
+    check(f, rows, rows + 1, graphs=1)
+
+
+def test_iterating_an_empty_tensor():
+    def f(x):
+        out = [r * 2 for r in x]
+        return x + 1, out
+    check(f, torch.randn(0, 3), graphs=1)
+
+
+@skip_in_reference("TorchDynamo fails internally iterating a 0-d tensor")
+def test_iterating_a_0d_tensor_raises():
+    def f(x):
+        try:
+            for _ in x:
+                pass
+        except TypeError as e:
+            return e.args
+        return ""
+    check(f, torch.tensor(1.0), graphs=0)
+
+
+def tensor_loop(x):
+    for y in x:
+        last = y * 2
+    return last
+
+
+@pytest.mark.parametrize("dynamic", [None, True], ids=["automatic", "dynamic"])
+def test_tensor_iteration_with_changing_sizes(dynamic):
+    """Dim 0 becomes symbolic on the second size: the number of rows is specialized (guarded),
+    as TorchDynamo does, so each new size is a new graph and every call matches eager."""
+    reset()
+    backend = CountingBackend()
+    captured = dl.capture(tensor_loop, backend=backend, dynamic=dynamic) if not REFERENCE else \
+        torch.compile(tensor_loop, backend=backend, dynamic=dynamic)
+    for n, dtype in ((3, torch.float32), (4, torch.float32), (5, torch.float64), (3, torch.float32), (2, torch.int64)):
+        x = torch.arange(n * 2, dtype=dtype).reshape(n, 2)
+        torch.testing.assert_close(captured(x), tensor_loop(x))
+
+
+# =============================================================================================
+# 6. breaks inside loops over lazy iterators: the frame runs eagerly, the meaning is unchanged
+# =============================================================================================
+
+def test_break_inside_a_loop_over_a_generator():
+    def f(x, log):
+        for i in logged_range(log, 3):
+            print("item", i)
+            x = x + i
+        return x
+    check(f, rows, [], graphs=0)      # print inside the loop: the frame runs eagerly
+
+
+def test_break_inside_a_loop_over_itertools():
+    def f(x):
+        for a, b in itertools.product([1, 2], "ab"):
+            print(a, b)
+        return x * 2
+    check(f, rows, graphs=0)      # print inside the loop: the frame runs eagerly
