@@ -118,14 +118,17 @@ class GeneratorValue(LazyIterator):
     item is computed only when the consumer asks for it, so the body's effects interleave with
     the consumer's exactly as in eager, and an infinite generator is fine as long as the
     consumer stops. `state` is CREATED (stopped at RETURN_GENERATOR), SUSPENDED (at a yield),
-    RUNNING or FINISHED."""
-    __slots__ = ("frame", "state", "returned")
+    RUNNING or FINISHED. Like CPython's generators it has an exception state of its own
+    (`handling`: the exception its body is handling, kept while it is suspended inside an except
+    block), swapped in while the body runs."""
+    __slots__ = ("frame", "state", "returned", "handling")
 
     def __init__(self, gen_frame, source=None):
         super().__init__(source)
         self.frame = gen_frame
         self.state = CREATED
         self.returned: Optional[Value] = None     # what the body returned at the step that finished it
+        self.handling: Optional[Value] = None
 
     def python_type(self):
         return types.GeneratorType
@@ -180,16 +183,19 @@ class GeneratorValue(LazyIterator):
             raise user_error(RuntimeError, "generator ignored GeneratorExit")
 
     def _run(self, frame) -> Optional[Value]:
-        child = self.frame
+        child, tracer = self.frame, frame.tracer
         self.state = RUNNING
+        outer, tracer.exc_info = tracer.exc_info, self.handling
         try:
-            frame.tracer.run(child)
+            tracer.run(child)
         except TracedException as e:
             self.state = FINISHED
             error = stop_iteration_error(e.exc)
             if error is e.exc:
                 raise
             raise TracedException(error) from None
+        finally:
+            self.handling, tracer.exc_info = tracer.exc_info, outer
         if child.done:
             self.state = FINISHED
             self.returned = child.return_value
