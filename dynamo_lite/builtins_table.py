@@ -14,6 +14,8 @@ import operator
 import types
 from typing import Optional
 
+import torch
+
 from . import semantics
 from .breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE, TracedException, Unsupported,
                      user_error)
@@ -29,7 +31,7 @@ from .values.functions import ClosureValue, FunctionValue, PartialValue
 from .values.iterators import (CallIterator, LazyIterator, ReversedSequenceIterator, make_enumerate, make_filter,
                                make_map, make_zip)
 from .values.objects import NewObjectValue, ObjectValue, SuperValue, python_function
-from .values.tensors import TensorValue
+from .values.tensors import SymValue, TensorValue
 
 
 def real_class_arg(v: Value):
@@ -114,11 +116,9 @@ def _type(frame, args, kwargs):
 
 @models(callable)
 def _callable(frame, args, kwargs):
-    v = args[0]
-    if isinstance(v, TensorValue):
-        return Const(False)
-    return Const(callable(v.python_type()) and hasattr(v.python_type(), "__call__") or v.real_object() is not None
-                 and callable(v.real_object()) or v.is_python_constant() and callable(v.as_python()))
+    """callable(v): whether v's type has a __call__ slot (its class, not v, is looked at: a class
+    object is callable through its metaclass, an instance only if its class defines __call__)."""
+    return Const(any("__call__" in vars(k) for k in args[0].python_type().__mro__))
 
 
 @models(id)
@@ -148,13 +148,18 @@ def _key_function(kwargs) -> Optional[Value]:
     return None if key is None or is_const(key, type(None)) else key
 
 
-def _minmax(fn, better):
+def _minmax(fn, better, symbolic):
     """min()/max() as CPython runs them: each item's key, compared with `<` / `>` against the best
-    so far (a tensor comparison is a data-dependent branch, as bool(tensor) is in eager)."""
+    so far (a tensor comparison is a data-dependent branch, as bool(tensor) is in eager). Of
+    integers some of which are symbolic sizes, the result stays symbolic (torch.sym_max), as
+    under TorchDynamo: the same integer, without specializing the sizes."""
     def handler(frame, args, kwargs):
         if set(kwargs) - {"key", "default"} or not args or len(args) > 1 and "default" in kwargs:
             _signature_error(fn, args, kwargs, 0)
         key = _key_function(kwargs)
+        values = args if len(args) > 1 else args[0].items if isinstance(args[0], SeqValue) else []
+        if key is None and values and _symbolic_ints(values):
+            return functools.reduce(lambda a, b: frame.tracer.graph.call("call_function", symbolic, (a, b), {}), values)
         items = semantics.iterate(frame, args[0]) if len(args) == 1 else iter(args)
         best = best_key = None
         for item in items:
@@ -169,8 +174,14 @@ def _minmax(fn, better):
     return handler
 
 
-models(min)(_minmax(min, operator.lt))
-models(max)(_minmax(max, operator.gt))
+def _symbolic_ints(values) -> bool:
+    """Integers (not bools), at least one of them a symbolic size."""
+    return any(isinstance(v, SymValue) for v in values) and all(
+        isinstance(v, SymValue) and v.python_type() is int or is_const(v, int) and not is_const(v, bool) for v in values)
+
+
+models(min)(_minmax(min, operator.lt, torch.sym_min))
+models(max)(_minmax(max, operator.gt, torch.sym_max))
 
 
 @models(abs)

@@ -213,6 +213,33 @@ def run_with_fresh(fn, make_args):
         torch.testing.assert_close(got, expected)
 
 
+class Config:
+    """Iterates its attribute names through a generator with `yield from` (transformers'
+    PreTrainedConfig.__iter__, read by validate_token_ids)."""
+
+    def __init__(self):
+        self.pad_token_id, self.vocab_size, self.name = 3, 10, "cfg"
+
+    def _keys(self, attributes):
+        for key in attributes:
+            if not key.startswith("_"):
+                yield key
+
+    def __iter__(self):
+        yield from self._keys(self.__dict__)
+
+
+def test_config_iterated_through_yield_from():
+    def f(x, config):
+        total = 0
+        for name in config:
+            value = getattr(config, name)
+            if name.endswith("_token_id") and isinstance(value, int) and 0 <= value < config.vocab_size:
+                total += value
+        return x + total
+    check(f, rows, Config(), graphs=1)
+
+
 def test_iterator_made_outside_is_refused():
     def f(x, it):
         return x * next(it), list(it)
@@ -685,6 +712,24 @@ def test_min_max_of_python_values():
     check(f, rows, graphs=1)
 
 
+def sizes_min_max(x):
+    return x.new_zeros(max(x.shape[0], 3)) + min([x.shape[0] - 1, 4, x.shape[1]])
+
+
+@pytest.mark.parametrize("dynamic", [None, True], ids=["automatic", "dynamic"])
+def test_min_max_of_symbolic_sizes_stay_symbolic(dynamic):
+    """Under dynamic shapes, max()/min() of sizes is torch.sym_max/sym_min, as under TorchDynamo:
+    one graph serves every size (after the first, static, capture in automatic mode)."""
+    reset()
+    backend = CountingBackend()
+    captured = torch.compile(sizes_min_max, backend=backend, dynamic=dynamic) if REFERENCE else \
+        dl.capture(sizes_min_max, backend=backend, dynamic=dynamic)
+    for n in (2, 3, 5, 8, 6):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(captured(x), sizes_min_max(x))
+    assert backend.count == (1 if dynamic else 2)
+
+
 @skip_in_reference("TorchDynamo fails internally on max() of an empty list")
 def test_min_max_empty_raises():
     def f(x):
@@ -726,6 +771,24 @@ def test_join_and_constructors_of_generators():
         words = ("w" + str(i) for i in range(3))
         return x + 1, "-".join(words), list(words), tuple(i for i in "ab"), set(i % 2 for i in range(4)), \
             dict((str(i), i) for i in range(2))
+    check(f, rows, graphs=1)
+
+
+def test_what_iterators_are():
+    def f(x):
+        g = (i for i in range(2))
+        m = map(abs, [1])
+        return (x + 1, callable(g), callable(m), callable(CountUp(1)), callable(len), hasattr(m, "send"),
+                type(m) is map, type(iter([1])).__name__, isinstance(itertools.count(), itertools.count),
+                type(enumerate("a")).__name__)
+    check(f, rows, graphs=1)
+
+
+@skip_in_reference("TorchDynamo gives a generator the type tuple_iterator")
+def test_a_generator_is_a_generator():
+    def f(x):
+        g = (i for i in range(2))
+        return x + 1, type(g).__name__, hasattr(g, "send"), g.__name__
     check(f, rows, graphs=1)
 
 
@@ -795,6 +858,7 @@ def test_tensor_iteration_with_changing_sizes(dynamic):
     for n, dtype in ((3, torch.float32), (4, torch.float32), (5, torch.float64), (3, torch.float32), (2, torch.int64)):
         x = torch.arange(n * 2, dtype=dtype).reshape(n, 2)
         torch.testing.assert_close(captured(x), tensor_loop(x))
+    assert backend.count == 4          # one per new (size, dtype): the row count is specialized
 
 
 # =============================================================================================

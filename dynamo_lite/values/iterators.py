@@ -24,7 +24,7 @@ from typing import Optional
 
 from ..breaks import GENERATOR_STATE, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
 from ..semantics import drain, equal, get_iter, load_attr, next_item
-from .base import Const, IteratorValue, MethodValue, Value, fold, is_constant
+from .base import Const, IteratorValue, MethodValue, Value, fold, is_constant, missing_attribute
 from .containers import SeqValue
 
 CO_GENERATOR = 0x20
@@ -73,6 +73,8 @@ class LazyIterator(Value):
     def load_attr(self, frame, name):
         if name in self.METHODS:
             return MethodValue(self, name)
+        if not hasattr(self.python_type(), name):
+            raise missing_attribute(frame, self, name)
         raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"{self.python_type().__name__}.{name}")
 
     def call_method(self, frame, method, args, kwargs):
