@@ -200,8 +200,7 @@ def _sum(frame, args, kwargs):
         fold(sum, [], total.value)          # eager's TypeError: use ''.join
     numbers, generic = [], False
     for item in semantics.iterate(frame, args[0]):
-        if not generic and is_const(total, int, float) and is_const(item, int, float, complex) \
-                and not isinstance(total.value, bool):
+        if not generic and is_const(total, int, float, complex) and is_const(item, int, float, complex):
             numbers.append(item.value)
             continue
         if numbers:
@@ -284,7 +283,7 @@ def _reversed(frame, args, kwargs):
     if method is None and python_function(cls, "__getitem__") is not None \
             and python_function(cls, "__len__") is not None:
         return ReversedSequenceIterator(v, semantics.length(frame, v).as_python())
-    if cls in _REVERSED_TYPES or issubclass(cls, tuple) and isinstance(v, SeqValue):
+    if isinstance(v, (Const, SeqValue, DictValue)) and (cls in _REVERSED_TYPES or issubclass(cls, tuple)):
         return IteratorValue(list(reversed(semantics.unpack(frame, v))), cls=_REVERSED_TYPES.get(cls, reversed))
     if isinstance(v, DictViewValue):
         return v.call_method(frame, "__reversed__", [], {})

@@ -543,9 +543,8 @@ def make_filter(frame, args: list, kwargs: dict) -> Value:
 
 
 def make_zip(frame, args: list, kwargs: dict) -> Value:
-    extra = set(kwargs) - {"strict"}
-    if extra:
-        raise user_error(TypeError, f"zip() got an unexpected keyword argument '{extra.pop()}'")
+    if set(kwargs) - {"strict"}:
+        fold(zip, **{k: None for k in kwargs})          # eager's TypeError
     strict = kwargs.get("strict", Const(False)).truthy(frame)
     return ZipIterator([get_iter(frame, a) for a in args], strict)
 

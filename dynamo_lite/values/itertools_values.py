@@ -21,7 +21,7 @@ import itertools
 import operator
 from typing import Optional
 
-from ..breaks import UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
+from ..breaks import UNSUPPORTED_VALUE, TracedException, Unsupported
 from ..modelled import models
 from ..semantics import binary, drain, equal, get_iter, next_item, truthy, unpack
 from .base import Const, IteratorValue, Value, fold, is_const
