@@ -141,10 +141,11 @@ def equal(frame, a: Value, b: Value) -> bool:
     return truthy(frame, compare(frame, operator.eq, a, b))
 
 
-def sort(frame, items: list, key: Optional[Value], reverse: bool) -> list:
+def sort(frame, items: list, key: Optional[Value], reverse: bool, in_place: bool = False) -> list:
     """The items in the order `sorted(items, key=key, reverse=reverse)` gives: each item's key is
     computed once, in order, then the keys are compared with `<` by the real sort (stable). The
-    keys must be Python constants, so comparing them runs no code of the program."""
+    keys must be Python constants, so comparing them runs no code of the program. `in_place`
+    (list.sort) reorders `items` itself, also as far as a sort that fails got, as eager does."""
     keys = items if key is None else [key.call(frame, [item], {}) for item in items]
     real = []
     for k in keys:
@@ -155,8 +156,14 @@ def sort(frame, items: list, key: Optional[Value], reverse: bool) -> list:
             raise Unsupported(UNSUPPORTED_VALUE, f"sorting {type(value).__name__} values (their comparisons are not "
                                                  f"modelled)")
         real.append(value)
-    order = fold(sorted, range(len(items)), key=real.__getitem__, reverse=reverse)
-    return [items[i] for i in order]
+    order = list(range(len(items)))
+    try:
+        fold(order.sort, key=real.__getitem__, reverse=reverse)
+    finally:
+        ordered = [items[i] for i in order]
+        if in_place:
+            items[:] = ordered
+    return ordered
 
 
 def length(frame, v: Value) -> Value:

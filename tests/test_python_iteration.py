@@ -717,6 +717,16 @@ def test_sorted_and_sort_with_key():
     check(f, rows, ["ccc", "a", "bb", "dd"], graphs=1)
 
 
+def test_failed_sort_leaves_the_list_as_eager_does():
+    def f(x, items):
+        try:
+            items.sort()
+        except TypeError as e:
+            return x + 1, e.args
+        return x, ()
+    check(f, rows, [5, 3, "b", 1, "a", 4, 2], graphs=1)
+
+
 def test_sorted_comparing_tensors_breaks():
     def f(x):
         return sorted([x[0].sum(), x[1].sum()])

@@ -292,9 +292,9 @@ def _list_sort(frame, obj, args, kwargs):
     key = kwargs.get("key")
     reverse = kwargs["reverse"].as_python() if "reverse" in kwargs else False
     fold([].sort, reverse=reverse)                              # a reverse that is not an integer
-    ordered = sort(frame, obj.items, None if key is None or is_const(key, type(None)) else key, bool(reverse))
+    key = None if key is None or is_const(key, type(None)) else key
     frame.tracer.mutate(obj)
-    obj.items[:] = ordered
+    sort(frame, obj.items, key, bool(reverse), in_place=True)
     return Const(None)
 
 
