@@ -155,6 +155,22 @@ def test_in_falls_back_to_iteration():
     check(f, rows, graphs=1)
 
 
+@skip_in_reference("TorchDynamo answers `x in [x]` with a tensor")
+def test_in_a_list_of_tensors():
+    def f(x):
+        return x + 1, None in [x, x], "a" in (x,), x in [x]
+    check(f, rows, graphs=1)
+
+
+@skip_in_reference("TorchDynamo answers False")
+def test_number_in_a_list_of_tensors_compares_by_value():
+    def f(x):
+        y = x + 1
+        return y, 2 in [x.sum().round()]
+    check(f, torch.ones(2), graphs=1)       # `2 == tensor(2.)` is the tensor's truth: a break
+    expect_refused(f, "DL003")
+
+
 def test_in_consumes_an_iterator_up_to_the_item():
     def f(x):
         it = iter([1, 2, 3, 4])

@@ -224,7 +224,8 @@ def sequence_contains(items: list, item: Value) -> bool:
         if same:
             return True
         if x.is_graph_value or item.is_graph_value:
-            if same is False and x.is_graph_value != item.is_graph_value:
+            other = item if x.is_graph_value else x
+            if same is False and not other.is_graph_value and _never_equals_a_tensor(other):
                 continue
             raise Unsupported(TENSOR_TO_PYTHON, "`in` compares tensors by value")
         if x.is_python_constant() and item.is_python_constant():
@@ -234,6 +235,15 @@ def sequence_contains(items: list, item: Value) -> bool:
         if same is None or not equal_only_if_identical(x, item):
             raise Unsupported(UNSUPPORTED_VALUE, f"`in` compares {kind_name(item)} with {kind_name(x)} by __eq__")
     return False
+
+
+def _never_equals_a_tensor(v: Value) -> bool:
+    """Is `tensor == v` False without running code (None, strings, objects with identity
+    equality)? Against a number (or an array) it is a tensor, whose truth depends on its data."""
+    if isinstance(v, Const):
+        return not isinstance(v.value, (int, float, complex))
+    cls = v.python_type()
+    return cls.__eq__ is object.__eq__ and not hasattr(cls, "__array__")
 
 
 def _list_append(frame, obj, args, kwargs):
