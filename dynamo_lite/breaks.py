@@ -89,6 +89,15 @@ COPY_NOT_MODELLED = _kind(
     "DL019", "copy-not-modelled", "copy.copy / copy.deepcopy of a value whose copy the tracer cannot reproduce "
     "exactly (a tensor, a module, an object whose class has its own __deepcopy__/__reduce__/__getstate__)",
     "copy it before calling the captured function; for a tensor use .clone() (or .detach().clone())")
+EXTERNAL_ITERATOR = _kind(
+    "DL020", "external-iterator", "an iterator or generator made outside the captured code is advanced in it: its "
+    "position lives outside the frame, where it can be neither guarded nor replayed",
+    "pass the items (a list or tuple) instead of an iterator, or make the iterator inside the captured function")
+GENERATOR_STATE = _kind(
+    "DL021", "generator-state", "a generator or lazy iterator made in captured code outlives it part-way (returned, "
+    "stored, live at a graph break, or dropped while suspended inside try/with, whose cleanup runs when it is "
+    "closed): its suspended state cannot be rebuilt after the graph",
+    "consume the generator inside the captured function (e.g. list(gen)), or make it outside")
 
 
 class Unsupported(Exception):

@@ -14,22 +14,28 @@ import inspect
 import operator
 import sys
 import types
+from typing import Optional
 
 import torch
+
 import torch.utils._python_dispatch
 
 from . import semantics
-from .breaks import PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
+from .breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE, TracedException, Unsupported,
+                     user_error)
 from .guards import NoModesMatch
 from .modelled import models
 from .pyops import BINARY_OPS, COMPARE_OPS
-from .values.base import Const, IteratorValue, MethodValue, Value, fold, is_constant
-from .values.containers import (DictValue, DictViewValue, SeqValue, SetValue, ContainerValue, mapping_pairs,
+from .values import itertools_values  # noqa: F401  (registers the itertools as modelled callables)
+from .values.base import Const, IteratorValue, MethodValue, Value, fold, is_const, is_constant
+from .values.containers import (ContainerValue, DictValue, DictViewValue, SeqValue, SetValue, mapping_pairs,
                                 real_operand)
 from .values.dict_objects import NewDictObjectValue, dict_base
 from .values.functions import ClosureValue, FunctionValue, PartialValue
+from .values.iterators import (CallIterator, LazyIterator, ReversedSequenceIterator, make_enumerate, make_filter,
+                               make_map, make_zip)
 from .values.objects import NewObjectValue, ObjectValue, SuperValue, python_function
-from .values.tensors import TensorValue
+from .values.tensors import SymValue, TensorValue
 
 
 def real_class_arg(v: Value):
@@ -126,16 +132,9 @@ def _type(frame, args, kwargs):
 
 @models(callable)
 def _callable(frame, args, kwargs):
-    v = args[0]
-    if isinstance(v, TensorValue):
-        return Const(False)
-    real = v.real_object()
-    if real is not None:
-        return Const(callable(real))
-    if isinstance(v, Const):
-        return Const(callable(v.value))
-    # callable(x) is whether x's class has a __call__ (not the metaclass's, which makes classes callable)
-    return Const(any("__call__" in vars(k) for k in v.python_type().__mro__))
+    """callable(v): whether v's type has a __call__ slot (its class, not v, is looked at: a class
+    object is callable through its metaclass, an instance only if its class defines __call__)."""
+    return Const(any("__call__" in vars(k) for k in args[0].python_type().__mro__))
 
 
 @models(id)
@@ -149,32 +148,56 @@ def _print(frame, args, kwargs):
 
 
 # ---- iteration -----------------------------------------------------------------------------------
+# Consumers take items one at a time (semantics.iterate), so they stop where eager stops (any() at
+# the first true item); the lazy builtins are iterator values (values/iterators.py) whose items
+# are computed when they are asked for. A call with a wrong signature raises eager's TypeError,
+# got from the real builtin called with stand-in arguments.
 
-def _items_of(frame, args):
-    return semantics.unpack(frame, args[0]) if len(args) == 1 else list(args)
+def _signature_error(fn, args, kwargs, stand_in=()):
+    """Raise the TypeError eager raises for this call's shape of arguments (fn(*stand-ins))."""
+    fold(fn, *[stand_in] * len(args), **{k: stand_in for k in kwargs})
+    raise Unsupported(UNKNOWN_CALL, f"{fn.__name__}() with these arguments")
 
 
-def _minmax(fn):
+def _key_function(kwargs) -> Optional[Value]:
+    key = kwargs.get("key")
+    return None if key is None or is_const(key, type(None)) else key
+
+
+def _minmax(fn, better, symbolic):
+    """min()/max() as CPython runs them: each item's key, compared with `<` / `>` against the best
+    so far (a tensor comparison is a data-dependent branch, as bool(tensor) is in eager). Of
+    integers some of which are symbolic sizes, the result stays symbolic (torch.sym_max), as
+    under TorchDynamo: the same integer, without specializing the sizes."""
     def handler(frame, args, kwargs):
-        items = _items_of(frame, args)
-        if not items:
+        if set(kwargs) - {"key", "default"} or not args or len(args) > 1 and "default" in kwargs:
+            _signature_error(fn, args, kwargs, 0)
+        key = _key_function(kwargs)
+        values = args if len(args) > 1 else args[0].items if isinstance(args[0], SeqValue) else []
+        if key is None and values and _symbolic_ints(values):
+            return functools.reduce(lambda a, b: frame.tracer.graph.call("call_function", symbolic, (a, b), {}), values)
+        items = semantics.iterate(frame, args[0]) if len(args) == 1 else iter(args)
+        best = best_key = None
+        for item in items:
+            k = item if key is None else key.call(frame, [item], {})
+            if best is None or semantics.truthy(frame, semantics.compare(frame, better, k, best_key)):
+                best, best_key = item, k
+        if best is None:
             if "default" in kwargs:
                 return kwargs["default"]
-            raise user_error(ValueError, f"{fn.__name__}() arg is an empty sequence")
-        if "key" in kwargs and not (isinstance(kwargs["key"], Const) and kwargs["key"].value is None):
-            keys = [kwargs["key"].call(frame, [i], {}).as_python() for i in items]
-            best = fn(range(len(items)), key=lambda i: keys[i])
-            return items[best]
-        if all(isinstance(i, Const) for i in items):
-            return Const(fn(i.value for i in items))
-        if any(isinstance(i, TensorValue) for i in items):
-            raise Unsupported(TENSOR_TO_PYTHON, f"{fn.__name__}() compares tensors by value")
-        return Const(fn(i.as_python() for i in items))
+            fold(fn, [])                    # eager's ValueError for an empty iterable
+        return best
     return handler
 
 
-models(min)(_minmax(min))
-models(max)(_minmax(max))
+def _symbolic_ints(values) -> bool:
+    """Integers (not bools), at least one of them a symbolic size."""
+    return any(isinstance(v, SymValue) for v in values) and all(
+        isinstance(v, SymValue) and v.python_type() is int or is_const(v, int) and not is_const(v, bool) for v in values)
+
+
+models(min)(_minmax(min, operator.lt, torch.sym_min))
+models(max)(_minmax(max, operator.gt, torch.sym_max))
 
 
 @models(abs)
@@ -184,21 +207,37 @@ def _abs(frame, args, kwargs):
 
 @models(sum)
 def _sum(frame, args, kwargs):
-    items = semantics.unpack(frame, args[0])
+    """sum(iterable, start): CPython adds a leading run of numbers with its own fast paths (3.12
+    compensates float rounding), the rest with `+` one by one."""
+    if not 1 <= len(args) <= 2 or set(kwargs) - {"start"} or len(args) == 2 and kwargs:
+        _signature_error(sum, args, kwargs, [])
     total = args[1] if len(args) > 1 else kwargs.get("start", Const(0))
-    for item in items:
+    if is_const(total, str, bytes, bytearray):
+        fold(sum, [], total.value)          # eager's TypeError: use ''.join
+    numbers, generic = [], False
+    for item in semantics.iterate(frame, args[0]):
+        if not generic and is_const(total, int, float, complex) and is_const(item, int, float, complex):
+            numbers.append(item.value)
+            continue
+        if numbers:
+            total, numbers = Const(fold(sum, numbers, total.value)), []
+        generic = True
         total = semantics.binary(frame, operator.add, total, item)
-    return total
+    return Const(fold(sum, numbers, total.value)) if numbers else total
 
 
 @models(any)
 def _any(frame, args, kwargs):
-    return Const(any(i.truthy(frame) for i in semantics.unpack(frame, args[0])))
+    if len(args) != 1 or kwargs:
+        _signature_error(any, args, kwargs)
+    return Const(any(semantics.truthy(frame, item) for item in semantics.iterate(frame, args[0])))
 
 
 @models(all)
 def _all(frame, args, kwargs):
-    return Const(all(i.truthy(frame) for i in semantics.unpack(frame, args[0])))
+    if len(args) != 1 or kwargs:
+        _signature_error(all, args, kwargs)
+    return Const(all(semantics.truthy(frame, item) for item in semantics.iterate(frame, args[0])))
 
 
 @models(range)
@@ -206,19 +245,79 @@ def _range(frame, args, kwargs):
     return Const(_fold_args(range, args, {}))
 
 
-@models(enumerate)
-def _enumerate(frame, args, kwargs):
-    start = (args[1] if len(args) > 1 else kwargs.get("start", Const(0))).as_python()
-    items = semantics.unpack(frame, args[0])
-    return IteratorValue([SeqValue([Const(start + i), v], tuple) for i, v in enumerate(items)])
+models(enumerate)(make_enumerate)
+models(zip)(make_zip)
+models(map)(make_map)
+models(filter)(make_filter)
 
 
-@models(zip)
-def _zip(frame, args, kwargs):
-    columns = [semantics.unpack(frame, a) for a in args]
-    if "strict" in kwargs and kwargs["strict"].as_python() and len({len(c) for c in columns}) > 1:
-        raise user_error(ValueError, "zip() arguments have different lengths")
-    return IteratorValue([SeqValue(list(row), tuple) for row in zip(*columns)])
+@models(iter)
+def _iter(frame, args, kwargs):
+    if kwargs or not 1 <= len(args) <= 2:
+        _signature_error(iter, args, kwargs)
+    if len(args) == 1:
+        return semantics.get_iter(frame, args[0])
+    if not _callable(frame, args[:1], {}).value:
+        raise user_error(TypeError, "iter(v, w): v must be callable")
+    return CallIterator(args[0], args[1])
+
+
+@models(next)
+def _next(frame, args, kwargs):
+    if kwargs or not 1 <= len(args) <= 2:
+        _signature_error(next, args, kwargs)
+    it = args[0]
+    try:
+        item = it.next(frame)
+    except TracedException as e:
+        if len(args) > 1 and isinstance(e.exc, StopIteration):
+            return args[1]
+        raise
+    if item is None:
+        if len(args) > 1:
+            return args[1]
+        raise TracedException(it.stop_iteration() if isinstance(it, LazyIterator) else StopIteration())
+    return item
+
+
+# What eager's reversed() returns for the builtin types whose values unpack to their items.
+_REVERSED_TYPES = {cls: type(reversed(cls())) for cls in (list, tuple, str, bytes, dict)}
+_REVERSED_TYPES[range] = type(reversed(range(0)))
+
+
+@models(reversed)
+def _reversed(frame, args, kwargs):
+    if len(args) != 1 or kwargs:
+        _signature_error(reversed, args, kwargs)
+    v = args[0]
+    cls = v.python_type()
+    method = inspect.getattr_static(cls, "__reversed__", None)
+    if isinstance(v, TensorValue):             # Tensor.__reversed__: the tensor flipped, not an iterator
+        return v if v.example.dim() == 0 else frame.tracer.graph.call("call_method", "flip", (v, Const(0)), {})
+    if isinstance(method, types.FunctionType):
+        return FunctionValue(method).call(frame, [v], {})
+    if method is None and python_function(cls, "__getitem__") is not None \
+            and python_function(cls, "__len__") is not None:
+        return ReversedSequenceIterator(v, semantics.length(frame, v).as_python())
+    if isinstance(v, (Const, SeqValue, DictValue)) and (cls in _REVERSED_TYPES or issubclass(cls, tuple)):
+        return IteratorValue(list(reversed(semantics.unpack(frame, v))), cls=_REVERSED_TYPES.get(cls, reversed))
+    if isinstance(v, DictViewValue):
+        return v.call_method(frame, "__reversed__", [], {})
+    if isinstance(v, ContainerValue) and method is not None:       # deque, OrderedDict: their own
+        return semantics.load_attr(frame, v, "__reversed__").call(frame, [], {})
+    if method is None and not hasattr(cls, "__getitem__"):
+        raise user_error(TypeError, f"'{cls.__name__}' object is not reversible")
+    raise Unsupported(UNSUPPORTED_VALUE, f"reversed() of a {cls.__name__}")
+
+
+@models(sorted)
+def _sorted(frame, args, kwargs):
+    if len(args) != 1 or set(kwargs) - {"key", "reverse"}:
+        _signature_error(sorted, args, kwargs, [])
+    items = list(semantics.iterate(frame, args[0]))
+    reverse = kwargs["reverse"].as_python() if "reverse" in kwargs else False
+    fold(sorted, [], reverse=reverse)          # a reverse that is not an integer: eager's TypeError
+    return SeqValue(semantics.sort(frame, items, _key_function(kwargs), bool(reverse)), list)
 
 
 @models(tuple)
@@ -254,58 +353,6 @@ def _dict(frame, args, kwargs):
     items = dict(mapping_pairs(frame, args[0])) if args else {}
     items.update(kwargs)
     return DictValue(items, dict)
-
-
-@models(iter)
-def _iter(frame, args, kwargs):
-    return semantics.get_iter(frame, args[0])
-
-
-@models(next)
-def _next(frame, args, kwargs):
-    item = args[0].next(frame)
-    if item is None:
-        if len(args) > 1:
-            return args[1]
-        raise user_error(StopIteration)
-    return item
-
-
-@models(reversed)
-def _reversed(frame, args, kwargs):
-    """The class's `__reversed__` (containers model theirs, a Python one is inlined); without one, a
-    sequence read backwards; else Python's TypeError."""
-    v = args[0]
-    cls = v.python_type()
-    method = getattr(cls, "__reversed__", None)
-    if method is None and (not hasattr(cls, "__getitem__") or issubclass(cls, dict)):
-        raise user_error(TypeError, f"'{cls.__name__}' object is not reversible")
-    if isinstance(method, types.FunctionType) or isinstance(v, (ContainerValue, DictViewValue)):
-        return semantics.load_attr(frame, v, "__reversed__").call(frame, [], {})
-    return IteratorValue(list(reversed(semantics.unpack(frame, v))))
-
-
-@models(sorted)
-def _sorted(frame, args, kwargs):
-    items = [i.as_python() for i in semantics.unpack(frame, args[0])]
-    if "key" in kwargs:
-        raise Unsupported(UNSUPPORTED_VALUE, "sorted() with key=")
-    reverse = kwargs["reverse"].as_python() if "reverse" in kwargs else False
-    return SeqValue([Const(i) for i in sorted(items, reverse=reverse)], list)
-
-
-@models(map)
-def _map(frame, args, kwargs):
-    fn, columns = args[0], [semantics.unpack(frame, a) for a in args[1:]]
-    return IteratorValue([fn.call(frame, list(row), {}) for row in zip(*columns)])
-
-
-@models(filter)
-def _filter(frame, args, kwargs):
-    fn, items = args[0], semantics.unpack(frame, args[1])
-    if isinstance(fn, Const) and fn.value is None:
-        return IteratorValue([i for i in items if i.truthy(frame)])
-    return IteratorValue([i for i in items if fn.call(frame, [i], {}).truthy(frame)])
 
 
 # ---- numbers and strings --------------------------------------------------------------------------
@@ -458,6 +505,26 @@ def _partial(frame, args, kwargs):
     if isinstance(func, PartialValue):          # partial(partial(f, a), b) is partial(f, a, b)
         return PartialValue(func.func, [*func.args, *args[1:]], {**func.keywords, **kwargs})
     return PartialValue(func, args[1:], kwargs)
+
+
+@models(functools.reduce)
+def _reduce(frame, args, kwargs):
+    """functools.reduce(fn, iterable[, initial]): fn applied item by item, as the items come."""
+    if kwargs or not 2 <= len(args) <= 3:
+        _signature_error(functools.reduce, args, kwargs, [])
+    fn = args[0]
+    try:
+        it = semantics.get_iter(frame, args[1])
+    except TracedException as e:
+        if isinstance(e.exc, TypeError):
+            fold(functools.reduce, None, 0)          # eager's "must support iteration" TypeError
+        raise
+    result = args[2] if len(args) > 2 else None
+    while (item := semantics.next_item(frame, it)) is not None:
+        result = item if result is None else fn.call(frame, [result, item], {})
+    if result is None:
+        fold(functools.reduce, None, [])             # eager's "empty iterable" TypeError
+    return result
 
 
 @models(functools.wraps)

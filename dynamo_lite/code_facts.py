@@ -86,6 +86,21 @@ class CodeFacts:
                 return entry
         return None
 
+    def cleanup_on_exception(self, offset: int) -> bool:
+        """Would an exception raised at `offset` run code of the program before leaving the frame:
+        an except or finally block, a `with` block's exit? A generator's compiler-made handlers
+        do not count: 3.12's StopIteration-to-RuntimeError wrapper (it only re-raises) and a
+        `yield from`'s CLEANUP_THROW (it passes the exception on to the handler covering it)."""
+        while (entry := self.handler_at(offset)) is not None:
+            start = self.index_of.get(entry.target)
+            head = [i.opname for i in self.insts[start:start + 2]] if start is not None else []
+            if head == ["CALL_INTRINSIC_1", "RERAISE"]:
+                return False
+            if head[:1] != ["CLEANUP_THROW"]:
+                return True
+            offset = entry.target
+        return False
+
     def in_catching_block(self, offset: int) -> bool:
         return any(start <= offset < end for start, end in self.catching_ranges)
 

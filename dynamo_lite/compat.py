@@ -17,6 +17,8 @@ SUPPORTED = (3, 11) <= PY_VERSION < (3, 13)
 CALL_NEEDS_PRECALL = PY311
 # 3.12: when FOR_ITER is exhausted it jumps to its target, which is an END_FOR it skips.
 FOR_ITER_SKIPS_END_FOR = PY312
+# 3.12: SEND leaves the sub-iterator under its return value for END_SEND (3.11 replaces it).
+SEND_KEEPS_RECEIVER = PY312
 # 3.12: LOAD_ATTR's low oparg bit asks for a method load (3.11 has LOAD_METHOD for that).
 LOAD_ATTR_HAS_METHOD_BIT = PY312
 

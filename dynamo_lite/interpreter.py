@@ -24,8 +24,9 @@ from .guards.compile import guard_local_names
 from .handlers import HANDLERS
 from .sources import (ClosureSource, FromNumpySource, GlobalSource, ItemSource, LocalSource, ModuleDictSource,
                       ObjectRefSource, Scope, Source)
-from .values.base import Const, IteratorValue, LazyValue, Value
+from .values.base import Const, LazyValue, Value
 from .values.functions import CellValue, bind_args
+from .values.iterators import CO_GENERATOR, GeneratorValue
 from .values.objects import NewExceptionValue
 from .wrap import wrap
 from . import autograd_function, builtins_table, copying, higher_order  # noqa: F401  (they register modelled callables)
@@ -69,7 +70,8 @@ class Frame:
         self.stopped = False
         self.current: Optional[dis.Instruction] = None
         self.fn_source = fn_source
-        self.yields: Optional[list] = [] if code.co_flags & 0x20 else None   # generator being inlined
+        self.suspended = False                  # a generator's frame stopped at a yield (or RETURN_GENERATOR)
+        self.yielded: Optional[Value] = None    # what that yield gave
 
     # ---- stack ------------------------------------------------------------------------------
     def push(self, v: Value):
@@ -130,10 +132,14 @@ class Frame:
             raise Unsupported(breaks.GENERATOR_FRAME, f"coroutine {code.co_name}")
         bound = bind_args(code, qualname or getattr(code, "co_qualname", code.co_name), defaults, kwdefaults, args, kwargs)
         child = Frame(self.tracer, code, globals_, bound, closure, parent=self, fn_source=fn_source)
-        result = self.tracer.run(child)
-        if child.yields is not None:
-            return IteratorValue(child.yields)
-        return result
+        if code.co_flags & CO_GENERATOR:
+            return self.tracer.start_generator(child)
+        return self.tracer.run(child)
+
+    def cleanup_on_exception(self) -> bool:
+        """Would an exception raised where this (suspended) frame stopped run code of the program
+        (an except or finally block, a `with` block's exit) before leaving it?"""
+        return facts(self.code).cleanup_on_exception(self.current.offset)
 
     def location(self) -> tuple[str, int, str]:
         line = self.current.positions.lineno if self.current and self.current.positions else None
@@ -169,6 +175,7 @@ class Tracer:
         self.failed_at: Optional[int] = None     # offset of the root instruction an Unsupported came from
         self.exc_info: Optional[Value] = None     # the exception being handled (sys.exc_info()), as a value
         self.op_in_try: Optional[tuple] = None    # where the first graph op inside a catching try block was
+        self.generators: list[GeneratorValue] = []   # generators made in this trace
         self.add_guard(GlobalStateMatch.now())
 
     # ---- guards -----------------------------------------------------------------------------
@@ -235,13 +242,14 @@ class Tracer:
         insts = frame.instructions
         root = frame.parent is None
         catching = None
-        while not frame.done:
+        while not frame.done and not frame.suspended:
             if frame.ip >= len(insts):
                 raise Unsupported(breaks.UNSUPPORTED_OPCODE, "ran off the end of the code")
             inst = insts[frame.ip]
             self.current_frame = frame
             if root and inst.offset == self.stop_at:
                 frame.stopped = True
+                self._leave_generators()
                 return None
             frame.current = inst
             frame.ip += 1
@@ -268,7 +276,36 @@ class Tracer:
             finally:
                 if in_try and len(self.graph.graph.nodes) != ops_before:
                     self._note_op_in_try(frame)
+        if root:
+            self._leave_generators()
         return frame.return_value
+
+    # ---- generators -------------------------------------------------------------------------
+    def start_generator(self, frame: Frame) -> GeneratorValue:
+        """A call of a generator function: its frame runs up to RETURN_GENERATOR (which suspends
+        it); the body runs as the generator is consumed (GeneratorValue)."""
+        self.run(frame)
+        frame.suspended = False
+        generator = GeneratorValue(frame)
+        self.generators.append(generator)
+        return generator
+
+    def throw_into(self, frame: Frame, exc: BaseException) -> bool:
+        """Raise `exc` where the suspended `frame` stopped (generator.throw): True when a handler
+        of the frame takes it, and the frame goes on from there when run."""
+        frame.suspended = False
+        return self._catch(frame, frame.current, TracedException(exc))
+
+    def _leave_generators(self) -> None:
+        """The trace ends (or stops at a break): the generators it leaves suspended are dropped,
+        unless they escape (and their rebuild refuses). Eager closes a dropped generator when its
+        last reference goes, running its finally / except / `with` exits then: a time the trace
+        does not know, so a generator whose close would run code of the program is refused."""
+        for generator in self.generators:
+            if generator.cleanup_at_close():
+                raise Unsupported(breaks.GENERATOR_STATE, f"generator {generator.frame.code.co_qualname} is left "
+                                                          f"suspended inside try/with: its cleanup would run when it "
+                                                          f"is closed")
 
     def _note_op_in_try(self, frame: Frame):
         """A graph op inside a try block: if it fails at run time, the user's except/finally must

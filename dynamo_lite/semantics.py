@@ -14,12 +14,14 @@ value may use it.
 from __future__ import annotations
 
 import operator
+from typing import Iterator, Optional
 
-from .breaks import UNSUPPORTED_VALUE, Unsupported, user_error
+from . import config
+from .breaks import INSTRUCTION_LIMIT, TENSOR_TO_PYTHON, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
 from .pyops import SWAPPED_COMPARE
 from .effects import DELETED
 from .modelled import models, models_family, modelled  # noqa: F401  (re-exported: the facade)
-from .values.base import Const, IteratorValue, Value, equal_only_if_identical, is_same, kind_name
+from .values.base import (Const, IteratorValue, Value, equal_only_if_identical, fold, is_constant, is_same, kind_name)
 
 
 # ---- calls and attributes --------------------------------------------------------------------------
@@ -67,8 +69,100 @@ def unpack(frame, v: Value) -> list:
 
 
 def get_iter(frame, v: Value) -> Value:
+    """`iter(v)`: the value's own iterator, else one over the items it unpacks to."""
     it = v.get_iter(frame)
-    return IteratorValue(v.unpack(frame)) if it is NotImplemented else it
+    if it is NotImplemented:
+        return IteratorValue(v.unpack(frame), cls=_ITERATOR_TYPES.get(v.python_type(), type(iter(()))))
+    return it
+
+
+# The type of eager's iterator over the builtin types whose values unpack to their items.
+_ITERATOR_TYPES = {cls: type(iter(cls())) for cls in (list, tuple, dict, set, frozenset, str, bytes)}
+_ITERATOR_TYPES[range] = type(iter(range(0)))
+
+
+def next_item(frame, it: Value) -> Optional[Value]:
+    """One step of iteration as FOR_ITER and the C consumers (list(), zip, sum...) take it: the
+    iterator's next item, or None when it is exhausted; a StopIteration it raises ends it too.
+    Each step counts as an instruction, so draining an infinite iterator stops at the limit."""
+    tracer = frame.tracer
+    tracer.instruction_count += 1
+    if tracer.instruction_count > config.instruction_limit:
+        raise Unsupported(INSTRUCTION_LIMIT, f"more than {config.instruction_limit} instructions (an infinite "
+                                             f"iterator consumed to the end?)")
+    try:
+        return it.next(frame)
+    except TracedException as e:
+        if isinstance(e.exc, StopIteration):
+            return None
+        raise
+
+
+def drain(frame, it: Value) -> list:
+    """The items an iterator has left, taken one by one."""
+    items = []
+    while (item := next_item(frame, it)) is not None:
+        items.append(item)
+    return items
+
+
+def iterate(frame, v: Value) -> Iterator[Value]:
+    """The items of `iter(v)` as the tracer asks for them: the traced code behind an item (a
+    generator's body, a map's function) runs only when that item is reached, so a consumer that
+    stops early (any(), a break, islice) runs no more of it than eager does."""
+    it = get_iter(frame, v)
+    while (item := next_item(frame, it)) is not None:
+        yield item
+
+
+def unpack_exactly(frame, v: Value, count: int) -> list:
+    """`a, b = v`: exactly `count` items. From an iterator, as CPython takes them: one more than
+    `count` at most (an infinite generator unpacks to an error, not a hang)."""
+    it = v.get_iter(frame)
+    if it is NotImplemented:
+        items = v.unpack(frame)
+    else:
+        items = []
+        while len(items) <= count and (item := next_item(frame, it)) is not None:
+            items.append(item)
+    if len(items) > count:
+        raise user_error(ValueError, f"too many values to unpack (expected {count})")
+    if len(items) < count:
+        raise user_error(ValueError, f"not enough values to unpack (expected {count}, got {len(items)})")
+    return items
+
+
+def equal(frame, a: Value, b: Value) -> bool:
+    """`a == b` as `in`, `list.index` and groupby decide it (PyObject_RichCompareBool): identity
+    first, then the truth of `==`."""
+    if is_same(a, b):
+        return True
+    return truthy(frame, compare(frame, operator.eq, a, b))
+
+
+def sort(frame, items: list, key: Optional[Value], reverse: bool, in_place: bool = False) -> list:
+    """The items in the order `sorted(items, key=key, reverse=reverse)` gives: each item's key is
+    computed once, in order, then the keys are compared with `<` by the real sort (stable). The
+    keys must be Python constants, so comparing them runs no code of the program. `in_place`
+    (list.sort) reorders `items` itself, also as far as a sort that fails got, as eager does."""
+    keys = items if key is None else [key.call(frame, [item], {}) for item in items]
+    real = []
+    for k in keys:
+        if k.is_graph_value and k.python_type() not in (int, float, bool):
+            raise Unsupported(TENSOR_TO_PYTHON, "sorting compares tensors by value")
+        value = k.as_python()
+        if not is_constant(value):
+            raise Unsupported(UNSUPPORTED_VALUE, f"sorting {type(value).__name__} values (their comparisons are not "
+                                                 f"modelled)")
+        real.append(value)
+    order = list(range(len(items)))
+    try:
+        fold(order.sort, key=real.__getitem__, reverse=reverse)
+    finally:
+        ordered = [items[i] for i in order]
+        if in_place:
+            items[:] = ordered
+    return ordered
 
 
 def length(frame, v: Value) -> Value:

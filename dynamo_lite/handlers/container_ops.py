@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..breaks import TENSOR_TO_PYTHON, Unsupported, user_error
-from ..semantics import delitem, getitem, setitem, unpack
+from ..semantics import delitem, getitem, setitem, unpack, unpack_exactly
 from ..values.base import Const
 from ..values.containers import DictValue, SeqValue, SetValue, hashable_key
 from ..values.tensors import make_slice
@@ -111,11 +111,7 @@ def list_to_tuple(frame, inst):
 
 @handler("UNPACK_SEQUENCE")
 def unpack_sequence(frame, inst):
-    items = unpack(frame, frame.pop())
-    if len(items) != inst.arg:
-        if len(items) > inst.arg:
-            raise user_error(ValueError, f"too many values to unpack (expected {inst.arg})")
-        raise user_error(ValueError, f"not enough values to unpack (expected {inst.arg}, got {len(items)})")
+    items = unpack_exactly(frame, frame.pop(), inst.arg)
     for item in reversed(items):
         frame.push(item)
 

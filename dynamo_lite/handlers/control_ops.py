@@ -1,12 +1,13 @@
-"""Jumps, loops, returns, `with` blocks, generators (inlined genexprs), raise and except blocks."""
+"""Jumps, loops, returns, `with` blocks, generators (yield, yield from), raise and except blocks."""
 from __future__ import annotations
 
 from .. import breaks
 from ..breaks import TracedException, Unsupported
 from ..compat import (FOR_ITER_SKIPS_END_FOR, POP_JUMP_IF_FALSE, POP_JUMP_IF_NONE, POP_JUMP_IF_NOT_NONE,
-                      POP_JUMP_IF_TRUE, UNCONDITIONAL_JUMPS)
-from ..semantics import call, get_iter, load_attr, truthy
+                      POP_JUMP_IF_TRUE, SEND_KEEPS_RECEIVER, UNCONDITIONAL_JUMPS)
+from ..semantics import call, get_iter, load_attr, next_item, truthy
 from ..values.base import Const, Value
+from ..values.iterators import GeneratorValue, send_to
 from ..values.objects import plain_exception_class
 from ..values.contexts import block_exit
 from ..values.objects import ObjectValue
@@ -105,7 +106,7 @@ def get_iter_op(frame, inst):
 
 @handler("FOR_ITER")
 def for_iter(frame, inst):
-    item = frame.peek().next(frame)
+    item = next_item(frame, frame.peek())
     if item is not None:
         frame.push(item)
         return
@@ -135,19 +136,54 @@ def return_const(frame, inst):
     _finish(frame, frame.wrap(inst.argval, None))
 
 
+# ---- generators ------------------------------------------------------------------------------
+# A generator function called in traced code runs up to RETURN_GENERATOR, which suspends its
+# frame; each next()/send() (values/iterators.GeneratorValue) pushes the value sent in and runs
+# it to the next YIELD_VALUE, which suspends it again.
+
 @handler("RETURN_GENERATOR")
 def return_generator(frame, inst):
-    if frame.yields is None:
+    if frame.parent is None:
         raise Unsupported(breaks.GENERATOR_FRAME, frame.code.co_name)
-    frame.push(Const(None))   # popped by the POP_TOP that follows
+    frame.suspended = True
 
 
 @handler("YIELD_VALUE")
 def yield_value(frame, inst):
-    if frame.yields is None or frame.parent is None:
+    if frame.parent is None:
         raise Unsupported(breaks.GENERATOR_FRAME, "yield in the captured frame")
-    frame.yields.append(frame.pop())
-    frame.push(Const(None))   # the value sent in by next()
+    frame.yielded = frame.pop()
+    frame.suspended = True
+
+
+@handler("GET_YIELD_FROM_ITER")
+def get_yield_from_iter(frame, inst):
+    if not isinstance(frame.peek(), GeneratorValue):
+        frame.push(get_iter(frame, frame.pop()))
+
+
+@handler("SEND")
+def send(frame, inst):
+    """One step of `yield from`: send the value on top into the sub-iterator below it; the item it
+    yields is pushed (and yielded by the YIELD_VALUE that follows); when it returns, its return
+    value replaces it (3.11) or goes on top of it for END_SEND (3.12), and the jump is taken."""
+    value = frame.pop()
+    item, returned = send_to(frame, frame.peek(), value)
+    if item is not None:
+        frame.push(item)
+        return
+    if SEND_KEEPS_RECEIVER:
+        frame.push(returned)
+    else:
+        frame.stack[-1] = returned
+    frame.jump(inst.argval)
+
+
+@handler("END_SEND", min_version=(3, 12))
+def end_send(frame, inst):
+    value = frame.pop()
+    frame.pop()
+    frame.push(value)
 
 
 @handler("BEFORE_WITH")

@@ -9,6 +9,8 @@ from ..pyops import BINARY_OPS, COMPARE_OPS
 from ..semantics import binary, compare, contains, is_op, truthy, unary
 from ..values.base import Const
 from ..values.containers import SeqValue
+from ..values.iterators import stop_iteration_error
+from ..values.objects import NewExceptionValue
 from .registry import handler
 
 
@@ -60,5 +62,9 @@ def call_intrinsic_1(frame, inst):
         frame.push(SeqValue(v.items, tuple))
     elif name == "INTRINSIC_UNARY_POSITIVE":
         frame.push(unary(frame, operator.pos, frame.pop()))
+    elif name == "INTRINSIC_STOPITERATION_ERROR":       # a generator body's own handler (PEP 479)
+        exc = frame.pop()
+        error = stop_iteration_error(exc.obj)
+        frame.push(exc if error is exc.obj else NewExceptionValue(error))
     else:
         raise Unsupported(UNSUPPORTED_OPCODE, f"CALL_INTRINSIC_1 {name}")

@@ -262,6 +262,7 @@ class Const(Value):
         name = getattr(method, "__name__", method)
         if not isinstance(self.value, PURE_CONSTANT_TYPES):
             raise Unsupported(UNKNOWN_CALL, f"{type(self.value).__name__}.{name}")
+        args = [consumed(frame, a) for a in args]
         if not all(v.is_python_constant() for v in [*args, *kwargs.values()]):
             raise Unsupported(TENSOR_TO_PYTHON if any(v.is_graph_value for v in [*args, *kwargs.values()])
                               else UNSUPPORTED_VALUE, f"{type(self.value).__name__}.{name}() of a traced value")
@@ -334,6 +335,15 @@ def _fold(fn, *args, **kwargs):
 fold = _fold
 
 
+def consumed(frame, v: "Value") -> "Value":
+    """An argument that a C function iterates (`"-".join(gen)`, `math.fsum(gen)`): an iterator's
+    items are taken now, as the call takes them, into an iterator over known items (whose real
+    value is then an iterator of constants); other values as they are."""
+    if isinstance(v, Const) or not hasattr(v.python_type(), "__next__"):
+        return v
+    return IteratorValue(v.unpack(frame))
+
+
 class MethodValue(Value):
     """`obj.name` looked up as a method: `fn` is the function found on the class (a Python
     function is inlined with obj as self, a C method called with obj first) or a method name for
@@ -383,23 +393,35 @@ class MethodValue(Value):
 
 
 class IteratorValue(Value):
-    """An iterator over values known while tracing (loops are unrolled)."""
-    __slots__ = ("items", "pos")
+    """An iterator over items known while tracing (loops are unrolled): a list's, a tuple's, a
+    range's, a tensor's rows. `items` may be the very list a list value changes in place
+    (`sharing`), so items appended while the loop runs are seen, as a list_iterator sees them.
+    `cls` is the type eager's iterator has."""
+    __slots__ = ("items", "pos", "cls")
 
-    def __init__(self, items, source=None):
+    def __init__(self, items, source=None, cls: type = type(iter(()))):
         super().__init__(source)
         self.items = list(items)
         self.pos = 0
+        self.cls = cls
+
+    @classmethod
+    def sharing(cls, items: list, python_type: type) -> "IteratorValue":
+        """An iterator over `items` as they are when each step is taken (not a copy)."""
+        it = cls((), cls=python_type)
+        it.items = items
+        return it
 
     def python_type(self):
-        return type(iter(()))
+        return self.cls
 
     def identity(self):
         return id(self)
 
     def next(self, frame) -> Optional[Value]:
-        """The next item, or None when exhausted."""
+        """The next item, or None when exhausted (for good: a list that grows later is not seen)."""
         if self.pos >= len(self.items):
+            self.items, self.pos = [], 0
             return None
         self.pos += 1
         return self.items[self.pos - 1]
@@ -409,8 +431,26 @@ class IteratorValue(Value):
 
     def unpack(self, frame):
         items = self.items[self.pos:]
-        self.pos = len(self.items)
+        self.items, self.pos = [], 0
         return items
+
+    def length(self, frame):
+        raise user_error(TypeError, f"object of type '{self.cls.__name__}' has no len()")
+
+    def load_attr(self, frame, name):
+        if name in ("__next__", "__iter__"):
+            return MethodValue(self, name)
+        return super().load_attr(frame, name)
+
+    def call_method(self, frame, method, args, kwargs):
+        if method == "__iter__":
+            return self
+        if method == "__next__":
+            item = self.next(frame)
+            if item is None:
+                raise user_error(StopIteration)
+            return item
+        return super().call_method(frame, method, args, kwargs)
 
     def as_python(self):
         return iter([x.as_python() for x in self.items[self.pos:]])
@@ -423,7 +463,10 @@ class IteratorValue(Value):
 
     def rebuild(self, em):
         rest = self.items[self.pos:]
-        em.call_const(iter, [lambda: em.build_tuple(rest)])
+        if self.cls is type(iter([])):
+            em.call_const(iter, [lambda: em.build_list(rest)])
+        else:
+            em.call_const(iter, [lambda: em.build_tuple(rest)])
 
 
 class NullValue(Value):

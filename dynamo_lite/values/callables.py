@@ -28,7 +28,7 @@ from ..guards import CachedCallMatch, IdMatch, SubclassesMatch
 from ..modelled import modelled
 from ..runtime import AUTOCAST_DEVICES
 from ..sources import AttrSource
-from .base import HEAPTYPE, Const, MethodValue, Value, fold, is_constant, missing_attribute
+from .base import HEAPTYPE, Const, MethodValue, Value, consumed, fold, is_constant, missing_attribute
 from .containers import SeqValue
 from .contexts import AutocastValue, GradModeValue
 from .dict_objects import construct as construct_dict_object
@@ -158,6 +158,7 @@ class CallableValue(Value):
             raise Unsupported(PRINT_OR_LOG, getattr(f, "__qualname__", str(f)))
         if isinstance(f, types.BuiltinFunctionType) and getattr(f, "__module__", None) in ("math", "_operator",
                                                                                           "operator"):
+            args = [consumed(frame, a) for a in args]       # math.fsum(gen)
             return Const(fold(f, *[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()}))
         if skip.is_torch_namespace(f) or isinstance(f, _C_METHODS) \
                 and getattr(f, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase):

@@ -30,11 +30,10 @@ from ..guards import DictKeysMatch, MembershipMatch
 from ..modelled import models_family
 from ..pyops import plain
 from ..runtime import dict_view, replace_contents
-from ..semantics import binary, load_attr, setitem
+from ..semantics import binary, load_attr, setitem, sort
 from ..sources import ObjectRefSource
 from .base import (Const, IteratorValue, MethodValue, Value, attribute_not_modelled, equal_only_if_identical, fold,
-                   is_constant, is_same,
-                   kind_name)
+                   is_const, is_constant, is_same, kind_name)
 
 
 def _method_name(method) -> str:
@@ -280,7 +279,7 @@ def sequence_contains(items: list, item: Value) -> bool:
             return True
         if x.is_graph_value or item.is_graph_value:
             other = item if x.is_graph_value else x
-            if not other.is_graph_value and _never_equal_to_tensor(other):
+            if same is False and not other.is_graph_value and _never_equals_a_tensor(other):
                 continue
             raise Unsupported(TENSOR_TO_PYTHON, "`in` compares tensors by value")
         if x.is_python_constant() and item.is_python_constant():
@@ -292,13 +291,13 @@ def sequence_contains(items: list, item: Value) -> bool:
     return False
 
 
-# Tensor.__eq__ with one of these is False (not an elementwise comparison, which numbers and
-# arrays get)
-_NOT_NUMBERS = (str, bytes, tuple, list, dict, set, frozenset, type(None), type, torch.dtype, torch.device)
-
-
-def _never_equal_to_tensor(v: Value) -> bool:
-    return issubclass(v.python_type(), _NOT_NUMBERS)
+def _never_equals_a_tensor(v: Value) -> bool:
+    """Is `tensor == v` False without running code (None, strings, objects with identity
+    equality)? Against a number (or an array) it is a tensor, whose truth depends on its data."""
+    if isinstance(v, Const):
+        return not isinstance(v.value, (int, float, complex))
+    cls = v.python_type()
+    return cls.__eq__ is object.__eq__ and not hasattr(cls, "__array__")
 
 
 def _list_append(frame, obj, args, kwargs):
@@ -352,12 +351,14 @@ def _list_remove(frame, obj, args, kwargs):
 
 
 def _list_sort(frame, obj, args, kwargs):
-    if "key" in kwargs and not (isinstance(kwargs["key"], Const) and kwargs["key"].value is None):
-        raise Unsupported(UNSUPPORTED_VALUE, "list.sort(key=...)")
-    values = [i.as_python() for i in obj.items]
-    fold(values.sort, reverse=bool(kwargs["reverse"].as_python()) if "reverse" in kwargs else False)
+    if args or set(kwargs) - {"key", "reverse"}:
+        fold([].sort, *args, **{k: None for k in kwargs})        # eager's TypeError
+    key = kwargs.get("key")
+    reverse = kwargs["reverse"].as_python() if "reverse" in kwargs else False
+    fold([].sort, reverse=reverse)                              # a reverse that is not an integer
+    key = None if key is None or is_const(key, type(None)) else key
     frame.tracer.mutate(obj)
-    obj.items[:] = [Const(v) for v in values]
+    sort(frame, obj.items, key, bool(reverse), in_place=True)
     return Const(None)
 
 

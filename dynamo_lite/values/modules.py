@@ -26,6 +26,7 @@ from .objects import MISSING, ObjectValue, class_attribute, guard_class_attribut
 
 _TABLES = ("_parameters", "_buffers", "_modules")
 _SEQUENCES = (torch.nn.Sequential, torch.nn.ModuleList)
+_CONTAINERS = (*_SEQUENCES, torch.nn.ModuleDict, torch.nn.ParameterList, torch.nn.ParameterDict)
 
 
 class ModuleValue(ObjectValue):
@@ -122,6 +123,11 @@ class ModuleValue(ObjectValue):
         if self.source is not None:
             entries = self.obj.__dict__[table]
             frame.tracer.add_guard(DictKeysMatch(AttrSource(self.source, table), type(entries), tuple(entries)))
+
+    def get_iter(self, frame):
+        if isinstance(self.obj, _CONTAINERS):
+            return NotImplemented      # their own iteration (unpack), from their guarded keys
+        return super().get_iter(frame)
 
     def unpack(self, frame):
         m = self.obj

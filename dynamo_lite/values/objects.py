@@ -21,18 +21,20 @@ from typing import Callable
 
 import torch
 
-from ..breaks import (UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, TracedException,
-                      Unsupported, user_error)
+from ..breaks import (EXTERNAL_ITERATOR, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE,
+                      TracedException, Unsupported, user_error)
 from ..effects import DELETED
 from ..fallback.skip import is_torch_namespace
-from ..guards import AttrAbsent, IdMatch, MembershipMatch
+from ..guards import AttrAbsent, IdMatch, LengthMatch, MembershipMatch
 from ..pyops import BINARY_DUNDERS, COMPARE_DUNDERS, INPLACE_DUNDERS, INPLACE_TO_PLAIN, UNARY_DUNDERS
 from ..modelled import modelled
-from ..sources import AttrSource, GenericAttrSource, WeakRefTargetSource
+from ..sources import AttrSource, GenericAttrSource, ItemSource, WeakRefTargetSource
 from ..runtime import rebuild_exception, rebuild_object, slot_member  # noqa: F401  (slot_member: re-exported)
-from .base import HEAPTYPE, Const, MethodValue, Value, fold, missing_attribute
+from ..semantics import drain, equal, next_item
+from .base import HEAPTYPE, Const, IteratorValue, MethodValue, Value, fold, missing_attribute
 from .containers import DictValue
 from .functions import FunctionValue
+from .iterators import SequenceIterator
 
 MISSING = object()
 
@@ -42,7 +44,8 @@ REAL_TYPE_METHODS: dict[type, tuple[frozenset, Callable]] = {}
 
 # Slots that are the generic lookup (PyObject_GenericGetAttr) under another name
 _GENERIC_GETATTRIBUTE = (object.__getattribute__, type.__getattribute__, types.ModuleType.__getattribute__,
-                         dict.__getattribute__, contextvars.ContextVar.__getattribute__)
+                         dict.__getattribute__, list.__getattribute__, tuple.__getattribute__,
+                         contextvars.ContextVar.__getattribute__)
 
 
 def is_plain_getattr(cls) -> bool:
@@ -230,37 +233,6 @@ class _Instance(Value):
             raise Unsupported(UNSUPPORTED_VALUE, f"truth value of a {cls.__name__}")
         return True
 
-    # ---- iteration: the class's Python __iter__ / __next__ -----------------------------------
-    def get_iter(self, frame):
-        it = self._special(frame, "__iter__", [])
-        if it is MISSING:
-            return NotImplemented
-        if isinstance(it, _Instance) and python_function(it.python_type(), "__next__") is None:
-            raise user_error(TypeError, f"iter() returned non-iterator of type '{it.python_type().__name__}'")
-        return it
-
-    def next(self, frame):
-        """`next(self)` through the class's `__next__`: None once it raises StopIteration."""
-        if python_function(self.python_type(), "__next__") is None:
-            return super().next(frame)
-        try:
-            return self._special(frame, "__next__", [])
-        except TracedException as e:
-            if isinstance(e.exc, StopIteration):
-                return None
-            raise
-
-    def unpack(self, frame):
-        it = self.get_iter(frame)
-        if it is NotImplemented:
-            return super().unpack(frame)
-        if it is not self:
-            return it.unpack(frame)
-        items = []                          # an iterator: drained (the instruction limit bounds it)
-        while (item := self.next(frame)) is not None:
-            items.append(item)
-        return items
-
     def length(self, frame):
         result = self._special(frame, "__len__", [])
         if result is MISSING:
@@ -269,9 +241,56 @@ class _Instance(Value):
 
     def contains(self, frame, item):
         result = self._special(frame, "__contains__", [item])
-        if result is MISSING:
+        if result is not MISSING:
+            return result.truthy(frame)
+        it = NotImplemented
+        if inspect.getattr_static(self.python_type(), "__contains__", MISSING) is MISSING:
+            it = self.get_iter(frame)          # no __contains__: Python searches the iteration
+        if it is NotImplemented:
             raise Unsupported(UNSUPPORTED_VALUE, f"`in` on a {self.python_type().__name__}")
-        return result.truthy(frame)
+        while (x := next_item(frame, it)) is not None:
+            if equal(frame, x, item):
+                return True
+        return False
+
+    # ---- iteration ------------------------------------------------------------------------------
+    def get_iter(self, frame):
+        """iter(obj): the class's Python `__iter__` (its result must be an iterator), else the old
+        sequence protocol when it has a Python `__getitem__`; NotImplemented for C-level iteration
+        (a kind that knows it unpacks)."""
+        cls = self.python_type()
+        method = inspect.getattr_static(cls, "__iter__", MISSING)
+        if isinstance(method, types.FunctionType):
+            it = FunctionValue(method).call(frame, [self], {})
+            if not hasattr(it.python_type(), "__next__"):
+                raise user_error(TypeError, f"iter() returned non-iterator of type '{it.python_type().__name__}'")
+            return it
+        if method is None:
+            raise user_error(TypeError, f"'{cls.__name__}' object is not iterable")
+        if method is MISSING and python_function(cls, "__getitem__") is not None:
+            return SequenceIterator(self)
+        if method is MISSING and not hasattr(cls, "__getitem__"):
+            raise user_error(TypeError, f"'{cls.__name__}' object is not iterable")
+        if method is not MISSING and hasattr(cls, "__next__") and self.real_object() is not None:
+            raise Unsupported(EXTERNAL_ITERATOR, f"iterating a {cls.__name__} made outside the captured code")
+        return NotImplemented
+
+    def next(self, frame):
+        """next(obj): the class's Python `__next__` (a StopIteration it raises ends a loop)."""
+        result = self._special(frame, "__next__", [])
+        if result is not MISSING:
+            return result
+        cls = self.python_type()
+        if hasattr(cls, "__next__"):
+            kind = EXTERNAL_ITERATOR if self.real_object() is not None else UNSUPPORTED_VALUE
+            raise Unsupported(kind, f"next() of a {cls.__name__} (a C iterator)")
+        raise user_error(TypeError, f"'{cls.__name__}' object is not an iterator")
+
+    def unpack(self, frame):
+        it = self.get_iter(frame)
+        if it is NotImplemented:
+            return super().unpack(frame)
+        return drain(frame, it)
 
     def getitem(self, frame, key):
         result = self._special(frame, "__getitem__", [key])
@@ -572,6 +591,20 @@ class ObjectValue(_Instance):
             return self.generic_getattr(frame, args[0].as_python())
         return super().call_method(frame, method, args, kwargs)
 
+    # ---- iteration ---------------------------------------------------------------------------------
+    def get_iter(self, frame):
+        it = super().get_iter(frame)
+        if it is NotImplemented and self.source is not None and _iterates_as_builtin_sequence(type(self.obj)):
+            return IteratorValue(self._sequence_items(frame), cls=type(iter(self.obj)))
+        return it
+
+    def _sequence_items(self, frame) -> list:
+        """The items of an existing list or tuple subclass instance that iterates as its base does
+        (transformers' LogitsProcessorList): each read through its index and guarded, and its
+        length guarded. Traced code cannot change it meanwhile (its C methods are not modelled)."""
+        frame.tracer.add_guard(LengthMatch(self.source, type(self.obj), len(self.obj)))
+        return [frame.wrap(item, ItemSource(self.source, i)) for i, item in enumerate(self.obj)]
+
     # ---- existing sets ---------------------------------------------------------------------------------
     def contains(self, frame, item):
         if python_function(type(self.obj), "__contains__") is None and type(self.obj) in (set, frozenset) \
@@ -597,6 +630,12 @@ class ObjectValue(_Instance):
                 return frame.wrap(fold(real.__class_getitem__, key.as_python()), None)
             raise user_error(TypeError, f"type '{real.__name__}' is not subscriptable")
         return super().getitem(frame, key)
+
+
+def _iterates_as_builtin_sequence(cls) -> bool:
+    """A list or tuple subclass whose iteration, indexing and length are its base's (C) ones."""
+    return issubclass(cls, (list, tuple)) and not any(python_function(cls, name) is not None
+                                                      for name in ("__iter__", "__getitem__", "__len__"))
 
 
 def value_is_stable(obj) -> bool:

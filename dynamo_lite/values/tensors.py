@@ -129,8 +129,10 @@ class TensorValue(GraphValue):
     def unpack(self, frame):
         if self.example.dim() == 0:
             raise user_error(TypeError, "iteration over a 0-d tensor")
-        # as Tensor.__iter__ does: the rows are unbind's views, which autograd forbids writing into
-        return list(frame.tracer.graph.call("call_function", torch.unbind, (self, 0), {}).items)
+        # as Tensor.__iter__ does: the rows are unbind's views, which autograd forbids writing into.
+        # A symbolic dim 0 is specialized (a shape guard), as TorchDynamo does; no rows: a constant ()
+        rows = frame.tracer.graph.call("call_function", torch.unbind, (self, 0), {})
+        return list(rows.value) if isinstance(rows, Const) else list(rows.items)
 
     def length(self, frame):
         if self.example.dim() == 0:
