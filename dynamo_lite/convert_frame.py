@@ -29,7 +29,7 @@ from .code_facts import facts
 from .codegen import block_exits, break_start, make_break_code, make_code, tensors_needed
 from .fallback import records, skip
 from .fallback.records import FrameRecord
-from .guards import DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch, compile_guards
+from .guards import ClassVersionMatch, DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch, compile_guards
 from .interpreter import Tracer
 from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, restore_autocast,
                       restoring_grad_mode)
@@ -319,6 +319,7 @@ def _capture(code, func, args, options, entries, recompile_reason):
     if shape_guards and new_code is not code:
         tracer.add_guard(ShapeEnvMatch(tuple(shape_guards)))
     record.capture_seconds = time.perf_counter() - start
+    _drop_versions_of_written_classes(tracer)
     guards = compile_guards(tracer.guards, _arg_names(code), func.__globals__, code.co_name)
     record.guards = guards
     records.add(record)
@@ -335,6 +336,17 @@ def _capture(code, func, args, options, entries, recompile_reason):
     if "graph" in config.log and record.graphs:
         log.info("graph for %s:\n%s", code.co_name, record.graphs[0].code)
     return new_code
+
+
+def _drop_versions_of_written_classes(tracer) -> None:
+    """A class the trace writes to (`type(self).counter += 1`), and its subclasses, get a new version
+    tag when the write is replayed: a version guard on them would fail on every call. Their
+    attributes read by the trace keep their own guards (objects.guard_class_attribute)."""
+    written = {id(r.obj.real_object()) for r in tracer.effects.records
+               if isinstance(getattr(r, "obj", None), Value) and isinstance(r.obj.real_object(), type)}
+    if written:
+        tracer.guards = [g for g in tracer.guards if not isinstance(g, ClassVersionMatch)
+                         or not any(id(k) in written for k in g.key.__mro__)]
 
 
 def _raises_before_any_op(tracer, e: Unsupported) -> bool:

@@ -157,7 +157,8 @@ class SideEffects:
 
     # ---- reading ------------------------------------------------------------------------------
     def values(self) -> list[Value]:
-        found = list(self.mutated)
+        # a changed container is reloaded, but its new contents are built: they count as values
+        found = [v for container in self.mutated for v in (container, *container.children())]
         for record in self.records:
             found.extend(record.values())
         return found

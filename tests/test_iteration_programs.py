@@ -396,7 +396,6 @@ def test_list_of_user_iterable():
     standard(fn, 2)
 
 
-@open_issue("eager", "iterating a user class through __getitem__ only (legacy sequence protocol)")
 def test_legacy_getitem_iteration():
     def fn(x):
         out = x
@@ -407,7 +406,6 @@ def test_legacy_getitem_iteration():
     standard(fn, 1)
 
 
-@open_issue("eager", "iter(callable, sentinel)")
 def test_iter_with_sentinel():
     def fn(x):
         vals = [3, 2, 1, 0, 5]
@@ -459,7 +457,6 @@ def test_generator_list_and_sum():
     standard(fn, 2)
 
 
-@open_issue("eager", "`yield from` in a user generator (GET_YIELD_FROM_ITER)")
 def test_generator_with_yield_from():
     def inner(x):
         yield x + 1
@@ -490,7 +487,6 @@ def test_generator_next_calls():
     standard(fn, 1)
 
 
-@open_issue("eager", "generator.send()")
 def test_generator_send():
     def accumulator():
         total = 0
@@ -522,8 +518,6 @@ def test_generator_return_stops_early():
     standard(fn, 1)
 
 
-@open_issue("eager", "an infinite generator consumed up to a break: the tracer runs generators to "
-            "completion (instruction limit)")
 def test_generator_early_break():
     def naturals():
         i = 0
@@ -548,8 +542,6 @@ def _logged_steps(x, log):
         yield x * i
 
 
-@open_issue("wrong", "a generator consumed partly (break): the tracer runs it to completion, so its "
-            "side effects for items never consumed happen too")
 def test_generator_partially_consumed_side_effects():
     def fn(x, log):
         out = []
@@ -562,8 +554,6 @@ def test_generator_partially_consumed_side_effects():
     check(fn, torch.randn(3), [], graphs=1)
 
 
-@open_issue("wrong", "a generator advanced with next() twice: the tracer runs it to completion, so the "
-            "side effects of the later items happen too")
 def test_generator_next_side_effects():
     def fn(x, log):
         g = _logged_steps(x, log)
@@ -589,7 +579,6 @@ def test_generator_method_of_class():
     standard(fn, 1)
 
 
-@open_issue("eager", "zip() over a generator that uses `yield from`")
 def test_zip_with_generator():
     def gen(n):
         yield from range(n)
@@ -613,7 +602,6 @@ def test_generator_in_dict_comprehension():
 
 # -- itertools --------------------------------------------------------------------------------------
 
-@open_issue("eager", "itertools.product")
 def test_itertools_product():
     def fn(a, b):
         v = a
@@ -632,7 +620,6 @@ def test_itertools_product_repeat():
     standard(fn, 1)
 
 
-@open_issue("eager", "itertools.chain")
 def test_itertools_chain():
     def fn(a, b):
         v = a
@@ -643,7 +630,6 @@ def test_itertools_chain():
     standard(fn, 2)
 
 
-@open_issue("eager", "itertools.chain.from_iterable")
 def test_itertools_chain_from_iterable():
     def fn(a, b):
         v = a
@@ -654,7 +640,6 @@ def test_itertools_chain_from_iterable():
     standard(fn, 2)
 
 
-@open_issue("eager", "itertools.combinations")
 def test_itertools_combinations():
     def fn(a):
         combs = []
@@ -665,7 +650,6 @@ def test_itertools_combinations():
     standard(fn, 1)
 
 
-@open_issue("eager", "itertools.permutations")
 def test_itertools_permutations():
     def fn(a, b, c):
         out = 0
@@ -676,7 +660,6 @@ def test_itertools_permutations():
     standard(fn, 3)
 
 
-@open_issue("graphs", "itertools.islice over itertools.chain; next() of an islice")
 def test_itertools_islice_chain():
     def fn(a, b):
         tmp1 = [a + 1, a + 2]
@@ -688,7 +671,6 @@ def test_itertools_islice_chain():
     standard(fn, 2)
 
 
-@open_issue("eager", "itertools.repeat")
 def test_itertools_repeat():
     def fn(x):
         return sum(itertools.repeat(x, 3)), list(itertools.repeat(2, 2))
@@ -696,7 +678,6 @@ def test_itertools_repeat():
     standard(fn, 1)
 
 
-@open_issue("eager", "itertools.count zipped with a list")
 def test_itertools_count_with_zip():
     def fn(xs):
         return [t * i for i, t in zip(itertools.count(1), xs)]
@@ -704,7 +685,6 @@ def test_itertools_count_with_zip():
     check(fn, [torch.randn(2), torch.randn(2), torch.randn(2)], graphs=1)
 
 
-@open_issue("eager", "itertools.accumulate")
 def test_itertools_accumulate():
     def fn(a, b, c):
         running = list(itertools.accumulate([a, b, c]))
@@ -724,7 +704,6 @@ def test_itertools_zip_longest():
     standard(fn, 1)
 
 
-@open_issue("eager", "itertools.groupby")
 def test_itertools_groupby():
     def fn(x):
         words = ["apple", "avocado", "banana", "blueberry", "cherry"]
@@ -734,7 +713,6 @@ def test_itertools_groupby():
     standard(fn, 1)
 
 
-@open_issue("eager", "itertools.pairwise")
 def test_itertools_pairwise():
     def fn(a, b, c):
         return [q - p for p, q in itertools.pairwise([a, b, c])]
@@ -742,7 +720,6 @@ def test_itertools_pairwise():
     standard(fn, 3)
 
 
-@open_issue("graphs", "itertools.starmap / compress")
 def test_itertools_starmap_and_compress():
     def fn(a, b):
         prods = list(itertools.starmap(operator.mul, [(a, 2), (b, 3)]))
@@ -752,7 +729,6 @@ def test_itertools_starmap_and_compress():
     standard(fn, 2)
 
 
-@open_issue("eager", "itertools.takewhile / dropwhile")
 def test_itertools_takewhile_dropwhile():
     def fn(x):
         vals = [1, 2, 5, 1, 7]

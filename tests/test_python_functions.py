@@ -107,7 +107,6 @@ def test_partial_hasattr(attr):
 
 # -- functools.reduce, wraps, lru_cache, cached_property -------------------------------------------------
 
-@open_issue("eager", "functools.reduce(operator.add, list of tensors)")
 def test_reduce_operator_add():
     def fn(a, b, c, d):
         return functools.reduce(operator.add, [a, b, c, d])
@@ -115,7 +114,6 @@ def test_reduce_operator_add():
     standard(fn, 4)
 
 
-@open_issue("eager", "functools.reduce with an initial value")
 def test_reduce_with_initial():
     def fn(a, b, c, d):
         return functools.reduce(operator.add, [b, c, d], a)
@@ -123,7 +121,6 @@ def test_reduce_with_initial():
     standard(fn, 4)
 
 
-@open_issue("eager", "functools.reduce(lambda, x.shape, 1)")
 def test_reduce_with_lambda_over_shapes():
     def fn(x):
         numel = functools.reduce(lambda p, q: p * q, x.shape, 1)
@@ -132,7 +129,6 @@ def test_reduce_with_lambda_over_shapes():
     standard(fn, 1)
 
 
-@open_issue("eager", "functools.reduce(torch.matmul, ...)")
 def test_reduce_matmul_chain():
     def fn(a, b, c):
         return functools.reduce(torch.matmul, [a, b, c])

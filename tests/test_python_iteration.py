@@ -3,10 +3,10 @@
 * the protocol on any object: `__iter__` returning self / another iterator / a generator,
   `__next__` raising StopIteration, the old `__getitem__` protocol, `iter()` / `next()`, `in`
   falling back to iteration, list subclasses read from the frame; iterators made outside the
-  frame are refused (DL019);
+  frame are refused (DL020);
 * generators as lazy iterators: the body runs only as far as it is consumed (side effects and
   prints interleave as in eager), infinite generators, `yield from` and return values, send /
-  throw / close; a generator outliving the trace part-way is refused (DL020);
+  throw / close; a generator outliving the trace part-way is refused (DL021);
 * itertools, functools.reduce and the builtins over any iterable (lazy where Python is lazy);
 * iterating tensors (unbind along dim 0), static and dynamic.
 
@@ -258,7 +258,7 @@ def test_iterator_made_outside_is_refused():
     def f(x, it):
         return x * next(it), list(it)
     run_with_fresh(f, lambda: (rows, iter([1, 2, 3])))
-    expect_refused(f, "DL019")
+    expect_refused(f, "DL020")
 
 
 def test_generator_made_outside_is_refused():
@@ -269,7 +269,7 @@ def test_generator_made_outside_is_refused():
     def f(x, g):
         return x * next(g), list(g)
     run_with_fresh(f, lambda: (rows, gen()))
-    expect_refused(f, "DL019")
+    expect_refused(f, "DL020")
 
 
 def test_list_grows_while_a_loop_runs_over_it():
@@ -510,8 +510,8 @@ def test_generator_dropped_inside_try_is_refused():
             break
         log.append("after loop")
         return x
-    check(f, rows, [], graphs=0)      # DL020: eager runs the finally when the generator is dropped
-    expect_refused(f, "DL020")
+    check(f, rows, [], graphs=0)      # DL021: eager runs the finally when the generator is dropped
+    expect_refused(f, "DL021")
 
 
 def test_generator_returned_unconsumed_is_refused():
@@ -521,7 +521,7 @@ def test_generator_returned_unconsumed_is_refused():
     backend = CountingBackend()
     got = dl.capture(f, backend=backend)(rows)
     torch.testing.assert_close(list(got), list(f(rows)))
-    expect_refused(f, "DL020")
+    expect_refused(f, "DL021")
 
 
 def test_generator_live_at_a_graph_break():

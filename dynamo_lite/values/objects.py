@@ -105,10 +105,11 @@ def version_guarded(cls: type) -> bool:
 
 
 def guard_class_attribute(frame, cls: type, name: str, attr) -> None:
-    """A method or property read on a Python subclass of a torch class (an nn.Module): guarded by
-    itself, since such classes are not guarded whole (version_guarded). torch's own classes are
-    taken as not monkeypatched."""
-    if version_guarded(cls) or not cls.__flags__ & HEAPTYPE or is_torch_namespace(cls):
+    """A method or property read on a Python class: guarded by itself. A class guarded whole by its
+    version tag (version_guarded) loses that guard when the trace writes to it or a base (the
+    replayed write moves the tag: convert_frame), so methods keep their own guard too. torch's own
+    classes are taken as not monkeypatched."""
+    if not cls.__flags__ & HEAPTYPE or is_torch_namespace(cls):
         return
     source = AttrSource(frame.tracer.ref_source(cls), name)
     if isinstance(attr, types.FunctionType):
@@ -844,6 +845,10 @@ class NewExceptionValue(ObjectValue):
         cls = type(self.obj)
         if name in ("args", "__class__", "__cause__", "__context__", "__suppress_context__"):
             return frame.wrap(getattr(self.obj, name), None)
+        raw = inspect.getattr_static(cls, name, None)
+        if isinstance(raw, (types.MemberDescriptorType, types.GetSetDescriptorType)) \
+                and not raw.__objclass__.__flags__ & HEAPTYPE and is_constant(getattr(self.obj, name)):
+            return Const(getattr(self.obj, name))        # a builtin exception's own field (StopIteration.value)
         if not name.startswith("__") or python_function(cls, name) is not None:
             result = class_attribute(frame, self, cls, name, None)
             if result is not MISSING:

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz finding: library style (bench/fuzz.py --style library --seed 0 at commit 32bb2b6, programs 89, 381 and 6 others), shrunk, cleaned by hand
 # failure: internal-error: call 1 (make_inputs(0)): dynamo_lite: internal error while capturing f; it runs eagerly. TypeError: object of type 'int' has no len()
-# xfail: open bug found by library-style fuzzing (delete this line once fixed)
 # eager: len(5), sorted([1, ()]) and max([1, ()]) raise TypeError, caught by the program; the result is (x + 3, messages).
 # captured: same value, but the TypeError escapes the tracer as an internal error (the frame runs eagerly and warns).
 # cause: builtins_table._len (builtin_len), _sorted and _minmax call the real builtin on constants without turning its exception into a TracedException (as _fold and methods._const do), so it is not the user's exception but a crash of the tracer.

@@ -1,6 +1,5 @@
 # dynamo_lite fuzz finding: library style (bench/fuzz.py --style library --seed 1 at commit eef85ef, program 1001517), shrunk, cleaned by hand
 # failure: mismatch:exception: call 1 (make_inputs(0)): captured raised AttributeError: 'tuple_iterator' object has no attribute 'send' but eager returned
-# xfail: open bug found by library-style fuzzing (delete this line once fixed)
 # eager: the generator object lives across print(); acc.send(2.0) returns the running total 2.0; the result is x * 2.
 # captured: AttributeError: 'tuple_iterator' object has no attribute 'send' (raised in the resume function).
 # cause: same root as 13: the traced generator is an IteratorValue (its values computed ahead), and at the print() break codegen rebuilds it as iter(tuple) for the resume function; a generator's own methods (send, throw, close, gi_*) and its laziness are gone. A generator object live at a break cannot be rebuilt: break before creating it (or keep the real generator).
