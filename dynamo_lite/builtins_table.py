@@ -14,6 +14,7 @@ import inspect
 import operator
 import sys
 import types
+import typing
 from typing import Optional
 
 import torch
@@ -27,6 +28,7 @@ from .guards import NoModesMatch
 from .modelled import models
 from .pyops import BINARY_OPS, COMPARE_OPS
 from .values import itertools_values  # noqa: F401  (registers the itertools as modelled callables)
+from .values.callables import CallableValue
 from .values.base import Const, IteratorValue, MethodValue, Value, fold, is_const, is_constant
 from .values.containers import (ContainerValue, DictValue, DictViewValue, SeqValue, SetValue, mapping_pairs,
                                 real_operand)
@@ -139,7 +141,56 @@ def _callable(frame, args, kwargs):
 
 @models(id)
 def _id(frame, args, kwargs):
-    raise Unsupported(UNKNOWN_CALL, "id() of a traced value")
+    """id() of an existing object: its identity, pinned by a guard. Objects made in the trace have
+    no id yet."""
+    v = args[0]
+    if isinstance(v, ObjectValue) or isinstance(v, CallableValue):
+        return Const(id(v.pinned_object() if isinstance(v, ObjectValue) else v.real_object()))
+    raise Unsupported(UNKNOWN_CALL, "id() of a value made in the captured code")
+
+
+@models(vars)
+def _vars(frame, args, kwargs):
+    if len(args) != 1 or kwargs:
+        raise Unsupported(UNKNOWN_CALL, "vars() without an argument (the frame's locals)")
+    return semantics.load_attr(frame, args[0], "__dict__")
+
+
+@models(types.SimpleNamespace)
+def _simple_namespace(frame, args, kwargs):
+    """types.SimpleNamespace(**kwargs) (and a mapping first, on 3.13): an object made in the trace."""
+    if len(args) > 1:
+        raise user_error(TypeError, f"SimpleNamespace expected at most 1 positional argument, got {len(args)}")
+    attrs = {}
+    if args:
+        attrs.update({str(k): v for k, v in mapping_pairs(frame, args[0])})
+    attrs.update(kwargs)
+    return NewObjectValue(types.SimpleNamespace, attrs)
+
+
+def _pinned_real(v: Value):
+    """The real object behind a value a fold depends on (its identity guarded where needed)."""
+    if isinstance(v, ObjectValue):
+        return v.pinned_object()
+    real = v.real_object()
+    return real if real is not None else v.as_python()
+
+
+def _fold_on_real(fn):
+    def handler(frame, args, kwargs):
+        return frame.wrap(fold(fn, *[_pinned_real(a) for a in args], **{k: _pinned_real(v) for k, v in kwargs.items()}),
+                          None)
+    return handler
+
+
+# typing's introspection of annotations (huggingface_hub's strict dataclasses check field types)
+models(typing.get_origin)(_fold_on_real(typing.get_origin))
+models(typing.get_args)(_fold_on_real(typing.get_args))
+
+
+@models(typing.cast)
+def _cast(frame, args, kwargs):
+    return args[1] if len(args) == 2 and not kwargs else NotImplemented
 
 
 @models(print)

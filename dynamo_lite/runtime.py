@@ -301,13 +301,18 @@ def rebuild_object(cls, attrs, items=None):
     rest goes straight into `__dict__` (no custom __setattr__, property setter or descriptor's
     __set__ runs again: they ran while tracing, and what they stored is in `attrs`)."""
     if items is None:
-        obj = object.__new__(cls)
+        # a C class's own __new__ (types.SimpleNamespace refuses object.__new__); never a Python one
+        obj = object.__new__(cls) if not isinstance(cls.__new__, types.BuiltinMethodType) \
+            or cls.__new__ is object.__new__ else cls.__new__(cls)
     else:
         base = OrderedDict if issubclass(cls, OrderedDict) else dict
         obj = base.__new__(cls)
         for key, value in items.items():
             base.__setitem__(obj, key, value)
-    instance_dict = getattr(obj, "__dict__", None) if _has_dict_slot(cls) else None
+    try:                                    # never through a class's own __getattribute__
+        instance_dict = object.__getattribute__(obj, "__dict__")
+    except AttributeError:                  # slots only
+        instance_dict = None
     for name, value in attrs.items():
         member = slot_member(cls, name)
         if member is not None:
@@ -315,10 +320,6 @@ def rebuild_object(cls, attrs, items=None):
         else:
             instance_dict[name] = value
     return obj
-
-
-def _has_dict_slot(cls) -> bool:
-    return any(isinstance(k.__dict__.get("__dict__"), types.GetSetDescriptorType) for k in cls.__mro__)
 
 
 def slot_member(cls, name: str):

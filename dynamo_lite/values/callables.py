@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import operator
 import types
 import warnings
 
@@ -136,6 +137,12 @@ class CallableValue(Value):
             raise Unsupported(UNSUPPORTED_MUTATION, f"{what} {cls.__qualname__}.{name}, a method or descriptor")
         return cls
 
+    def binary(self, frame, fn, other):
+        return _union(frame, fn, self.fn, other, reflected=False)
+
+    def rbinary(self, frame, fn, other):
+        return _union(frame, fn, self.fn, other, reflected=True)
+
     def getitem(self, frame, key):
         if isinstance(self.fn, type) and hasattr(self.fn, "__class_getitem__"):
             return frame.wrap(fold(self.fn.__class_getitem__, key.as_python()), None)
@@ -210,6 +217,18 @@ def _pinned_constant(frame, v: Value):
             raise Unsupported(UNKNOWN_CALL, f"a cached function called with a {type(real).__name__} made in the trace")
         frame.tracer.add_guard(IdMatch.of(v.source, real))
     return real
+
+
+def _union(frame, fn, cls, other: Value, reflected: bool):
+    """`A | B` of classes (and None, and unions of them): a types.UnionType, built now."""
+    if fn is not operator.or_ or not isinstance(cls, type):
+        return NotImplemented
+    real = other.pinned_object() if hasattr(other, "pinned_object") else other.real_object()
+    if real is None and isinstance(other, Const):
+        real = other.value
+    if not (real is None or isinstance(real, (type, types.UnionType))):
+        return NotImplemented
+    return frame.wrap(fold(operator.or_, real, cls) if reflected else fold(operator.or_, cls, real), None)
 
 
 def _is_printer(f) -> bool:

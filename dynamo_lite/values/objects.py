@@ -45,7 +45,7 @@ REAL_TYPE_METHODS: dict[type, tuple[frozenset, Callable]] = {}
 # Slots that are the generic lookup (PyObject_GenericGetAttr) under another name
 _GENERIC_GETATTRIBUTE = (object.__getattribute__, type.__getattribute__, types.ModuleType.__getattribute__,
                          dict.__getattribute__, list.__getattribute__, tuple.__getattribute__,
-                         contextvars.ContextVar.__getattribute__)
+                         contextvars.ContextVar.__getattribute__, types.SimpleNamespace.__getattribute__)
 
 
 def is_plain_getattr(cls) -> bool:
@@ -387,6 +387,8 @@ class ObjectValue(_Instance):
         if self.pin is not None and self.source is not None:
             self.pin.add_guard(IdMatch.of(self.source, self.obj))
         return self.obj
+
+    pinned_object = _pinned          # the object itself, for a fold that depends on which one it is
 
     def identity(self):
         return id(self._pinned())
