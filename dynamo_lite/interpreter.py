@@ -266,8 +266,10 @@ class Tracer:
             try:
                 handler(frame, inst)
             except Unsupported as e:
-                if isinstance(e, TracedException) and self._catch(frame, inst, e):
-                    continue
+                if isinstance(e, TracedException):
+                    self._chain(e.exc)
+                    if self._catch(frame, inst, e):
+                        continue
                 if not e.user_stack or e.user_stack[0][:2] != frame.location()[:2]:
                     e.user_stack.insert(0, frame.location())
                 if root:
@@ -313,6 +315,17 @@ class Tracer:
         failure for one of ours); convert_frame refuses such a graph if it writes into its inputs."""
         if self.op_in_try is None:
             self.op_in_try = frame.location()
+
+    def _chain(self, exc: BaseException) -> None:
+        """Raised while another exception is being handled: it becomes the new one's __context__,
+        as CPython sets it (and never a cycle)."""
+        handled = self.exc_info.real_object() if self.exc_info is not None else None
+        if isinstance(handled, BaseException) and handled is not exc and exc.__context__ is None:
+            seen = handled
+            while seen is not None and seen is not exc:
+                seen = seen.__context__
+            if seen is None:
+                exc.__context__ = handled
 
     def _catch(self, frame: Frame, inst, e: TracedException) -> bool:
         """Hand an exception the traced code raised to this frame's handler, as CPython would:

@@ -19,7 +19,6 @@ from typing import Iterator, Optional
 from . import config
 from .breaks import INSTRUCTION_LIMIT, TENSOR_TO_PYTHON, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
 from .pyops import SWAPPED_COMPARE
-from .effects import DELETED
 from .modelled import models, models_family, modelled  # noqa: F401  (re-exported: the facade)
 from .values.base import (Const, IteratorValue, Value, equal_only_if_identical, fold, is_constant, is_same, kind_name)
 
@@ -31,11 +30,9 @@ def call(frame, fn: Value, args: list, kwargs: dict) -> Value:
 
 
 def load_attr(frame, obj: Value, name: str) -> Value:
-    pending = frame.tracer.effects.pending_attr(obj, name)
-    if pending is DELETED:         # this trace deleted it: nothing to guard (it is there now)
-        raise user_error(AttributeError, f"'{obj.python_type().__name__}' object has no attribute {name!r}")
-    if pending is not None:
-        return pending
+    """`obj.name`. Attribute writes this trace made and has not replayed are seen where Python
+    would see them: at the instance-dict step of the lookup (objects.pending_instance_attr), after
+    a class's own __getattribute__ ran."""
     if name == "__class__":
         return frame.wrap(obj.python_type(), None)
     return obj.load_attr(frame, name)

@@ -22,7 +22,8 @@ from ..sources import AttrSource, ModuleDictSource
 from .base import Const, IteratorValue, Value, missing_attribute
 from .containers import SeqValue
 from .functions import FunctionValue
-from .objects import MISSING, ObjectValue, class_attribute, guard_class_attribute, python_function, sub_source
+from .objects import (MISSING, ObjectValue, class_attribute, guard_class_attribute, pending_instance_attr,
+                      python_function, sub_source)
 
 _TABLES = ("_parameters", "_buffers", "_modules")
 _SEQUENCES = (torch.nn.Sequential, torch.nn.ModuleList)
@@ -38,6 +39,9 @@ class ModuleValue(ObjectValue):
         return self.obj
 
     def load_attr(self, frame, name):
+        pending = pending_instance_attr(frame, self, name)
+        if pending is not None:
+            return pending
         m, src = self.obj, self.source
         d = m.__dict__
         if name == "__dict__" and src is not None:

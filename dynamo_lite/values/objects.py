@@ -80,6 +80,15 @@ def call_special(frame, obj: Value, name: str, args: list):
     return FunctionValue(fn).call(frame, [obj, *args], {})
 
 
+def pending_instance_attr(frame, obj: Value, name: str):
+    """What this trace wrote to `obj.name` (an existing object's attribute) and has not replayed,
+    or None; an AttributeError when it deleted it."""
+    pending = frame.tracer.effects.pending_attr(obj, name)
+    if pending is DELETED:         # this trace deleted it: nothing to guard (it is there now)
+        raise user_error(AttributeError, f"'{obj.python_type().__name__}' object has no attribute {name!r}")
+    return pending
+
+
 def pending_class_attr(frame, cls: type, name: str):
     """What this trace wrote to `name` on `cls` or a class before it in its MRO and has not
     replayed yet (`type(self).counter += 1`), or None when the real class attribute is current."""
@@ -431,6 +440,9 @@ class ObjectValue(_Instance):
     def generic_getattr(self, frame, name: str) -> Value:
         """object.__getattribute__: data descriptors, instance dict, class attributes, then the
         class's __getattr__."""
+        pending = pending_instance_attr(frame, self, name)
+        if pending is not None:
+            return pending
         o, src = self.obj, self.source
         cls = type(o)
         if src is not None and not is_plain_getattr(cls):
