@@ -14,8 +14,7 @@ The full run is `python bench/fuzz.py --n 10000`.
 
 The library style (tests/fuzz/library.py: user classes with dunders, descriptors, dataclasses,
 collections, itertools, generators, partials, objects mutated between calls) has its own sample
-below; it still finds open engine bugs (see /work/notes/fuzz_library.md and the minimized programs
-in /work/notes/fuzz_findings/), so its agreement test is xfail(strict=False) for now:
+below; the bugs it found are fixed and kept as regressions (tests/regressions/library_*.py):
 
     python bench/fuzz.py --style library --n 120 --seed 11
 """
@@ -31,8 +30,6 @@ SEED = 7
 PROGRAMS = 300
 LIBRARY_SEED = 11
 LIBRARY_PROGRAMS = 120
-LIBRARY_BUGS = ("library-style programs still find open engine bugs (wrong results, internal errors): "
-                "/work/notes/fuzz_library.md, minimized programs in /work/notes/fuzz_findings/")
 
 #: bug -> the programs of this run that fail because of it (found and shrunk with bench/fuzz.py;
 #: tests/regressions/ holds the minimized programs). Bytecode differs per version, and so do the lists.
@@ -92,7 +89,6 @@ def library_run() -> driver.Summary:
     return driver.run_programs(driver.seeds_for(LIBRARY_SEED, LIBRARY_PROGRAMS), jobs=2, timeout=120, style="library")
 
 
-@pytest.mark.xfail(strict=False, reason=LIBRARY_BUGS)
 def test_library_programs_agree(library_run):
     assert not library_run.failures, _describe(library_run, library_run.failures)
     assert library_run.programs == LIBRARY_PROGRAMS
