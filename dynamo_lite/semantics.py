@@ -140,18 +140,14 @@ def equal(frame, a: Value, b: Value) -> bool:
 def sort(frame, items: list, key: Optional[Value], reverse: bool, in_place: bool = False) -> list:
     """The items in the order `sorted(items, key=key, reverse=reverse)` gives: each item's key is
     computed once, in order, then the keys are compared with `<` by the real sort (stable). The
-    keys must be Python constants, so comparing them runs no code of the program. `in_place`
-    (list.sort) reorders `items` itself, also as far as a sort that fails got, as eager does."""
+    keys must be Python constants, so comparing them runs no code of the program — or tuples
+    (lists) whose comparisons are decided by constant items before any other (`(i, tensors)`
+    pairs with distinct `i`): see _SequenceKey. `in_place` (list.sort) reorders `items` itself,
+    also as far as a sort that fails got, as eager does."""
     keys = items if key is None else [key.call(frame, [item], {}) for item in items]
-    real = []
-    for k in keys:
-        if k.is_graph_value and k.python_type() not in (int, float, bool):
-            raise Unsupported(TENSOR_TO_PYTHON, "sorting compares tensors by value")
-        value = k.as_python()
-        if not is_constant(value):
-            raise Unsupported(UNSUPPORTED_VALUE, f"sorting {type(value).__name__} values (their comparisons are not "
-                                                 f"modelled)")
-        real.append(value)
+    real = [_sort_key(frame, k) for k in keys]
+    if any(isinstance(k, _SequenceKey) for k in real):
+        real = [k if isinstance(k, _SequenceKey) else _SequenceKey.of_constant(k) for k in real]
     order = list(range(len(items)))
     try:
         fold(order.sort, key=real.__getitem__, reverse=reverse)
@@ -160,6 +156,70 @@ def sort(frame, items: list, key: Optional[Value], reverse: bool, in_place: bool
         if in_place:
             items[:] = ordered
     return ordered
+
+
+def _sort_key(frame, k: Value):
+    if k.is_graph_value and k.python_type() not in (int, float, bool):
+        raise Unsupported(TENSOR_TO_PYTHON, "sorting compares tensors by value")
+    if k.python_type() in (tuple, list) and not k.is_graph_value:
+        try:
+            value = k.as_python()
+        except Unsupported:
+            return _SequenceKey(k.python_type(), unpack(frame, k))
+    else:
+        value = k.as_python()
+    if not is_constant(value):
+        raise Unsupported(UNSUPPORTED_VALUE, f"sorting {type(value).__name__} values (their comparisons are not "
+                                             f"modelled)")
+    return value
+
+
+class _SequenceKey:
+    """A tuple or list sort key holding values that are not constants. CPython compares two
+    sequences item by item: items that are the same object are equal, otherwise the first pair
+    that is not `==` decides with `<`. Here every item compared must be a constant (a non-NaN one:
+    NaN is equal to itself only when it is the same object, which a constant cannot tell), so the
+    comparison runs no code of the program and gives eager's answer; any other is not modelled."""
+    __slots__ = ("cls", "items")
+
+    def __init__(self, cls, items: list):
+        self.cls, self.items = cls, items
+
+    @classmethod
+    def of_constant(cls, value):
+        if type(value) not in (tuple, list):
+            raise Unsupported(UNSUPPORTED_VALUE, f"sorting a {type(value).__name__} among sequences")
+        return cls(type(value), [Const(v) for v in value])
+
+    def __lt__(self, other: "_SequenceKey") -> bool:
+        if self.cls is not other.cls:
+            raise Unsupported(UNSUPPORTED_VALUE, f"sorting a {self.cls.__name__} among {other.cls.__name__}s")
+        for a, b in zip(self.items, other.items):
+            if a is b:
+                continue
+            ca, cb = _comparable_constant(a), _comparable_constant(b)
+            if ca != cb:
+                return ca < cb
+        return len(self.items) < len(other.items)
+
+
+def _comparable_constant(v: Value):
+    if v.is_graph_value:
+        raise Unsupported(TENSOR_TO_PYTHON, "sorting compares tensors by value")
+    try:
+        value = v.as_python()
+    except Unsupported:
+        value = None
+    else:
+        if is_constant(value) and not _holds_nan(value):
+            return value
+    raise Unsupported(UNSUPPORTED_VALUE, f"sorting sequences whose order depends on a {kind_name(v)}")
+
+
+def _holds_nan(value) -> bool:
+    if isinstance(value, (tuple, frozenset)):
+        return any(_holds_nan(v) for v in value)
+    return isinstance(value, (float, complex)) and value != value
 
 
 def length(frame, v: Value) -> Value:

@@ -13,6 +13,7 @@ import enum
 import typing
 from collections import Counter, OrderedDict, defaultdict, deque
 
+import pytest
 import torch
 
 from harness import (CountingBackend, Graphs, assert_same, assert_same_outcome, call_both, capture, check,
@@ -1223,3 +1224,30 @@ def test_dict_input_with_new_values_reuses_or_recaptures():
     same_keys_new_tensors = {int: t(), "scale": 2}
     check_changed(f, (t(), {int: t(), "scale": 2}), (t(), same_keys_new_tensors), graphs=1, graphs_after=1)
     check_changed(f, (t(), {int: t(), "scale": 2}), (t(), {int: t(), "scale": 3}), graphs=1, graphs_after=2)
+
+
+# -- dicts keyed by objects that hash by identity ---------------------------------------------
+
+_BY_ORIGIN = {typing.Union: "union", list: "list", dict: "dict"}
+
+
+@pytest.mark.parametrize("hint", [typing.Optional[int], typing.List[int], typing.Dict[str, int], int])
+def test_global_dict_keyed_by_typing_special_form(hint):
+    """A registry keyed by `typing.Union` (a special form hashed by identity), looked up with the
+    origin of a type hint: the folded key must find the real entry (a wrong result before)."""
+    def fn(x, hint):
+        kind = _BY_ORIGIN.get(typing.get_origin(hint), "other")
+        return x + len(kind), kind
+
+    check(fn, torch.ones(3), hint, graphs=1)
+
+
+def test_dict_keyed_by_module_objects():
+    """A dict of modules to scales: the modules are the existing objects, found by identity."""
+    a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    scales = {a: 2.0, b: 3.0}
+
+    def fn(x):
+        return sum(scales[m] * m(x) for m in (b, a)), a in scales, torch.nn.Identity() in scales
+
+    check(fn, torch.ones(1, 2), graphs=1)

@@ -90,10 +90,7 @@ def test_partials_from_enclosing_scope():
     standard(fn, 1)
 
 
-@pytest.mark.parametrize("attr", ["func", "args", "keywords", "__call__", "__doc__",
-                                  pytest.param("__name__", marks=open_issue(
-                                      "eager", "hasattr(partial, '__name__') is False: the frame breaks "
-                                               "at partial(...) and cannot resume (a lambda is live)"))])
+@pytest.mark.parametrize("attr", ["func", "args", "keywords", "__call__", "__doc__", "__name__"])
 def test_partial_hasattr(attr):
     def fn(t):
         f = lambda x, y: torch.sin(x) + torch.cos(y)  # noqa: E731
@@ -521,3 +518,25 @@ def test_exception_args_and_str():
             return x * e.args[1], e.args[0]
 
     standard(fn, 1)
+
+
+def test_function_made_in_the_frame_lives_across_a_graph_break():
+    """A nested function that closes over nothing of the frame is rebuilt for the code after a
+    break (same code, defaults and attributes), and guarded by its code, not its identity, there;
+    one closing over the frame's variables cannot be."""
+    def f(x):
+        def scale(t, k=2):
+            return t * k
+        y = x + 1
+        print("break")
+        return scale(y), scale.__name__, scale.__defaults__, scale.__qualname__
+
+    def g(x):
+        k = 3
+        def scale(t):
+            return t * k
+        y = x + 1
+        print("break")
+        return scale(y)
+    check(f, torch.randn(3), graphs=2)
+    check(g, torch.randn(3), graphs=2)     # dl: g runs eagerly from the break; scale is then captured itself

@@ -743,6 +743,27 @@ def test_failed_sort_leaves_the_list_as_eager_does():
     check(f, rows, [5, 3, "b", 1, "a", 4, 2], graphs=1)
 
 
+def test_sorted_pairs_decided_by_their_leading_numbers():
+    """Tuples holding tensors sort without comparing the tensors when a constant item before them
+    decides each comparison (CPython compares sequences item by item)."""
+    def f(x):
+        pairs = [(2, x), (0, x + 1), (1, "mid", x * 2), (1, "low", [x])]
+        nested = sorted([[(1, 2), x], [(1, 1), x - 1]], reverse=True)
+        by_key = sorted(range(3), key=lambda i: (-i, x))
+        return sorted(pairs), nested, by_key
+    check(f, rows, graphs=1)
+
+
+def test_sorted_pairs_that_compare_tensors_raise_as_eager():
+    def f(x):
+        try:
+            return sorted([(1, x), (1, x + 1)])
+        except RuntimeError as e:             # bool() of a many-element tensor
+            return x, str(e)
+    check(f, rows, graphs=0)       # comparing the tensors is data dependent: a break, in a try block
+    expect_refused(f, "DL003")
+
+
 def test_sorted_comparing_tensors_breaks():
     def f(x):
         return sorted([x[0].sum(), x[1].sum()])

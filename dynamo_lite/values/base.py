@@ -96,6 +96,12 @@ class Value:
         the frame), else None."""
         return None
 
+    def key_object(self):
+        """The existing object this value stands for as a dict key or set element, when that object
+        hashes and compares by identity (pinned by an identity guard); None when there is none
+        (an object made while tracing), so the key is an `IdentityKey`."""
+        return None
+
     def identity(self) -> Optional[int]:
         """What `is` compares, when it is known: the id of the object the value stands for (for a
         value made while tracing with an identity of its own, the id of the value itself)."""

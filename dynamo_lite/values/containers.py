@@ -436,14 +436,16 @@ _LIST_METHODS = {
 
 def hashable_key(v: Value):
     """The real object a value stands for as a dict key or set element: a constant, a class, a
-    function, or a tuple / frozenset of them (Python's TypeError for an unhashable one); for a
-    tensor or an object hashed by identity, an `IdentityKey`."""
+    function, or a tuple / frozenset of them (Python's TypeError for an unhashable one); an
+    existing object hashed by identity is itself (pinned), so it finds its entry in a real dict;
+    a tensor or an object made while tracing is an `IdentityKey`."""
     try:
         key = v.as_python()
     except Unsupported:
         if not _hashes_by_identity(v):
             raise
-        return IdentityKey(v)
+        real = v.key_object()
+        return IdentityKey(v) if real is None else real
     try:
         hash(key)
     except TypeError as e:
@@ -515,15 +517,25 @@ _key = hashable_key
 
 
 def is_key_constant(key) -> bool:
-    """A key or element the tracer keeps as the real object: a constant, a class or function
-    (compared by identity), or a tuple / frozenset of them."""
+    """A key or element the tracer keeps as the real object: a constant, a class or function, an
+    object hashed by identity (compared by identity), or a tuple / frozenset of them."""
     if is_constant(key):
         return True
     if isinstance(key, type):               # unless its metaclass compares classes otherwise
         return type(key).__eq__ is object.__eq__ and type(key).__hash__ is object.__hash__
     if isinstance(key, (types.FunctionType, types.BuiltinFunctionType)):
         return True
+    if _singleton_like(key):
+        return True
     return type(key) in (tuple, frozenset) and all(is_key_constant(k) for k in key)
+
+
+def _singleton_like(key) -> bool:
+    """An object compared and hashed by identity that is no tensor (typing.Union, sentinels,
+    registry markers, modules): as a key, guarding the keys compares identities and runs no user
+    code; the dict holding it keeps it alive anyway."""
+    cls = type(key)
+    return cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__ and not isinstance(key, torch.Tensor)
 
 
 def guarded_keys(frame, source, real) -> tuple:

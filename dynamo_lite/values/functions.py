@@ -10,14 +10,16 @@ not traced).
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 
 from ..breaks import (DISABLED_FUNCTION, EXPLICIT_BREAK, PRINT_OR_LOG, SKIPPED_FILE, UNSUPPORTED_ATTRIBUTE,
+                      UNSUPPORTED_VALUE,
                       TracedException, Unsupported, user_error)
 from ..fallback import skip
 from ..semantics import modelled
 from ..sources import AttrSource, ItemSource
-from .base import Const, LazyValue, Value, missing_attribute
+from .base import Const, LazyValue, Value, is_constant, missing_attribute
 from .containers import DictValue, SeqValue
 from .tensors import torch_call
 
@@ -184,6 +186,29 @@ class ClosureValue(Value):
     def store_attr(self, frame, name, value):
         self.attrs[name] = value           # a function made in this trace: nothing outside sees it yet
 
+    def rebuild(self, em):
+        """A new function object with the same code, globals, defaults and attributes. Its cells
+        must be ones that exist outside the trace (reloaded, so the new function shares them);
+        a cell made by this frame lives only in the frame being resumed."""
+        if self.source is not None:
+            em.load_source(self.source)
+            return
+        if any(cell.source is None for cell in self.closure):
+            raise Unsupported(UNSUPPORTED_VALUE, "cannot return a function closing over this frame's variables "
+                                                 "from captured code")
+        em.call_const(_make_function, [
+            lambda: em.const(self.code), lambda: em.const(self.globals), lambda: em.const(self.qualname),
+            lambda: em.build_tuple(list(self.defaults)), lambda: em.build_map(self.kwdefaults),
+            lambda: em.build_tuple(list(self.closure)), lambda: em.build_map(self.attrs)])
+
+
+def _make_function(code, globals, qualname, defaults, kwdefaults, closure, attrs):
+    fn = types.FunctionType(code, globals, code.co_name, defaults or None, closure or None)
+    fn.__qualname__ = qualname
+    fn.__kwdefaults__ = kwdefaults or None
+    fn.__dict__.update(attrs)
+    return fn
+
 
 class PartialValue(Value):
     """`functools.partial(func, *args, **keywords)`: made while tracing, or an existing one read
@@ -217,7 +242,15 @@ class PartialValue(Value):
             return SeqValue(list(self.args), tuple)
         if name == "keywords":
             return DictValue(dict(self.keywords))
+        if self.source is None:          # made in this trace: its __dict__ is empty
+            class_attr = inspect.getattr_static(functools.partial, name, None)
+            if name != "__dict__" and is_constant(class_attr):       # __doc__, __module__: the class's
+                return Const(class_attr)
+            if name not in self.attrs_of_partial:
+                raise missing_attribute(frame, self, name)
         raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"functools.partial.{name}")
+
+    attrs_of_partial = frozenset(dir(functools.partial))
 
     def rebuild(self, em):
         if self.source is not None:

@@ -52,6 +52,15 @@ def is_plain_getattr(cls) -> bool:
     return cls.__getattribute__ in _GENERIC_GETATTRIBUTE
 
 
+def instance_dict(obj):
+    """`obj`'s instance dict, or None, read as object.__getattribute__ does: a class's own
+    __getattribute__ (which may count reads, or log) never runs while tracing."""
+    try:
+        return object.__getattribute__(obj, "__dict__")
+    except (AttributeError, TypeError):
+        return None
+
+
 class _GenericOwner:
     """Marks a source whose attributes must be reloaded with object.__getattribute__."""
 
@@ -398,6 +407,7 @@ class ObjectValue(_Instance):
         return self.obj
 
     pinned_object = _pinned          # the object itself, for a fold that depends on which one it is
+    key_object = _pinned
 
     def identity(self):
         return id(self._pinned())
@@ -449,7 +459,7 @@ class ObjectValue(_Instance):
             src = _GenericOwner(src)
         cls_attr = inspect.getattr_static(cls, name, MISSING)
         is_data_descr = cls_attr is not MISSING and hasattr(type(cls_attr), "__set__")
-        d = getattr(o, "__dict__", None)
+        d = instance_dict(o)
         table = REAL_TYPE_METHODS.get(cls)
         if table is not None and name in table[0]:
             return MethodValue(self, name)
@@ -482,7 +492,7 @@ class ObjectValue(_Instance):
     def instance_dict_value(self, frame) -> Value:
         """`obj.__dict__` of an existing object: its guarded entries, with this trace's own writes
         on top; from then on attribute reads and writes of the object go through this view too."""
-        if self.source is None or getattr(self.obj, "__dict__", None) is None:
+        if self.source is None or instance_dict(self.obj) is None:
             raise Unsupported(UNSUPPORTED_ATTRIBUTE, f"__dict__ of a {type(self.obj).__name__}")
         plain = is_plain_getattr(type(self.obj))          # else reloaded past the class's own __getattribute__
         view = frame.wrap(self.obj.__dict__, (AttrSource if plain else GenericAttrSource)(self.source, "__dict__"))
@@ -556,7 +566,7 @@ class ObjectValue(_Instance):
             return
         if isinstance(inspect.getattr_static(cls, name, None), types.MemberDescriptorType):
             raise Unsupported(UNSUPPORTED_MUTATION, f"deleting slot {name!r} of a {cls.__name__}")
-        d = getattr(real, "__dict__", None)
+        d = instance_dict(real)
         pending = frame.tracer.effects.pending_attr(self, name)
         view = self._dict_value(frame)
         if pending is not None:
@@ -569,7 +579,8 @@ class ObjectValue(_Instance):
             raise user_error(AttributeError, f"'{cls.__name__}' object has no attribute {name!r}") if pending \
                 else missing_attribute(frame, self, name)
         if pending is None and view is None:
-            frame.wrap(d[name], sub_source(self.source, name))     # guards that it is there now
+            owner = self.source if is_plain_getattr(cls) else _GenericOwner(self.source)
+            frame.wrap(d[name], sub_source(owner, name))          # guards that it is there now
         frame.tracer.effects.delete_attr(self, name, bypass_delattr)
         if view is not None:
             view.items.pop(name, None)
@@ -838,6 +849,9 @@ class NewExceptionValue(ObjectValue):
 
     def identity(self):
         return id(self.obj)
+
+    def key_object(self):
+        return None                       # a fresh exception each run: keyed by identity in the trace
 
     def children(self):
         return tuple(self.attrs.values())
