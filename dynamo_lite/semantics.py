@@ -14,6 +14,7 @@ value may use it.
 from __future__ import annotations
 
 import operator
+import types
 from typing import Iterator, Optional
 
 from . import config
@@ -49,6 +50,10 @@ def del_attr(frame, obj: Value, name: str) -> None:
 # ---- containers ------------------------------------------------------------------------------------
 
 def getitem(frame, obj: Value, key: Value) -> Value:
+    if _is_typing_object(obj):          # `Optional[T]`, `List[int]`: typing builds (and caches) them
+        real, args = _annotation(obj), _annotation(key)
+        if real is not _NOT_AN_ANNOTATION and args is not _NOT_AN_ANNOTATION:
+            return frame.wrap(fold(operator.getitem, real, args), None)
     return obj.getitem(frame, key)
 
 
@@ -253,6 +258,10 @@ def binary(frame, fn, a: Value, b: Value) -> Value:
 def compare(frame, fn, a: Value, b: Value) -> Value:
     """`a <cmp> b`: each side's comparison (operands swapped for the right one), then for `==` and
     `!=` the identity default, where it decides."""
+    if fn in (operator.eq, operator.ne) and (_is_typing_object(a) or _is_typing_object(b)):
+        reals = [_annotation(a), _annotation(b)]
+        if _NOT_AN_ANNOTATION not in reals:
+            return Const(fold(fn, *reals))
     result = a.compare(frame, fn, b)
     if result is NotImplemented:
         result = b.compare(frame, SWAPPED_COMPARE[fn], a)
@@ -263,6 +272,35 @@ def compare(frame, fn, a: Value, b: Value) -> Value:
         if same is not None and (same or _default_eq(a) and _default_eq(b) or equal_only_if_identical(a, b)):
             return Const(same if fn is operator.eq else not same)
     raise Unsupported(UNSUPPORTED_VALUE, f"{fn.__name__} of {kind_name(a)} and {kind_name(b)}")
+
+
+_NOT_AN_ANNOTATION = object()
+
+
+def _is_typing_object(v: Value) -> bool:
+    try:
+        cls = v.python_type()
+    except NotImplementedError:
+        return False
+    return issubclass(cls, (types.UnionType, types.GenericAlias)) or cls.__module__ == "typing"
+
+
+def _annotation(v: Value):
+    """The real object behind a type annotation — a typing construct (`Optional[T]`, `A | B`,
+    `list[int]`), a class or a constant — else _NOT_AN_ANNOTATION. Annotations are immutable and
+    compare with typing's own (pure) `__eq__`, so comparing them folds on the real objects."""
+    real = v.key_object()
+    if real is None:
+        real = v.real_object()
+    if real is None:
+        try:
+            real = v.as_python()
+        except Unsupported:
+            return _NOT_AN_ANNOTATION
+    if is_constant(real) or isinstance(real, (types.UnionType, types.GenericAlias)) \
+            or type(real).__module__ == "typing" or isinstance(real, type) and type(real).__eq__ is type.__eq__:
+        return real
+    return _NOT_AN_ANNOTATION
 
 
 def _default_eq(v: Value) -> bool:

@@ -22,12 +22,12 @@ from .guards import (AliasMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch
                      TypeMatch)
 from .modelled import modelled
 from .runtime import AutocastBlock, GradModeBlock
-from .sources import AttrSource, FromNumpySource, ItemSource, Source
+from .sources import AttrSource, FromNumpySource, GenericAttrSource, ItemSource, Source
 from .values.arrays import is_numpy_constant
 from .values.numpy_functions import frame_array, shareable_tensor
 from .values.base import Const, MethodValue, Value, is_constant
 from .values.callables import CallableValue
-from .values.containers import SeqValue
+from .values.containers import SeqValue, is_plain_list_subclass
 from .values.contexts import AutocastValue, GradModeValue
 from .values.stdlib_collections import CONTAINER_TYPES, wrap_container
 from .values.dict_objects import DictObjectValue, dict_base
@@ -77,9 +77,13 @@ def _build(tracer, value, source) -> Value:
         if source is not None:
             _guard(tracer, ConstantMatch(source, value))
         return Const(value, source)
-    if type(value) in (tuple, list) or _is_namedtuple(value):
+    if type(value) in (tuple, list) or _is_namedtuple(value) or _plain_list_instance(value):
         if source is not None:
             _guard(tracer, LengthMatch(source, type(value), len(value)))
+            if type(value) not in (tuple, list):
+                _guard_class(tracer, type(value))
+            if hasattr(value, "__dict__"):      # a list subclass's instance: still no attributes of its own
+                _guard(tracer, DictKeysMatch(GenericAttrSource(source, "__dict__"), dict, ()))
         items = [wrap(tracer, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return SeqValue(items, type(value), source)
     if type(value) in CONTAINER_TYPES:
@@ -130,6 +134,11 @@ def _build(tracer, value, source) -> Value:
     if source is not None and dict_base(type(value)) is not None:
         return DictObjectValue(value, source, pin=tracer)
     return ObjectValue(value, source, pin=tracer)
+
+
+def _plain_list_instance(value) -> bool:
+    """An instance of a list subclass modelled as a list of its class: one with no attributes."""
+    return is_plain_list_subclass(type(value)) and not getattr(value, "__dict__", None)
 
 
 def _wrap_function(tracer, fn: types.FunctionType, source) -> FunctionValue:

@@ -3,6 +3,8 @@ user functions (nested three levels, recursion), methods, lambdas, and capture()
 """
 import functools
 import importlib
+import inspect
+import typing
 
 import pytest
 import torch
@@ -303,6 +305,38 @@ def _two_args(a, b):
     return a + b
 
 
+class _Marker:
+    pass
+
+
+def _annotated(x: "Tensor", *rest: _Marker, scale: "float | None" = None, mode: _Marker | str | None = None,
+               sizes: typing.Optional[typing.List[int]] = None, **extra):
+    pass
+
+
+_ANNOTATED = inspect.signature(_annotated)
+
+
+def test_signature_bind_of_tensors_and_annotation_checks():
+    """einx's argument splitting: `signature.bind(*args, **kwargs)` with tensors, the bound
+    arguments copied and completed with defaults, and each parameter's annotation compared with
+    `==` to a string or a class (typing's own comparison)."""
+    def f(x, y):
+        bound = _ANNOTATED.bind(x, y, x + 1, scale=2.0)
+        given = bound.arguments.copy()
+        bound.apply_defaults()
+        tensors = [name for name, p in _ANNOTATED.parameters.items()
+                   if p.annotation == "Tensor" or p.annotation is _Marker
+                   or p.annotation == typing.Optional[typing.List[int]]]
+        try:
+            _ANNOTATED.bind(scale=1)
+        except TypeError as e:
+            err = str(e)
+        return given["x"] * 2, sorted(given), bound.args[2] - 1, bound.kwargs, tensors, err
+
+    check(f, torch.randn(3), torch.randn(3), graphs=1)
+
+
 @functools.lru_cache
 def _feature_available(name):
     return name == "fast"
@@ -333,3 +367,25 @@ def test_torch_jit_script_function_is_traced_through_its_python_source():
     def f(x):
         return x + scripted(x.size(0), x.size(1))
     check(f, torch.randn(3, 4), graphs=1)
+
+
+def _normalized_rows(x, eps):
+    """Marked for compilers below: its Python is not traced, the graph calls it."""
+    return x / (x.norm(dim=-1, keepdim=True) + eps)
+
+
+
+def test_function_marked_with_torch_compiler_allow_in_graph_is_one_graph_op():
+    """A library's `torch.compiler.allow_in_graph` mark (einx marks its operations) puts calls to
+    the function into the graph as one op, on both engines: its body is never traced. (Marked
+    here, not at import: marking loads torch._dynamo, which loads triton, and the Triton test
+    modules must set TRITON_INTERPRET before that.)"""
+    torch.compiler.allow_in_graph(_normalized_rows)
+
+    def f(x):
+        y = _normalized_rows(x * 2, 1e-6)
+        return y.sum(-1) + 1
+
+    backend = check(f, torch.randn(3, 4), graphs=1).backend
+    targets = [n.target for n in backend.call_nodes(0) if n.op == "call_function"]
+    assert any(getattr(t, "__name__", "") == "_normalized_rows" for t in targets), targets

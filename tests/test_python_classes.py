@@ -1145,7 +1145,6 @@ def test_str_enum_comparison():
     standard(fn, 1)
 
 
-@open_issue("graphs", "typing.cast and typing.List[int] annotations evaluated in the frame")
 def test_typing_cast_and_annotations():
     def fn(x):
         y = typing.cast(torch.Tensor, torch.add(x, 1.0))

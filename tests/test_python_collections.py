@@ -1251,3 +1251,47 @@ def test_dict_keyed_by_module_objects():
         return sum(scales[m] * m(x) for m in (b, a)), a in scales, torch.nn.Identity() in scales
 
     check(fn, torch.ones(1, 2), graphs=1)
+
+
+class _Processors(list):
+    """A list that adds behaviour and overrides nothing of list's (transformers' LogitsProcessorList)."""
+    def __call__(self, x):
+        for p in self:
+            x = p(x)
+        return x
+
+    @property
+    def count(self):
+        return len(self)
+
+
+def _double(t):
+    return t * 2
+
+
+def test_list_subclass_made_in_the_frame_and_called():
+    def f(x, extra):
+        procs = _Processors()
+        procs.append(_double)
+        procs.extend(extra)
+        return procs(x), procs.count, procs[1:], isinstance(procs, _Processors), type(procs[:1]), procs + [abs]
+    check(f, torch.randn(3), [torch.neg], graphs=1)
+
+
+def test_existing_list_subclass_mutated_and_called():
+    def f(x, procs):
+        procs.append(torch.abs)
+        return procs(x), len(procs)
+    check(f, torch.randn(3), _Processors([torch.neg]), graphs=1)
+
+
+def test_list_subclass_overriding_list_behaviour_runs_its_own_code():
+    class Doubling(list):
+        def append(self, item):
+            super().append(item)
+            super().append(item)
+    def f(x, items):
+        d = Doubling(items)
+        d.append(x)
+        return len(d), d[-1] + 1
+    check(f, torch.randn(3), [1, 2], graphs=1)     # dl: breaks at Doubling(...), the rest is one graph

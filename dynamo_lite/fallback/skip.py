@@ -11,7 +11,9 @@ graph as one opaque call).
 from __future__ import annotations
 
 import builtins
+import inspect
 import os
+import sys
 import sysconfig
 import types
 import warnings
@@ -39,6 +41,13 @@ _TOOL_PACKAGES = ("numpy", "rich", "pytest", "_pytest", "pluggy", "IPython", "ip
 _skip_paths: list[str] = []
 # Pure-Python stdlib code worth tracing through (Mapping.get / __contains__ / keys over user classes).
 _INLINED_STDLIB = (os.sep + "_collections_abc.py", "<frozen _collections_abc>")
+# Pure-Python stdlib functions traced through, by code object: binding arguments to a signature
+# (einops, einx) builds a BoundArguments from the values passed.
+_INLINED_STDLIB_CODES = frozenset(
+    f.__code__ for f in (inspect.Signature.bind, inspect.Signature.bind_partial, inspect.Signature._bind,
+                         inspect.BoundArguments.__init__, inspect.BoundArguments.apply_defaults,
+                         inspect.BoundArguments.args.fget, inspect.BoundArguments.kwargs.fget,
+                         inspect.BoundArguments.signature.fget, inspect.BoundArguments.__eq__))
 _disabled_codes: "weakref.WeakSet" = weakref.WeakSet()
 _allowed_in_graph: dict[int, object] = {}
 
@@ -118,7 +127,7 @@ def call_rule(fn) -> int:
         return UNWRAP
     if getattr(fn, "__dynamo_lite_disabled__", None) is not None:
         return DISABLED
-    if id(fn) in _allowed_in_graph:
+    if id(fn) in _allowed_in_graph or _allowed_by_torch_compiler(fn):
         return GRAPH_OP
     code = getattr(fn, "__code__", None)
     if code is not None and code in _disabled_codes:
@@ -133,9 +142,24 @@ def call_rule(fn) -> int:
                 filename in _TORCH_INLINED_FILES:
             return INLINE
         return GRAPH_OP
-    if is_skipped_file(filename) and not filename.endswith(_INLINED_STDLIB):
+    if is_skipped_file(filename) and not filename.endswith(_INLINED_STDLIB) and code not in _INLINED_STDLIB_CODES:
         return SKIPPED
     return INLINE
+
+
+def _allowed_by_torch_compiler(fn) -> bool:
+    """A function a library marked with `torch.compiler.allow_in_graph` (einx marks each of its
+    operations): the library asks compilers to put calls to it in the graph as one op, as we do for
+    `dynamo_lite.allow_in_graph`. Read from torch's registry of those marks when torch has loaded
+    it (a set of ids, which the mark keeps current as functions die); never imported here."""
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    marked = getattr(rules, "_allowed_callable_ids", None)
+    if marked is None:
+        return False
+    try:
+        return id(fn) in marked
+    except Exception:                # noqa: BLE001 -- torch's private registry changed shape: no marks
+        return False
 
 
 def is_torch_namespace(obj) -> bool:

@@ -258,8 +258,9 @@ class Const(Value):
         except Exception as e:
             raise TracedException(e, f"{type(self.value).__name__}.{name}: {type(e).__name__}: {e}")
         if isinstance(value, (types.BuiltinMethodType, types.MethodType)) or callable(value) \
-                and not isinstance(value, type):
-            return MethodValue(self, name)
+                and not isinstance(value, type) \
+                and not isinstance(inspect.getattr_static(type(self.value), name, None), property):
+            return MethodValue(self, name)         # (a property's value is data: `Parameter.annotation`)
         if isinstance(self.value, inspect.Signature) and isinstance(value, _SIGNATURE_PARTS):
             return Const(value)                       # `sig.parameters`
         return frame.wrap(value, None)
@@ -270,6 +271,9 @@ class Const(Value):
             raise Unsupported(UNKNOWN_CALL, f"{type(self.value).__name__}.{name}")
         args = [consumed(frame, a) for a in args]
         if not all(v.is_python_constant() for v in [*args, *kwargs.values()]):
+            method_fn = inspect.getattr_static(type(self.value), name, None)
+            if isinstance(method_fn, types.FunctionType) and method_fn in _TRACED_CONSTANT_METHODS:
+                return frame.wrap(method_fn, None).call(frame, [self, *args], kwargs)
             raise Unsupported(TENSOR_TO_PYTHON if any(v.is_graph_value for v in [*args, *kwargs.values()])
                               else UNSUPPORTED_VALUE, f"{type(self.value).__name__}.{name}() of a traced value")
         bound = getattr(self.value, name)
@@ -326,6 +330,11 @@ def is_data(v: "Value") -> bool:
 # Immutable values whose methods are pure: calling one on constants is folded.
 PURE_CONSTANT_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset, range, slice, torch.Size, torch.dtype,
                        torch.device, type(None), inspect.Signature, inspect.Parameter, *_SIGNATURE_PARTS)
+
+
+# Python methods of constant types that, given values that are not constants, are traced (their
+# code runs on the values) instead of folded: binding arguments to a signature.
+_TRACED_CONSTANT_METHODS = (inspect.Signature.bind, inspect.Signature.bind_partial, inspect.Signature._bind)
 
 
 def _fold(fn, *args, **kwargs):

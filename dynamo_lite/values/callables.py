@@ -28,9 +28,10 @@ from ..fallback import skip
 from ..guards import CachedCallMatch, IdMatch, SubclassesMatch
 from ..modelled import modelled
 from ..runtime import AUTOCAST_DEVICES
+from ..semantics import unpack
 from ..sources import AttrSource
 from .base import HEAPTYPE, Const, MethodValue, Value, consumed, fold, is_constant, missing_attribute
-from .containers import SeqValue
+from .containers import SeqValue, is_plain_list_subclass
 from .contexts import AutocastValue, GradModeValue
 from .dict_objects import construct as construct_dict_object
 from .dict_objects import dict_base
@@ -278,6 +279,12 @@ def construct(frame, cls_value: Value, args: list, kwargs: dict) -> Value:
         return new_exception(frame, cls, args, kwargs)
     if dict_base(cls) is not None:
         return construct_dict_object(frame, cls, args, kwargs)
+    if is_plain_list_subclass(cls):
+        if kwargs:
+            raise user_error(TypeError, f"{cls.__name__}() takes no keyword arguments")
+        if len(args) > 1:
+            raise user_error(TypeError, f"{cls.__name__} expected at most 1 argument, got {len(args)}")
+        return SeqValue(unpack(frame, args[0]) if args else [], cls)
     if issubclass(cls, torch.nn.Module):
         return _new_stateless_module(cls, args, kwargs)
     if issubclass(cls, torch.Tensor):

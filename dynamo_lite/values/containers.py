@@ -32,8 +32,8 @@ from ..pyops import plain
 from ..runtime import dict_view, replace_contents
 from ..semantics import binary, load_attr, setitem, sort
 from ..sources import ObjectRefSource
-from .base import (Const, IteratorValue, MethodValue, Value, attribute_not_modelled, equal_only_if_identical, fold,
-                   is_const, is_constant, is_same, kind_name)
+from .base import (HEAPTYPE, Const, IteratorValue, MethodValue, Value, attribute_not_modelled,
+                   equal_only_if_identical, fold, is_const, is_constant, is_same, kind_name)
 
 
 def _method_name(method) -> str:
@@ -170,6 +170,12 @@ class SeqValue(ContainerValue):
     def get_iter(self, frame):
         return ListIteratorValue(self) if self.is_list else NotImplemented
 
+    def call(self, frame, args, kwargs):
+        method = inspect.getattr_static(self.cls, "__call__", None)
+        if isinstance(method, types.FunctionType):                # a subclass's own __call__
+            return MethodValue(self, method).call(frame, args, kwargs)
+        return super().call(frame, args, kwargs)
+
     def call_method(self, frame, method, args, kwargs):
         name = _method_name(method)
         if self.is_list and name in _LIST_METHODS and not isinstance(method, types.FunctionType):
@@ -187,7 +193,8 @@ class SeqValue(ContainerValue):
         if isinstance(k, bool) or not isinstance(k, (int, slice)):
             raise Unsupported(UNSUPPORTED_VALUE, f"sequence index of type {type(k).__name__}")
         if isinstance(k, slice):
-            return SeqValue(self.items[k], self.cls if self.cls in (list, tuple, torch.Size) else tuple)
+            return SeqValue(self.items[k], self.cls if self.cls in (list, tuple, torch.Size) else
+                            list if self.is_list else tuple)
         if not -len(self.items) <= k < len(self.items):
             raise user_error(IndexError, f"{self.cls.__name__} index out of range")
         return self.items[k]
@@ -252,6 +259,27 @@ class SeqValue(ContainerValue):
 
     def compare(self, frame, fn, other):
         return _fold_constants(fn, self, other)
+
+
+# What a class body holds besides its attributes (never an override of list's behaviour).
+_CLASS_BOOKKEEPING = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__",
+                                "__annotations__", "__firstlineno__", "__static_attributes__", "__orig_bases__",
+                                "__parameters__"})
+
+
+def is_plain_list_subclass(cls) -> bool:
+    """A Python subclass of list that adds methods and properties but overrides nothing list does
+    (no __init__, __getitem__, append..., no slots, no metaclass): its instances behave as lists in
+    every list operation, so they are modelled as lists of that class (transformers'
+    LogitsProcessorList: a list with a __call__)."""
+    if not isinstance(cls, type) or type(cls) is not type or not issubclass(cls, list) or cls is list:
+        return False
+    for klass in cls.__mro__[:cls.__mro__.index(list)]:
+        if not klass.__flags__ & HEAPTYPE or klass.__dict__.get("__slots__"):
+            return False
+        if (set(vars(klass)) - _CLASS_BOOKKEEPING) & set(vars(list)):
+            return False
+    return True
 
 
 def field_names(cls) -> tuple:
