@@ -45,6 +45,7 @@ class Emitter:
         self.instance_dicts = {id(d) for d in tracer.instance_dicts}
         self.pins: list = None                  # (source, local) pairs while sources are pinned
         self.temporaries = 0
+        self.frame_cells: dict = {}     # id(CellValue) -> CellVar/FreeVar, the frame's own cells at a break
 
     # ---- pinned sources -----------------------------------------------------------------------
     # Values read from the frame (an input tensor found at `lst[0]`, an object at `self.sub`) are
@@ -88,6 +89,15 @@ class Emitter:
             self.emit("LOAD_DEREF", CellVar(name))
         else:
             self.emit("LOAD_FAST", name)
+
+    def load_frame_cell(self, cell) -> bool:
+        """Push the frame's own cell object that `cell` (a CellValue) stands for; False when it is
+        not one of them (outside a graph break's code, a cell of an inlined call)."""
+        var = self.frame_cells.get(id(cell))
+        if var is None:
+            return False
+        self.emit("LOAD_CLOSURE", var)
+        return True
 
     def load_free(self, name: str):
         self.emit("LOAD_DEREF", FreeVar(name))
@@ -356,13 +366,16 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     """Code that runs the graph captured so far, rebuilds the stack and live locals, runs the
     instructions [start, end] as CPython would, and continues in a resume function."""
     code_facts = facts(code)
-    if code.co_cellvars and _closure_over_frame_cells_is_live(frame):
-        raise Unsupported(UNSUPPORTED_VALUE, "a nested function over this frame's variables is live at the break")
     last = code_facts.insts[end]
     lineno = last.positions.lineno if last.positions and last.positions.lineno else code.co_firstlineno
     original = Bytecode.from_code(code)
     prologue = _prologue(original)
     emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)}, tracer)
+    first = first_argument_for_super(code)
+    # The frame's cells are handed to the resume function as they are (resume.resume_code): a
+    # function made in the trace over one of them is rebuilt over the frame's real cell.
+    emitter.frame_cells = {id(cell): CellVar(name) if name in code.co_cellvars else FreeVar(name)
+                           for name, cell in frame.cells.items() if name != first}
     seen: set = set()
     for v in tracer.effects.values():
         emitter.count_shared(v, seen)
@@ -400,7 +413,6 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     # What the resume function(s) get besides the stack — the first argument for super(), live
     # locals, cells — is rebuilt now, inside the guarded range (before any effect is replayed and
     # before the break's instructions run), into temporaries.
-    first = first_argument_for_super(code)
     first_value = frame.cells[first].contents if first in frame.cells else frame.locals.get(first)
     first = first if first_value is not None else ""
     offsets = [code_facts.insts[end + 1].offset] if last.opname not in _NO_RESUME_AFTER else []
@@ -408,12 +420,13 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
         offsets.append(last.argval)
     lives = {offset: tuple(sorted(name for name in code_facts.live_at(offset) if name in frame.locals
                                   and name != first)) for offset in offsets}
-    cells = tuple(name for name in code.co_cellvars if name != first and frame.cells.get(name) is not None
-                  and frame.cells[name].contents is not None)
+    shared = tuple(name for name in code.co_cellvars if name != first)
+    written = tuple(name for name in shared if frame.cells.get(name) is not None
+                    and frame.cells[name].contents is not None)
     arguments = {}          # what a resume argument is -> the temporary holding it
     for kind, name, value in ([("first", first, first_value)] if first else []) + \
             [("local", n, frame.locals[n]) for n in sorted(set().union(*lives.values()))] + \
-            [("cell", n, frame.cells[n].contents) for n in cells]:
+            [("cell", n, frame.cells[n].contents) for n in written]:
         if isinstance(value, Value):
             emitter.value(value)
         else:                                       # an argument the trace never read
@@ -422,18 +435,23 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
         emitter.emit("STORE_FAST", arguments[kind, name])
     if not exits:
         emitter.end_guarded()
+    for name in written:                 # the trace's writes to the frame's cells, into the real ones
+        emitter.emit("LOAD_FAST", arguments["cell", name])
+        emitter.emit("STORE_DEREF", CellVar(name))
     emitter.replay(tracer)
 
     def call_resume(offset):
         for i in reversed(range(len(nulls))):
             emitter.emit("STORE_FAST", f"___break_stack{i}")
         live = lives[offset]
-        resume = resume_code(code, offset, nulls, live, cells, first)
+        resume = resume_code(code, offset, nulls, live, shared, first)
         emitter.emit("PUSH_NULL")
-        if code.co_freevars:
+        if code.co_freevars or shared:
             for name in code.co_freevars:
                 emitter.emit("LOAD_CLOSURE", FreeVar(name))
-            emitter.emit("BUILD_TUPLE", len(code.co_freevars))
+            for name in shared:
+                emitter.emit("LOAD_CLOSURE", CellVar(name))
+            emitter.emit("BUILD_TUPLE", len(code.co_freevars) + len(shared))
             emitter.const(resume)
             emitter.emit("MAKE_FUNCTION", 0x08)
         else:
@@ -445,9 +463,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
                 emitter.emit("LOAD_FAST", f"___break_stack{i}")
         for name in live:
             emitter.emit("LOAD_FAST", arguments["local", name])
-        for name in cells:
-            emitter.emit("LOAD_FAST", arguments["cell", name])
-        emitter.out.extend(instrs_call(bool(first) + len(live) + len(cells) + nulls.count(False), lineno))
+        emitter.out.extend(instrs_call(bool(first) + len(live) + nulls.count(False), lineno))
         emitter.emit("RETURN_VALUE")
 
     handler = Label() if exits else None
@@ -495,23 +511,6 @@ def block_exits(frame, code_facts, offset: int) -> list:
         raise Unsupported(UNSUPPORTED_VALUE, "the break is inside a `with` block on a context manager "
                                              "other than a grad mode or autocast")
     return exits
-
-
-def _closure_over_frame_cells_is_live(frame) -> bool:
-    """The resume function gets fresh cells, so a closure made before the break that still holds
-    the old ones would see neither side's later writes."""
-    cells = {id(c) for c in frame.cells.values()}
-    seen = set()
-
-    def holds(v) -> bool:
-        if not isinstance(v, Value) or id(v) in seen:
-            return False
-        seen.add(id(v))
-        return any(id(c) in cells or holds(c) for c in v.children())
-
-    values = list(frame.stack) + [v for v in frame.locals.values() if isinstance(v, Value)]
-    values += [c.contents for c in frame.cells.values() if isinstance(c.contents, Value)]
-    return any(holds(v) for v in values)
 
 
 def _check_layout(old: types.CodeType, new: types.CodeType):

@@ -234,9 +234,13 @@ class Tracer:
         code = self.code
         nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
         locals_ = {name: LazyValue(value, LocalSource(name)) for name, value in zip(code.co_varnames[:nargs], self.args)}
-        closure = tuple(CellValue(LazyValue(cell.cell_contents, ClosureSource(i, name)) if _cell_full(cell) else None)
-                        for i, (name, cell) in enumerate(zip(code.co_freevars, self.func.__closure__ or ())))
-        return Frame(self, code, self.root_globals, locals_, closure)
+        closure = []
+        for i, (name, cell) in enumerate(zip(code.co_freevars, self.func.__closure__ or ())):
+            value = CellValue(LazyValue(cell.cell_contents, ClosureSource(i, name)) if _cell_full(cell) else None,
+                              root_name=name)
+            self.remember(cell, value)       # a function called here over the same cell gets this value
+            closure.append(value)
+        return Frame(self, code, self.root_globals, locals_, tuple(closure))
 
     def run(self, frame: Frame) -> Value:
         insts = frame.instructions

@@ -10,7 +10,7 @@ from __future__ import annotations
 import types
 import weakref
 
-from bytecode import Bytecode, CellVar, Instr, Label, TryBegin, TryEnd
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .code_facts import facts
 
@@ -18,13 +18,15 @@ _RESUME_CODES: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakK
 
 
 def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tuple,
-                cells: tuple = (), first: str = "") -> types.CodeType:
+                shared: tuple = (), first: str = "") -> types.CodeType:
     """The continuation of `code` at `offset`, taking (`first`, the non-NULL stack items, the `live`
-    locals, then the contents of the cell variables in `cells` (fresh cells are made for them).
+    locals) as arguments. The cell variables in `shared` are not made anew: they become free
+    variables of the continuation, which is given the broken frame's own cells, so functions made
+    before the break that close over them and the code after it see one variable.
 
     `first` is the original first argument when the code uses zero-argument super(), which
     CPython resolves from the frame's first local."""
-    key = (offset, stack_nulls, live, cells, first)
+    key = (offset, stack_nulls, live, shared, first)
     per_code = _RESUME_CODES.setdefault(code, {})
     if key in per_code:
         return per_code[key]
@@ -60,9 +62,14 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
                 item = TryEnd(reopened[id(item.entry)])
         body.append(item)
     lineno = next((i.lineno for i in body if isinstance(i, Instr) and i.lineno), code.co_firstlineno)
-    prologue = [Instr("MAKE_CELL", CellVar(name), lineno=lineno) for name in code.co_cellvars]
-    if code.co_freevars:
-        prologue.append(Instr("COPY_FREE_VARS", len(code.co_freevars), lineno=lineno))
+    if shared:
+        body = [_as_free(i) if isinstance(i, Instr) and isinstance(i.arg, CellVar) and i.arg.name in shared else i
+                for i in body]
+    own_cells = [name for name in code.co_cellvars if name not in shared]
+    freevars = list(code.co_freevars) + list(shared)
+    prologue = [Instr("MAKE_CELL", CellVar(name), lineno=lineno) for name in own_cells]
+    if freevars:
+        prologue.append(Instr("COPY_FREE_VARS", len(freevars), lineno=lineno))
     prologue.append(Instr("RESUME", 0, lineno=lineno))
     args = []
     for i, is_null in enumerate(stack_nulls):
@@ -74,13 +81,21 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
     prologue.append(Instr("JUMP_FORWARD", label, lineno=lineno))
     bc.clear()
     bc.extend(prologue + body)
-    bc.argnames = ([first] if first else []) + args + list(live) + list(cells)
+    bc.cellvars = own_cells
+    bc.freevars = freevars
+    bc.argnames = ([first] if first else []) + args + list(live)
     bc.argcount = len(bc.argnames)
     bc.posonlyargcount = bc.kwonlyargcount = 0
     bc.flags = bc.flags & ~(0x04 | 0x08)         # no *args / **kwargs: everything is positional now
     bc.qualname = f"{code.co_qualname}.<resume at {offset}>"
     new = bc.to_code()
     per_code[key] = new
+    return new
+
+
+def _as_free(instr: Instr) -> Instr:
+    new = instr.copy()
+    new.arg = FreeVar(instr.arg.name)
     return new
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from dyn_programs import open_issue, standard
-from harness import Graphs, check
+from harness import CountingBackend, Graphs, call_both, capture, check
 
 # -- functools.partial ----------------------------------------------------------------------------
 
@@ -521,9 +521,9 @@ def test_exception_args_and_str():
 
 
 def test_function_made_in_the_frame_lives_across_a_graph_break():
-    """A nested function that closes over nothing of the frame is rebuilt for the code after a
-    break (same code, defaults and attributes), and guarded by its code, not its identity, there;
-    one closing over the frame's variables cannot be."""
+    """A nested function made before a break is rebuilt for the code after it (same code,
+    defaults, attributes and cells) and guarded by its code, not its identity, there. One closing
+    over the frame's variables shares them with the code after the break: a write there is seen."""
     def f(x):
         def scale(t, k=2):
             return t * k
@@ -537,6 +537,36 @@ def test_function_made_in_the_frame_lives_across_a_graph_break():
             return t * k
         y = x + 1
         print("break")
-        return scale(y)
+        k = 5
+        return scale(y), k
     check(f, torch.randn(3), graphs=2)
-    check(g, torch.randn(3), graphs=2)     # dl: g runs eagerly from the break; scale is then captured itself
+    check(g, torch.randn(3), graphs=2)
+
+
+def test_closure_writes_across_a_graph_break_and_into_the_callers_cells():
+    def outer():
+        total = 0
+
+        def bump(t):
+            nonlocal total
+            total += 1
+            return t * total
+
+        def f(x):
+            nonlocal total
+            items = []
+            def add(t):
+                items.append(bump(t))
+            add(x)
+            print("break")
+            add(x + 1)
+            total += 10
+            return items, total, bump(x)
+        return f
+
+    eager, backend = outer(), CountingBackend()
+    captured = capture(outer(), backend=backend)      # its own cells: the state is per side
+    x = torch.randn(3)
+    call_both(eager, captured, (x,), {}, "first call")
+    assert backend.count == 2, backend.count       # the graphs before and after the break
+    call_both(eager, captured, (x,), {}, "second call")     # (`total` changed: ints are specialized)

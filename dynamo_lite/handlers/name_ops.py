@@ -111,8 +111,10 @@ def load_deref(frame, inst):
 def store_deref(frame, inst):
     cell = frame.cells[inst.argval]
     value = frame.pop()
-    if cell.source is not None or (frame.parent is None and inst.argval in frame.code.co_freevars):
-        frame.tracer.effects.store_cell(cell, inst.argval, frame.parent is None)
+    if cell.root_name is not None:               # a free variable of the captured frame
+        frame.tracer.effects.store_cell(cell, cell.root_name, True)
+    elif cell.source is not None:
+        frame.tracer.effects.store_cell(cell, inst.argval, False)
     cell.contents = value
 
 

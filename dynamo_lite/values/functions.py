@@ -122,12 +122,15 @@ class FunctionValue(Value):
 
 
 class CellValue(Value):
-    """A closure cell created while tracing (or a real cell's contents we track)."""
-    __slots__ = ("contents",)
+    """A closure cell created while tracing (or a real cell's contents we track). `root_name`: the
+    free variable of the captured frame this cell is (written back there after the graph, whichever
+    function wrote it)."""
+    __slots__ = ("contents", "root_name")
 
-    def __init__(self, contents=None, source=None):
+    def __init__(self, contents=None, source=None, root_name=None):
         super().__init__(source)
         self.contents = contents
+        self.root_name = root_name
 
     def python_type(self):
         return types.CellType
@@ -137,6 +140,12 @@ class CellValue(Value):
 
     def children(self):
         return (self.contents,) if isinstance(self.contents, Value) else ()
+
+    def rebuild(self, em):
+        if self.source is not None:
+            em.load_source(self.source)
+        elif not em.load_frame_cell(self):
+            raise Unsupported(UNSUPPORTED_VALUE, "cannot return a closure cell made in captured code")
 
 
 class ClosureValue(Value):
@@ -187,13 +196,13 @@ class ClosureValue(Value):
         self.attrs[name] = value           # a function made in this trace: nothing outside sees it yet
 
     def rebuild(self, em):
-        """A new function object with the same code, globals, defaults and attributes. Its cells
-        must be ones that exist outside the trace (reloaded, so the new function shares them);
-        a cell made by this frame lives only in the frame being resumed."""
+        """A new function object with the same code, globals, defaults and attributes, over the
+        same cells: ones that exist outside the trace (reloaded), or the frame's own cells at a
+        graph break (which the code after the break shares, codegen.make_break_code)."""
         if self.source is not None:
             em.load_source(self.source)
             return
-        if any(cell.source is None for cell in self.closure):
+        if any(cell.source is None and id(cell) not in em.frame_cells for cell in self.closure):   # early refusal
             raise Unsupported(UNSUPPORTED_VALUE, "cannot return a function closing over this frame's variables "
                                                  "from captured code")
         em.call_const(_make_function, [
