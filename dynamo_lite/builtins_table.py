@@ -25,6 +25,7 @@ from . import semantics
 from .breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE, TracedException, Unsupported,
                      user_error)
 from .guards import NoModesMatch
+from .fallback import skip
 from .modelled import models
 from .pyops import BINARY_OPS, COMPARE_OPS
 from .values import itertools_values  # noqa: F401  (registers the itertools as modelled callables)
@@ -75,8 +76,27 @@ def _is_instance(frame, obj: Value, cls) -> bool:
         return any(_is_instance(frame, obj, c) for c in cls)
     check = python_function(type(cls), "__instancecheck__")
     if check is not None and check is not abc.ABCMeta.__instancecheck__:   # ABCMeta's: its subclass check
+        if skip.call_rule(check) != skip.INLINE:
+            # a library's metaclass check (typing's TypedDict and Protocol classes): run for real
+            # on an object that is a constant (it may read the object), else not modelled
+            real = _constant_or_missing(obj)
+            if real is not _MISSING:
+                return fold(isinstance, real, cls)
         return FunctionValue(check).call(frame, [frame.wrap(cls, None), obj], {}).truthy(frame)
     return fold(issubclass, obj.python_type(), cls)
+
+
+_MISSING = object()
+
+
+def _constant_or_missing(v: Value):
+    """The real value of a constant, or of a dict / list of constants made in the trace (a copy:
+    nothing can change it behind the fold); _MISSING otherwise."""
+    try:
+        real = v.as_python()
+    except Unsupported:
+        return _MISSING
+    return real if is_constant(real) or type(real) in (dict, list) and v.source is None else _MISSING
 
 
 @models(issubclass)

@@ -56,6 +56,11 @@ def _child(name: str, options: ReportOptions, conn) -> None:
         # warnings in --compare runs, transformers' fallback notices) off the terminal
         for noisy in ("torch._dynamo", "torch._inductor", "transformers"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
+        import torch
+        # parallel models share the machine's cores: without this each process runs torch's
+        # thread pool on all of them, and the spin-waiting of oversubscribed pools makes the
+        # timings of small models noise (tens of times their real value, at random)
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, options.jobs)))
         from corpus import registry
         from corpus.survey import survey_model, warm_up
         if options.paths:

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from dyn_programs import open_issue, standard
-from harness import check, check_calls
+from harness import check, check_calls, skip_in_reference
 
 # -- arithmetic and comparison dunders --------------------------------------------------------
 
@@ -691,6 +691,35 @@ def test_isinstance_with_instancecheck_metaclass():
         return x - 1
 
     check(fn, torch.rand(4), A(), graphs=1)
+
+
+class _RopeParams(typing.TypedDict):
+    rope_theta: float
+
+
+@typing.runtime_checkable
+class _HasLayers(typing.Protocol):
+    layers: list
+
+
+@skip_in_reference("TorchDynamo does not raise TypedDict's TypeError in isinstance: a wrong result")
+def test_isinstance_against_typing_classes_runs_their_checks():
+    """huggingface_hub's strict dataclasses check field values against annotations: isinstance
+    with a TypedDict raises TypeError (caught), a runtime Protocol checks the object's attributes."""
+    def fn(x, value):
+        try:
+            ok = isinstance(value, _RopeParams)
+        except TypeError as e:
+            ok = str(e)
+        made = {"rope_theta": 1.0}
+        try:
+            isinstance(made, _RopeParams)
+        except TypeError:
+            x = x + 1
+        return x * 2, ok, isinstance(None, _HasLayers), isinstance(3, (int, _RopeParams))
+
+    check(fn, torch.rand(4), None, graphs=1)
+    check(fn, torch.rand(4), 10000.0, graphs=1)
 
 
 def test_abstract_base_class_default_argument():

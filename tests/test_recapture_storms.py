@@ -101,6 +101,33 @@ def test_what_the_function_is_made_of_is_still_guarded():
     assert backend.count == 5
 
 
+class _Cache:
+    """A fresh state object per call (transformers' DynamicCache is built by each generate())."""
+    def __init__(self):
+        self.layers = []
+
+
+def _update(x, cache=None):
+    if cache is None:
+        cache = _Cache()
+    if cache is not None and len(cache.layers) == 0:
+        cache.layers.append(x)
+    return x * len(cache.layers), cache is not None
+
+
+def test_a_fresh_object_tested_with_is_none_is_captured_once():
+    """`cache is None` is decided by the value's guarded type: testing it pins no identity."""
+    backend = CountingBackend()
+    captured = dl.capture(_update, backend=backend)
+    for _ in range(20):
+        x = torch.randn(4)
+        got, expected = captured(x, _Cache()), _update(x, _Cache())
+        torch.testing.assert_close(got, expected)
+    assert backend.count == 1
+    torch.testing.assert_close(captured(x), _update(x))          # None itself: another graph
+    assert backend.count == 2
+
+
 def test_a_function_with_attributes_is_guarded_by_identity():
     def tagged():
         def fn(t):

@@ -521,11 +521,12 @@ def is_same(a: Value, b: Value) -> Optional[bool]:
     """`a is b`, when it can be decided (None when it cannot: a tuple made while tracing)."""
     if a is b:
         return True
+    for x, y in ((a, b), (b, a)):     # `v is None` is decided without v's identity (nothing pinned)
+        if isinstance(x, Const) and x.value is None:
+            return isinstance(y, Const) and y.value is None   # a value that is not a constant is never None
     ia, ib = a.identity(), b.identity()
     if ia is not None and ib is not None:
         return ia == ib
-    if isinstance(a, Const) and a.value is None or isinstance(b, Const) and b.value is None:
-        return False          # a value that is not a constant is never None
     return None
 
 
