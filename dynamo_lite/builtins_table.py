@@ -34,7 +34,7 @@ from .values.base import Const, IteratorValue, MethodValue, Value, fold, is_cons
 from .values.containers import (ContainerValue, DictValue, DictViewValue, SeqValue, SetValue, mapping_pairs,
                                 real_operand)
 from .values.dict_objects import NewDictObjectValue, dict_base
-from .values.functions import ClosureValue, FunctionValue, PartialValue
+from .values.functions import ClosureValue, FunctionValue, OperatorGetterValue, PartialValue
 from .values.iterators import (CallIterator, LazyIterator, ReversedSequenceIterator, make_enumerate, make_filter,
                                make_map, make_zip)
 from .values.objects import NewObjectValue, ObjectValue, SuperValue, python_function
@@ -576,6 +576,26 @@ def _partial(frame, args, kwargs):
     if isinstance(func, PartialValue):          # partial(partial(f, a), b) is partial(f, a, b)
         return PartialValue(func.func, [*func.args, *args[1:]], {**func.keywords, **kwargs})
     return PartialValue(func, args[1:], kwargs)
+
+
+def _operator_getter(cls):
+    def handler(frame, args, kwargs):
+        if cls is operator.methodcaller:
+            if not args or not isinstance(args[0], Const) or not isinstance(args[0].value, str):
+                raise user_error(TypeError, "method name must be a string")
+            return OperatorGetterValue(cls, args[:1], args[1:], kwargs)
+        if kwargs:
+            raise user_error(TypeError, f"{cls.__name__}() takes no keyword arguments")
+        if not args:
+            raise user_error(TypeError, f"{cls.__name__} expected 1 argument, got 0")
+        if cls is operator.attrgetter and not all(isinstance(a, Const) and isinstance(a.value, str) for a in args):
+            raise user_error(TypeError, "attribute name must be a string")
+        return OperatorGetterValue(cls, args)
+    return handler
+
+
+for _getter in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
+    models(_getter)(_operator_getter(_getter))
 
 
 @models(functools.reduce)

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from dyn_programs import open_issue, standard
-from harness import check, check_calls, skip_in_reference
+from harness import CountingBackend, capture, check, check_calls, skip_in_reference
 
 # -- arithmetic and comparison dunders --------------------------------------------------------
 
@@ -1137,13 +1137,22 @@ def test_enum_member_argument():
     check(fn, torch.randn(3), Color.GREEN, graphs=1)
 
 
-@open_issue("graphs", "len() of an Enum class")
 def test_enum_as_dict_key():
     def fn(x):
         table = {Color.RED: 2.0, Color.GREEN: 3.0}
         return x * table[Color.GREEN] + len(Color)
 
     standard(fn, 1)
+
+
+def test_enum_class_iterated_and_tested():
+    def fn(x):
+        total = x
+        for c in Color:
+            total = total + c.value
+        return total, list(Color), Color.RED in Color, len(Color), [c.name for c in reversed(list(Color))]
+
+    check(fn, torch.randn(3), graphs=1)
 
 
 def test_enum_default_argument():
@@ -1186,7 +1195,6 @@ def test_typing_cast_and_annotations():
     standard(fn, 1)
 
 
-@open_issue("graphs", "operator.attrgetter / itemgetter / methodcaller")
 def test_operator_attrgetter_itemgetter_methodcaller():
     class Holder:
         def __init__(self, w):
@@ -1200,6 +1208,45 @@ def test_operator_attrgetter_itemgetter_methodcaller():
         return get_w(h) + second([x, x * 2]) + call_sum(x)
 
     standard(fn, 1)
+
+
+def test_operator_getters_made_in_the_frame_escape_and_raise_as_eager():
+    class Inner:
+        def __init__(self, v):
+            self.v = v
+
+    class Holder:
+        def __init__(self, w):
+            self.inner = Inner(w)
+
+    def fn(x):
+        pair = operator.itemgetter(0, -1)
+        deep = operator.attrgetter("inner.v", "inner")
+        scaled = operator.methodcaller("mul", 3)
+        a, b = pair([x, x + 1, x + 2])
+        v, inner = deep(Holder(x * 2))
+        try:
+            operator.itemgetter(5)([x])
+        except IndexError as e:
+            err = str(e)
+        return a + b + v, isinstance(inner, Inner), scaled(x), err, sorted([(2, "b"), (1, "a")],
+                                                                            key=operator.itemgetter(1))
+
+    check(fn, torch.randn(3), graphs=1)
+
+
+@skip_in_reference("TorchDynamo returns a Python function in place of the operator.itemgetter")
+def test_operator_getter_made_in_the_frame_is_returned():
+    def fn(x):
+        return x + 1, operator.itemgetter(0, -1), operator.methodcaller("split", ",", maxsplit=1)
+
+    backend = CountingBackend()
+    x = torch.randn(3)
+    y, pair, splitter = capture(fn, backend=backend)(x)
+    torch.testing.assert_close(y, x + 1)
+    assert backend.count == 1
+    assert type(pair) is operator.itemgetter and pair([1, 2, 3]) == (1, 3)
+    assert type(splitter) is operator.methodcaller and splitter("a,b,c") == ["a", "b,c"]
 
 
 def test_object_with_torch_function_is_tensor_like():

@@ -450,7 +450,6 @@ def test_exception_in_inlined_call_caught_by_caller():
     standard(fn, 1)
 
 
-@open_issue("eager", "`with contextlib.suppress(...)`")
 def test_contextlib_suppress():
     def fn(x, d):
         v = 1.0
@@ -461,7 +460,6 @@ def test_contextlib_suppress():
     check(fn, torch.randn(3), {}, graphs=1)
 
 
-@open_issue("eager", "`with` on a user class with __enter__/__exit__")
 def test_user_context_manager_class():
     class Tracker:
         def __init__(self):
@@ -484,7 +482,6 @@ def test_user_context_manager_class():
     standard(fn, 1)
 
 
-@open_issue("eager", "`with` on a @contextlib.contextmanager generator")
 def test_contextmanager_decorator():
     @contextlib.contextmanager
     def scope(log):
@@ -570,3 +567,71 @@ def test_closure_writes_across_a_graph_break_and_into_the_callers_cells():
     call_both(eager, captured, (x,), {}, "first call")
     assert backend.count == 2, backend.count       # the graphs before and after the break
     call_both(eager, captured, (x,), {}, "second call")     # (`total` changed: ints are specialized)
+
+
+class _Recorder:
+    """A context manager written in Python: records enter/exit and what __exit__ was given."""
+    def __init__(self, log, suppress=False):
+        self.log, self.suppress = log, suppress
+
+    def __enter__(self):
+        self.log.append("enter")
+        return len(self.log)
+
+    def __exit__(self, typ, value, tb):
+        self.log.append(("exit", None if typ is None else typ.__name__))
+        return self.suppress
+
+
+@contextlib.contextmanager
+def _scaled(log, k):
+    log.append("in")
+    try:
+        yield k
+    finally:
+        log.append("out")
+
+
+def test_with_blocks_on_python_context_managers_exit_as_eager():
+    """__exit__ runs on the normal path and on an exception (which it may suppress); the value of
+    __enter__ is bound by `as`; nested managers unwind innermost first."""
+    def fn(x, d):
+        log = []
+        with _Recorder(log) as n, _scaled(log, 2.0) as k:
+            y = x * k + n
+        with _Recorder(log, suppress=True):
+            y = y + d["missing"]
+        try:
+            with _Recorder(log):
+                y = y + d["missing"]
+        except KeyError as e:
+            log.append(e.args)
+        with contextlib.suppress(KeyError, IndexError):
+            [][1]
+        return y, log
+
+    check(fn, torch.randn(3), {}, graphs=1)
+
+
+def test_exception_thrown_into_a_contextmanager_generator_and_a_break_inside_a_with_block():
+    """Throwing into the generator and breaking inside a traced `with` block are not modelled:
+    the frame runs eagerly, with eager's result and log."""
+    def throws(x, d):
+        log = []
+        try:
+            with _scaled(log, 3.0):
+                x = x + d["missing"]
+        except KeyError:
+            log.append("caught")
+        return x * 2, log
+
+    def breaks(x):
+        log = []
+        with _Recorder(log):
+            y = x * 2
+            print("inside")
+        return y + 1, log
+
+    check(throws, torch.randn(3), {}, graphs=Graphs(torch=1, dl=0, why="the exception thrown into the "
+                                                                        "generator (gen.throw) is not modelled"))
+    check(breaks, torch.randn(3), graphs=0)        # both engines run it eagerly

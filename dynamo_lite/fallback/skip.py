@@ -11,6 +11,7 @@ graph as one opaque call).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import inspect
 import os
 import sys
@@ -42,12 +43,17 @@ _skip_paths: list[str] = []
 # Pure-Python stdlib code worth tracing through (Mapping.get / __contains__ / keys over user classes).
 _INLINED_STDLIB = (os.sep + "_collections_abc.py", "<frozen _collections_abc>")
 # Pure-Python stdlib functions traced through, by code object: binding arguments to a signature
-# (einops, einx) builds a BoundArguments from the values passed.
+# (einops, einx) builds a BoundArguments from the values passed; `contextlib.contextmanager`
+# and `contextlib.suppress` context managers are entered and left in the trace.
 _INLINED_STDLIB_CODES = frozenset(
     f.__code__ for f in (inspect.Signature.bind, inspect.Signature.bind_partial, inspect.Signature._bind,
                          inspect.BoundArguments.__init__, inspect.BoundArguments.apply_defaults,
                          inspect.BoundArguments.args.fget, inspect.BoundArguments.kwargs.fget,
-                         inspect.BoundArguments.signature.fget, inspect.BoundArguments.__eq__))
+                         inspect.BoundArguments.signature.fget, inspect.BoundArguments.__eq__,
+                         contextlib.contextmanager(lambda: iter(())),
+                         contextlib._GeneratorContextManagerBase.__init__,
+                         contextlib._GeneratorContextManager.__enter__, contextlib._GeneratorContextManager.__exit__,
+                         contextlib.suppress.__init__, contextlib.suppress.__enter__, contextlib.suppress.__exit__))
 _disabled_codes: "weakref.WeakSet" = weakref.WeakSet()
 _allowed_in_graph: dict[int, object] = {}
 

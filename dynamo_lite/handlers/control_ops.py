@@ -1,14 +1,18 @@
 """Jumps, loops, returns, `with` blocks, generators (yield, yield from), raise and except blocks."""
 from __future__ import annotations
 
+import types
+
 from .. import breaks
 from ..breaks import TracedException, Unsupported
 from ..compat import (FOR_ITER_SKIPS_END_FOR, POP_JUMP_IF_FALSE, POP_JUMP_IF_NONE, POP_JUMP_IF_NOT_NONE,
                       POP_JUMP_IF_TRUE, SEND_KEEPS_RECEIVER, UNCONDITIONAL_JUMPS)
 from ..semantics import call, get_iter, load_attr, next_item, truthy
-from ..values.base import Const, Value
+from ..fallback import skip
+from ..values.base import Const, MethodValue, Value, kind_name
+from ..values.functions import FunctionValue
 from ..values.iterators import GeneratorValue, send_to
-from ..values.objects import plain_exception_class
+from ..values.objects import plain_exception_class, python_function
 from ..values.contexts import block_exit
 from ..values.objects import ObjectValue
 from ..values.tensors import TensorValue
@@ -188,14 +192,37 @@ def end_send(frame, inst):
 
 @handler("BEFORE_WITH")
 def before_with(frame, inst):
+    """`with manager:`. A grad mode or autocast block is modelled (a break inside it resumes
+    inside it); any other manager whose class has Python `__enter__` and `__exit__` (a user
+    class, `contextlib.contextmanager`, `contextlib.suppress`) has them inlined, looked up on the
+    class as CPython does (a break inside such a block runs the frame eagerly)."""
     manager = frame.pop()
+    methods = _python_context_methods(manager)
+    if methods is not None:
+        enter, exit_ = methods
+        entered = FunctionValue(enter).call(frame, [manager], {})
+        frame.push(MethodValue(manager, exit_))
+        frame.push(entered)
+        return
     exit_fn = load_attr(frame, manager, "__exit__")
     if block_exit(exit_fn) is None:
-        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"`with` on {type(manager).__name__} (only torch grad modes "
-                                                    "and autocast)")
+        raise Unsupported(breaks.UNSUPPORTED_VALUE, f"`with` on {kind_name(manager)} (its __enter__/__exit__ are "
+                                                    "not Python code we trace)")
     entered = call(frame, load_attr(frame, manager, "__enter__"), [], {})
     frame.push(exit_fn)
     frame.push(entered)
+
+
+def _python_context_methods(manager: Value):
+    """(`__enter__`, `__exit__`) of the manager's class when both are Python functions we trace."""
+    try:
+        cls = manager.python_type()
+    except NotImplementedError:
+        return None
+    enter, exit_ = python_function(cls, "__enter__"), python_function(cls, "__exit__")
+    if enter is None or exit_ is None or skip.call_rule(enter) != skip.INLINE or skip.call_rule(exit_) != skip.INLINE:
+        return None
+    return enter, exit_
 
 
 # ---- exceptions ----------------------------------------------------------------------------
@@ -241,10 +268,13 @@ def reraise(frame, inst):
 
 @handler("WITH_EXCEPT_START")
 def with_except_start(frame, inst):
-    """An exception leaving a grad-mode or autocast `with` block: its __exit__ runs (restoring the
-    state) and does not suppress it. Stack: exit function, lasti, previous exception, exception."""
+    """An exception leaving a `with` block: its __exit__ runs — a grad mode's or autocast's
+    restores the state and does not suppress it; a traced Python __exit__ decides by its result
+    (the next instruction jumps on it). Stack: exit function, lasti, previous exception, exception."""
     exit_fn, exc = frame.stack[-4], frame.stack[-1]
-    if not (block_exit(exit_fn) is not None and isinstance(exc, ObjectValue) and isinstance(exc.obj, BaseException)):
+    traced_exit = block_exit(exit_fn) is not None or isinstance(exit_fn, MethodValue) \
+        and isinstance(exit_fn.fn, types.FunctionType)
+    if not (traced_exit and isinstance(exc, ObjectValue) and isinstance(exc.obj, BaseException)):
         raise Unsupported(breaks.UNSUPPORTED_OPCODE, "WITH_EXCEPT_START (an exception leaving a `with` block)")
     frame.push(call(frame, exit_fn, [Const(type(exc.obj)), exc, Const(exc.obj.__traceback__)], {}))
 

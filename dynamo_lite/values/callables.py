@@ -13,6 +13,7 @@ dict subclasses, grad modes, autocast and tensor-free torch.nn modules.
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import inspect
 import operator
@@ -62,6 +63,23 @@ class CallableValue(Value):
 
     def truthy(self, frame):
         return True
+
+    # An Enum class is a fixed sequence of its members (guarded by the class's identity):
+    # len(Color), `for c in Color`, `Color.RED in Color` read them as they are.
+    def length(self, frame):
+        if isinstance(self.fn, enum.EnumMeta):
+            return Const(len(self.fn))
+        return super().length(frame)
+
+    def unpack(self, frame):
+        if isinstance(self.fn, enum.EnumMeta):
+            return [frame.wrap(member, None) for member in self.fn]
+        return super().unpack(frame)
+
+    def contains(self, frame, item):
+        if isinstance(self.fn, enum.EnumMeta):
+            return fold(operator.contains, self.fn, item.as_python())    # enum's own rules, per Python version
+        return super().contains(frame, item)
 
     def rebuild(self, em):
         if self.source is not None:

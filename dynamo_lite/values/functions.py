@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import types
 
 from ..breaks import (DISABLED_FUNCTION, EXPLICIT_BREAK, PRINT_OR_LOG, SKIPPED_FILE, UNSUPPORTED_ATTRIBUTE,
                       UNSUPPORTED_VALUE,
                       TracedException, Unsupported, user_error)
 from ..fallback import skip
+from .. import semantics
 from ..semantics import modelled
 from ..sources import AttrSource, ItemSource
 from .base import Const, LazyValue, Value, is_constant, missing_attribute
@@ -267,6 +269,58 @@ class PartialValue(Value):
             return
         em.call_const(_make_partial, [lambda: em.value(self.func), lambda: em.build_tuple(self.args),
                                       lambda: em.build_map(self.keywords)])
+
+
+class OperatorGetterValue(Value):
+    """`operator.itemgetter(*items)`, `attrgetter(*names)` or `methodcaller(name, *args, **kw)`
+    made in the trace: calling it does the item / attribute reads or the method call on the
+    argument, as the C object would."""
+    __slots__ = ("cls", "items", "args", "kwargs")
+
+    def __init__(self, cls, items: list, args=(), kwargs=None, source=None):
+        super().__init__(source)
+        self.cls, self.items, self.args, self.kwargs = cls, list(items), list(args), dict(kwargs or {})
+
+    def python_type(self):
+        return self.cls
+
+    def identity(self):
+        return id(self)
+
+    def truthy(self, frame):
+        return True
+
+    def children(self):
+        return (*self.items, *self.args, *self.kwargs.values())
+
+    def call(self, frame, args, kwargs):
+        if len(args) != 1 or kwargs:
+            raise user_error(TypeError, f"{self.cls.__name__} expected 1 argument, got {len(args) + len(kwargs)}")
+        obj = args[0]
+        if self.cls is operator.methodcaller:
+            name = self.items[0].as_python()
+            return semantics.call(frame, semantics.load_attr(frame, obj, name), self.args, self.kwargs)
+        if self.cls is operator.itemgetter:
+            got = [semantics.getitem(frame, obj, item) for item in self.items]
+        else:
+            got = []
+            for item in self.items:
+                value = obj
+                for part in item.as_python().split("."):
+                    value = semantics.load_attr(frame, value, part)
+                got.append(value)
+        return got[0] if len(got) == 1 else SeqValue(got, tuple)
+
+    def rebuild(self, em):
+        if self.source is not None:
+            em.load_source(self.source)
+            return
+        em.call_const(_make_operator_getter, [lambda: em.const(self.cls), lambda: em.build_tuple(self.items),
+                                              lambda: em.build_tuple(self.args), lambda: em.build_map(self.kwargs)])
+
+
+def _make_operator_getter(cls, items, args, kwargs):
+    return cls(items[0], *args, **kwargs) if cls is operator.methodcaller else cls(*items)
 
 
 def _make_partial(func, args, keywords):
