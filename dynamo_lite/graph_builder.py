@@ -255,8 +255,9 @@ class GraphBuilder:
 def written_inputs(graph: torch.fx.Graph) -> Optional[list[int]]:
     """Positions of the inputs (placeholders) of `graph` an in-place write lands in, directly or
     through a view, judged by the example values' storages (node.meta["example_value"]); writes
-    into the graph's own intermediates do not count. None when that cannot be told (a write
-    through `out=`, a tensor without example value or storage)."""
+    into the graph's own intermediates do not count. An op given `out=` writes into those tensors
+    (not its first argument). None when that cannot be told (a tensor without example value or
+    storage)."""
     positions: dict = {}
     for i, node in enumerate(n for n in graph.nodes if n.op == "placeholder"):
         key = _storage_key(node.meta.get("example_value"))
@@ -266,11 +267,16 @@ def written_inputs(graph: torch.fx.Graph) -> Optional[list[int]]:
     for node in graph.nodes:
         if not GraphBuilder.writes_in_place(node):
             continue
-        target = node.args[0] if node.args else None
-        key = _storage_key(target.meta.get("example_value")) if isinstance(target, torch.fx.Node) else None
-        if key is None or "out" in node.kwargs:
-            return None
-        written.update(positions.get(key, ()))
+        if "out" in node.kwargs:
+            out = node.kwargs["out"]
+            targets = list(out) if isinstance(out, (tuple, list)) else [out]
+        else:
+            targets = [node.args[0] if node.args else None]
+        for target in targets:
+            key = _storage_key(target.meta.get("example_value")) if isinstance(target, torch.fx.Node) else None
+            if key is None:
+                return None
+            written.update(positions.get(key, ()))
     return sorted(written)
 
 
