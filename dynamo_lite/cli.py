@@ -1,5 +1,5 @@
-"""The `dynamo-lite` command: `report` (graph-break statistics over a corpus of models),
-`explain MODEL` (the full explain report of one corpus model) and `demo` (capture small models
+"""The `dynamo-lite` command: `report` (graph-break statistics over a corpus of models; `report
+diff OLD.json NEW.json` compares two runs), `explain MODEL` (the full explain report of one corpus model) and `demo` (capture small models
 and print their graphs)."""
 from __future__ import annotations
 
@@ -8,9 +8,15 @@ import sys
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["report", "diff"]:          # `report diff OLD NEW`: compare two --json runs
+        from .report_diff import main as diff
+        return diff(argv[2:])
     parser = argparse.ArgumentParser(prog="dynamo-lite", description="Guarded graph capture for PyTorch.")
     sub = parser.add_subparsers(dest="command", required=True)
-    report = sub.add_parser("report", help="run models eagerly and captured; report graphs, breaks and reasons")
+    report = sub.add_parser("report", help="run models eagerly and captured; report graphs, breaks and reasons",
+                            epilog="`dynamo-lite report diff OLD.json NEW.json` compares two --json runs "
+                                   "(exit status 1 on a regression)")
     report.add_argument("paths", nargs="*", help="Python files or folders registering models with "
                         "corpus.registry.model (default: the bundled corpus)")
     report.add_argument("--backend", default="eager", help="backend for captured graphs (default: eager)")
@@ -19,6 +25,9 @@ def main(argv=None) -> int:
     report.add_argument("--jobs", type=int, default=1, help="models run in parallel (one process each)")
     report.add_argument("-k", dest="pattern", help="only models whose name or tag matches")
     report.add_argument("--timeout", type=float, default=120.0, help="seconds per model and engine")
+    report.add_argument("--resume", dest="resume_path", metavar="FILE",
+                        help="continue an earlier run from its --json file (results are written there as "
+                             "models finish, unless --json names another file)")
     explain = sub.add_parser("explain", help="run one corpus model under dynamo_lite.explain and print the report")
     explain.add_argument("model", help="a corpus model name (see `dynamo-lite report --list`)")
     explain.add_argument("--backend", default="eager", help="backend for captured graphs (default: eager)")
@@ -37,7 +46,7 @@ def main(argv=None) -> int:
     if args.command == "report":
         from .report import ReportOptions, run_report
         return run_report(ReportOptions(tuple(args.paths), args.backend, args.compare, args.jobs, args.pattern,
-                                        args.timeout, args.json_path))
+                                        args.timeout, args.json_path, args.resume_path))
     from corpus.demo import main as demo
     demo()
     return 0

@@ -29,6 +29,7 @@ class ReportOptions:
     pattern: Optional[str] = None
     timeout: float = 120.0
     json_path: Optional[str] = None
+    resume_path: Optional[str] = None   # a --json file of an earlier (possibly killed) run to continue
 
 
 def _load_entries(options: ReportOptions):
@@ -228,20 +229,65 @@ def run_report(options: ReportOptions) -> int:
     if not entries:
         console.print("no models matched")
         return 2
+    try:
+        done = _resumed_rows(options, entries)
+    except ValueError as e:
+        console.print(f"dynamo-lite report: {e}")
+        return 2
+    json_path = options.json_path or options.resume_path
+    pending = [e for e in entries if e.name not in done]
+    if done:
+        console.print(f"resuming {options.resume_path}: {len(done)} model(s) done, {len(pending)} to run")
     start = time.perf_counter()
+    finished = dict(done)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
-        task = bar.add_task("running models", total=len(entries))
+        task = bar.add_task("running models", total=len(pending))
 
         def advance(result):
             bar.update(task, advance=1, description=f"{result['name']}: {result['status']}")
+            finished[result["name"]] = result
+            if json_path:            # each result on disk as it comes: a killed run can be resumed
+                _write_json(json_path, [finished[e.name] for e in entries if e.name in finished], options,
+                            partial=True)
 
-        results = _run_all(entries, options, advance)
+        _run_all(pending, options, advance)
+    results = [finished[e.name] for e in entries]
     info = summary(results, options.compare)
     info["seconds"] = round(time.perf_counter() - start, 1)
     _render(results, info, options, console)
     console.print(f"wall time {info['seconds']} s with --jobs {options.jobs}")
-    if options.json_path:
-        with open(options.json_path, "w") as f:
-            json.dump({"summary": info, "models": results, "options": vars(options)}, f, indent=2, default=str)
+    if json_path:
+        _write_json(json_path, results, options, info=info)
     return 1 if info["wrong"] else 0
+
+
+def _write_json(path: str, results: list, options: ReportOptions, info: Optional[dict] = None,
+                partial: bool = False) -> None:
+    """Write the report file (through a temporary file: a kill mid-write leaves the last one)."""
+    data = {"summary": info if info is not None else summary(results, options.compare), "models": results,
+            "options": vars(options)}
+    if partial:
+        data["partial"] = True
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, default=str)
+    os.replace(tmp, path)
+
+
+def _resumed_rows(options: ReportOptions, entries) -> dict:
+    """name -> row of the models an earlier run (`--resume FILE`) finished, for this run's models;
+    ValueError when that run was made with other engines or backend (its rows would not compare)."""
+    if not options.resume_path:
+        return {}
+    if not os.path.exists(options.resume_path):
+        return {}                   # nothing written yet: start from the beginning
+    with open(options.resume_path) as f:
+        data = json.load(f)
+    before = data.get("options") or {}
+    for key in ("compare", "backend"):
+        if before.get(key) != getattr(options, key):
+            raise ValueError(f"{options.resume_path} was run with --{key} {before.get(key)!r}, this run with "
+                             f"{getattr(options, key)!r}: its results cannot be continued")
+    wanted = {e.name for e in entries}
+    return {row["name"]: row for row in data.get("models", []) if row.get("name") in wanted}

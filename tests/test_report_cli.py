@@ -3,9 +3,11 @@ model, JSON output, exit status (non-zero only for wrong results), a crash or a 
 failed row, a missing optional dependency as a skip."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -123,3 +125,121 @@ def test_summary_names_models_with_more_graphs_and_when_torchdynamo_captured_not
         {"name": "more", "dl": 3, "torch": 2, "torch_captured_nothing": False},
         {"name": "nothing", "dl": 1, "torch": 0, "torch_captured_nothing": True}]
     assert info["capture_ratio_geomean"] == pytest.approx(0.5)
+
+
+@pytest.fixture(scope="module")
+def two_model_report(tmp_path_factory):
+    """A real `report --json` of two bundled models (the file format `report diff` reads)."""
+    out = tmp_path_factory.mktemp("diff") / "old.json"
+    proc = _cli("report", "-k", "print_in_forward", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    twin = json.loads(json.dumps(data["models"][0]))
+    twin["name"] = "print_in_forward_twin"
+    data["models"].append(twin)
+    out.write_text(json.dumps(data))
+    return out
+
+
+def _diff_against(tmp_path, old_path, edit) -> subprocess.CompletedProcess:
+    data = json.loads(old_path.read_text())
+    rows = {r["name"]: r for r in data["models"]}
+    edit(rows)
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(data))
+    return _cli("report", "diff", str(old_path), str(new))
+
+
+def test_report_diff_of_a_run_with_itself_is_clean(two_model_report):
+    proc = _cli("report", "diff", str(two_model_report), str(two_model_report))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 models in both runs; 0 regression(s), 0 other change(s)" in proc.stdout
+
+
+def test_report_diff_exits_1_on_more_graphs_or_a_wrong_result(tmp_path, two_model_report):
+    def worse(rows):
+        rows["print_in_forward"]["dl"]["graphs"] += 1
+        rows["print_in_forward_twin"]["dl"]["status"] = "WRONG"
+
+    proc = _diff_against(tmp_path, two_model_report, worse)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "regressions (2):" in proc.stdout
+    assert "graphs 2 -> 3" in proc.stdout and "ok -> WRONG" in proc.stdout
+
+
+def test_report_diff_lists_improvements_and_slowdowns(tmp_path, two_model_report):
+    def mixed(rows):
+        rows["print_in_forward"]["dl"]["breaks"] = 0             # better: not a regression
+        twin = rows["print_in_forward_twin"]
+        twin["dl"]["steady_call_s"] = max(twin["dl"]["steady_call_s"], 1e-3) * 10
+        twin["eager_steady_s"] = twin["dl"]["steady_call_s"] / 10 * 3      # x3.3 eager's time, against ~x1
+
+    proc = _diff_against(tmp_path, two_model_report, mixed)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "graph breaks 1 -> 0" in proc.stdout.split("other changes")[1]
+    assert "steady-state" in proc.stdout.split("other changes")[0]
+    proc = _diff_against(tmp_path, two_model_report, lambda rows: rows["print_in_forward"]["dl"].update(breaks=0))
+    assert proc.returncode == 0 and "1 other change(s)" in proc.stdout
+
+
+def test_report_diff_rejects_a_file_that_is_not_a_report(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    proc = _cli("report", "diff", str(bad), str(bad))
+    assert proc.returncode == 2 and "not a `dynamo-lite report --json` file" in proc.stderr
+
+
+RESUMABLE_MODELS = textwrap.dedent('''
+    import os, time
+    import torch
+    from corpus.registry import model
+
+    @model("user_resume_first")
+    def build_first():
+        return torch.nn.Linear(4, 4).eval(), (torch.randn(2, 4),)
+
+    @model("user_resume_second")
+    def build_second():
+        class MaybeHang(torch.nn.Module):
+            def forward(self, x):
+                if os.environ.get("DL_TEST_HANG") == "1":
+                    time.sleep(600)          # the run is killed here
+                return x * 2
+        return MaybeHang(), (torch.randn(2),)
+''')
+
+
+def test_report_writes_each_result_and_resumes_a_killed_run(tmp_path):
+    models = tmp_path / "resumable.py"
+    models.write_text(RESUMABLE_MODELS)
+    out = tmp_path / "out.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+               COLUMNS="160", DL_TEST_HANG="1")
+    proc = subprocess.Popen([sys.executable, "-m", "dynamo_lite.cli", "report", str(models), "--json", str(out)],
+                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (out.exists() and "user_resume_first" in out.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, "no partial result written"
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)           # the run dies while the second model hangs
+        proc.wait()
+    partial = json.loads(out.read_text())
+    assert partial["partial"] is True and [r["name"] for r in partial["models"]] == ["user_resume_first"]
+    first = partial["models"][0]
+
+    resumed = _cli("report", str(models), "--resume", str(out))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "1 model(s) done, 1 to run" in resumed.stdout
+    final = json.loads(out.read_text())
+    rows = {r["name"]: r for r in final["models"]}
+    assert "partial" not in final and set(rows) == {"user_resume_first", "user_resume_second"}
+    assert rows["user_resume_first"] == first                 # kept as it was, not run again
+    assert rows["user_resume_second"]["status"] == "ok" and rows["user_resume_second"]["dl"]["status"] == "ok"
+
+
+def test_report_refuses_to_resume_a_run_made_with_other_engines(tmp_path, two_model_report):
+    proc = _cli("report", "-k", "print_in_forward", "--resume", str(two_model_report), "--compare", "torch")
+    assert proc.returncode == 2 and "cannot be continued" in proc.stdout
