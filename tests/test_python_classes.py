@@ -1154,6 +1154,73 @@ def test_enum_class_iterated_and_tested():
     check(fn, torch.randn(3), graphs=1)
 
 
+class _Perm(enum.Flag):
+    R = 1
+    W = 2
+
+
+class _Lenient(enum.Enum):
+    X = 1
+
+    @classmethod
+    def _missing_(cls, value):
+        print("missing", value)               # program code: never run while tracing
+        return cls.X
+
+
+@skip_in_reference("TorchDynamo raises an internal error on the caught ValueError of Color(99)")
+def test_enum_members_looked_up_by_value_and_name():
+    def fn(x, v):
+        try:
+            Color(99)
+        except ValueError as e:
+            err = str(e)
+        return x * Color(v).value, Color["RED"], _Perm(3), err, _Lenient(1)
+
+    check(fn, torch.randn(3), 2, graphs=1)
+
+
+@skip_in_reference("TorchDynamo runs the class's _missing_ while tracing: its print is lost on later calls")
+def test_enum_lookup_running_the_programs_missing_hook_breaks():
+    def fn(x):
+        return x + 1, _Lenient(5)
+
+    check(fn, torch.randn(3), graphs=1)       # the class's own _missing_ is not folded: a break at the lookup
+
+
+class _Gained:
+    gain = 2.0
+
+    @property
+    def doubled(self):
+        return self.gain * 2
+
+
+def test_class_dict_entries_read_through_mappingproxy():
+    """`cls.__dict__[name]` (raw class attributes: the property object itself, not its value)."""
+    def fn(x):
+        kind = type(_Gained.__dict__["doubled"]).__name__
+        return x * _Gained.__dict__["gain"], kind, _Gained().doubled
+
+    check(fn, torch.randn(3), graphs=1)
+
+
+def test_class_dict_entry_changed_between_calls_recaptures():
+    def fn(x):
+        return x * _Gained.__dict__["gain"]
+
+    backend = CountingBackend()
+    captured = capture(fn, backend=backend)
+    x = torch.randn(3)
+    torch.testing.assert_close(captured(x), x * 2.0)
+    try:
+        _Gained.gain = 5.0
+        torch.testing.assert_close(captured(x), x * 5.0)
+        assert backend.count == 2
+    finally:
+        _Gained.gain = 2.0
+
+
 def test_enum_default_argument():
     def gn(x, y=Color.RED):
         if y is Color.RED:

@@ -163,6 +163,8 @@ class CallableValue(Value):
         return _union(frame, fn, self.fn, other, reflected=True)
 
     def getitem(self, frame, key):
+        if isinstance(self.fn, enum.EnumMeta):            # Color["RED"]: the member of that name
+            return frame.wrap(fold(operator.getitem, self.fn, key.as_python()), None)
         if isinstance(self.fn, type) and hasattr(self.fn, "__class_getitem__"):
             return frame.wrap(fold(self.fn.__class_getitem__, key.as_python()), None)
         return super().getitem(frame, key)
@@ -277,6 +279,8 @@ def construct(frame, cls_value: Value, args: list, kwargs: dict) -> Value:
         return GradModeValue(None)            # enabled=None: a context manager that does nothing
     if cls is torch.inference_mode:
         raise Unsupported(UNKNOWN_CALL, "torch.inference_mode inside captured code")
+    if isinstance(cls, enum.EnumMeta) and not kwargs and len(args) == 1 and _enum_lookup_is_pure(cls, args[0]):
+        return frame.wrap(fold(cls, args[0].as_python()), None)   # Color(1): the member with that value
     if cls in _AUTOCAST_CLASSES:
         return _autocast(cls, args, kwargs)
     if cls in _CONSTANT_CLASSES:
@@ -310,6 +314,21 @@ def construct(frame, cls_value: Value, args: list, kwargs: dict) -> Value:
     if type(cls).__call__ is type.__call__ and cls.__module__ != "builtins" and not skip.is_torch_namespace(cls):
         return construct_instance(frame, cls_value, cls, args, kwargs)
     raise Unsupported(UNKNOWN_CALL, f"constructing {getattr(cls, '__qualname__', cls)}")
+
+
+def _enum_lookup_is_pure(cls, value: Value) -> bool:
+    """`cls(value)` finds a member, or asks the class's `_missing_`: folded when the value is a
+    member's or `_missing_` is enum's own (Flag's makes pseudo-members), never when the program's
+    `_missing_` would run (it could do anything), nor through a metaclass's own __call__."""
+    if type(cls).__call__ is not type(enum.Enum).__call__ or not value.is_python_constant():
+        return False
+    try:
+        if value.as_python() in cls._value2member_map_:
+            return True
+    except TypeError:                   # an unhashable value: enum searches the members then asks _missing_
+        pass
+    missing = getattr(cls._missing_, "__func__", cls._missing_)
+    return getattr(missing, "__module__", None) == "enum"
 
 
 def construct_instance(frame, cls_value: Value, cls: type, args: list, kwargs: dict) -> Value:

@@ -312,6 +312,12 @@ class _Instance(Value):
         return drain(frame, it)
 
     def getitem(self, frame, key):
+        real = self.real_object()
+        if type(real) is types.MappingProxyType and self.source is not None and key.is_python_constant():
+            # `cls.__dict__[name]`: the entry read from the frame like any value (its own guards)
+            k = key.as_python()
+            if k in real:
+                return frame.wrap(real[k], ItemSource(self.source, k))
         result = self._special(frame, "__getitem__", [key])
         if result is MISSING:
             raise Unsupported(UNSUPPORTED_VALUE, f"indexing a {self.python_type().__name__}")
