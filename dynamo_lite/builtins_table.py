@@ -441,8 +441,45 @@ def _fold_builtin(fn):
     return handler
 
 
-for _fn in (round, divmod, pow, hash, repr, format, chr, ord):
+for _fn in (round, divmod, pow, format, chr, ord):
     models(_fn)(_fold_builtin(_fn))
+
+
+def _special_or_fold(fn, name: str, check):
+    """`fn(v)` (repr, hash) for a value whose class defines the special method `name` in Python:
+    the method inlined and its result checked as CPython checks it; otherwise folded on the value."""
+    fold_it = _fold_builtin(fn)
+
+    def handler(frame, args, kwargs):
+        if len(args) == 1 and not kwargs and not isinstance(args[0], (Const, TensorValue)):
+            method = python_function(args[0].python_type(), name)
+            if method is not None and skip.call_rule(method) == skip.INLINE:
+                return check(FunctionValue(method).call(frame, [args[0]], {}))
+        return fold_it(frame, args, kwargs)
+    return handler
+
+
+def _repr_result(result: Value) -> Value:
+    if not issubclass(result.python_type(), str):
+        raise user_error(TypeError, f"__repr__ returned non-string (type {result.python_type().__name__})")
+    return result
+
+
+def _hash_result(result: Value) -> Value:
+    """hash() of what __hash__ returned, as CPython's slot makes it: the int itself when it fits
+    a Py_ssize_t (-1 read as -2), else that int's hash."""
+    value = result.as_python() if result.is_python_constant() else None
+    if not isinstance(value, int):
+        if result.is_graph_value:
+            raise Unsupported(TENSOR_TO_PYTHON, "__hash__ returned a traced integer")
+        raise user_error(TypeError, "__hash__ method should return an integer")
+    if not -(1 << 63) <= value < (1 << 63):        # beyond Py_ssize_t: the int's own hash
+        return Const(hash(value))
+    return Const(-2 if value == -1 else value)
+
+
+models(repr)(_special_or_fold(repr, "__repr__", _repr_result))
+models(hash)(_special_or_fold(hash, "__hash__", _hash_result))
 
 
 # ---- the operator module -----------------------------------------------------------------------

@@ -1221,6 +1221,40 @@ def test_class_dict_entry_changed_between_calls_recaptures():
         _Gained.gain = 2.0
 
 
+class _Tagged:
+    def __init__(self, t, tag):
+        self.t, self.tag = t, tag
+
+    def __repr__(self):
+        return "Tagged(" + self.tag + ")"
+
+    def __hash__(self):
+        return hash((self.tag, len(self.tag)))
+
+
+class _MinusOne:
+    def __hash__(self):
+        return -1
+
+
+class _BadRepr:
+    def __repr__(self):
+        return 3
+
+
+@skip_in_reference("TorchDynamo gives hash() == -1 where CPython turns a __hash__ of -1 into -2")
+def test_repr_and_hash_of_objects_made_in_the_frame_run_their_methods():
+    def fn(x):
+        a = _Tagged(x, "a")
+        try:
+            repr(_BadRepr())
+        except TypeError as e:
+            err = str(e)
+        return x + 1, repr(a), hash(a) == hash(_Tagged(x * 2, "a")), hash(_MinusOne()), err
+
+    check(fn, torch.randn(3), graphs=1)
+
+
 def test_enum_default_argument():
     def gn(x, y=Color.RED):
         if y is Color.RED:
