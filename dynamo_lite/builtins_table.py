@@ -30,7 +30,7 @@ from .modelled import models
 from .pyops import BINARY_OPS, COMPARE_OPS
 from .values import itertools_values  # noqa: F401  (registers the itertools as modelled callables)
 from .values.callables import CallableValue
-from .values.base import Const, IteratorValue, MethodValue, Value, fold, is_const, is_constant
+from .values.base import Const, IteratorValue, MethodValue, Value, fold, is_const, is_constant, pinned_real
 from .values.containers import (ContainerValue, DictValue, DictViewValue, SeqValue, SetValue, mapping_pairs,
                                 real_operand)
 from .values.dict_objects import NewDictObjectValue, dict_base
@@ -165,7 +165,7 @@ def _id(frame, args, kwargs):
     no id yet."""
     v = args[0]
     if isinstance(v, ObjectValue) or isinstance(v, CallableValue):
-        return Const(id(v.pinned_object() if isinstance(v, ObjectValue) else v.real_object()))
+        return Const(id(pinned_real(v)))
     raise Unsupported(UNKNOWN_CALL, "id() of a value made in the captured code")
 
 
@@ -188,17 +188,9 @@ def _simple_namespace(frame, args, kwargs):
     return NewObjectValue(types.SimpleNamespace, attrs)
 
 
-def _pinned_real(v: Value):
-    """The real object behind a value a fold depends on (its identity guarded where needed)."""
-    if isinstance(v, ObjectValue):
-        return v.pinned_object()
-    real = v.real_object()
-    return real if real is not None else v.as_python()
-
-
 def _fold_on_real(fn):
     def handler(frame, args, kwargs):
-        return frame.wrap(fold(fn, *[_pinned_real(a) for a in args], **{k: _pinned_real(v) for k, v in kwargs.items()}),
+        return frame.wrap(fold(fn, *[pinned_real(a) for a in args], **{k: pinned_real(v) for k, v in kwargs.items()}),
                           None)
     return handler
 

@@ -21,7 +21,8 @@ from . import config
 from .breaks import INSTRUCTION_LIMIT, TENSOR_TO_PYTHON, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
 from .pyops import SWAPPED_COMPARE
 from .modelled import models, models_family, modelled  # noqa: F401  (re-exported: the facade)
-from .values.base import (Const, IteratorValue, Value, equal_only_if_identical, fold, is_constant, is_same, kind_name)
+from .values.base import (Const, IteratorValue, Value, equal_only_if_identical, fold, is_constant, is_same, kind_name,
+                          pinned_real)
 
 
 # ---- calls and attributes --------------------------------------------------------------------------
@@ -289,14 +290,10 @@ def _annotation(v: Value):
     """The real object behind a type annotation — a typing construct (`Optional[T]`, `A | B`,
     `list[int]`), a class or a constant — else _NOT_AN_ANNOTATION. Annotations are immutable and
     compare with typing's own (pure) `__eq__`, so comparing them folds on the real objects."""
-    real = v.key_object()
-    if real is None:
-        real = v.real_object()
-    if real is None:
-        try:
-            real = v.as_python()
-        except Unsupported:
-            return _NOT_AN_ANNOTATION
+    try:
+        real = pinned_real(v)
+    except Unsupported:
+        return _NOT_AN_ANNOTATION
     if is_constant(real) or isinstance(real, (types.UnionType, types.GenericAlias)) \
             or type(real).__module__ == "typing" or isinstance(real, type) and type(real).__eq__ is type.__eq__:
         return real

@@ -1064,3 +1064,17 @@ def test_callable_of_values():
                   callable(WithCachedMethod(1).table), callable(lambda: 1), callable([1]), callable(Recursing))
         return x * sum(checks), checks
     one_graph(f, torch.randn(3), Bag([1]))
+
+
+class _OrsWithTypes:
+    def __ror__(self, other):
+        return ("ror", other.__name__)
+
+
+def test_union_of_a_class_and_an_object_with_its_own_ror():
+    """`int | obj` is a union only for classes and None; an object made in the trace answers
+    with its own __ror__ (it was taken for None: `int | None`)."""
+    def fn(x):
+        return x + 1, int | _OrsWithTypes(), int | None, int | float | None
+
+    check(fn, torch.randn(2), graphs=Graphs(torch=0, dl=1, why="TorchDynamo runs this frame eagerly"))

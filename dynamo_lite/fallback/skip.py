@@ -43,7 +43,8 @@ _skip_paths: list[str] = []
 # Pure-Python stdlib code worth tracing through (Mapping.get / __contains__ / keys over user classes).
 _INLINED_STDLIB = (os.sep + "_collections_abc.py", "<frozen _collections_abc>")
 # Pure-Python stdlib functions traced through, by code object: binding arguments to a signature
-# (einops, einx) builds a BoundArguments from the values passed; `contextlib.contextmanager`
+# (einops, einx) builds a BoundArguments from the values passed (`sig.bind(...)` of values that are
+# not constants is traced rather than folded: values.base.Const.call_method); `contextlib.contextmanager`
 # and `contextlib.suppress` context managers are entered and left in the trace.
 _INLINED_STDLIB_CODES = frozenset(
     f.__code__ for f in (inspect.Signature.bind, inspect.Signature.bind_partial, inspect.Signature._bind,

@@ -34,6 +34,7 @@ import torch
 from .. import config
 from ..breaks import (INSTRUCTION_LIMIT, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_MUTATION,
                       UNSUPPORTED_VALUE, TracedException, Unsupported, user_error)
+from ..fallback import skip
 from ..guards import AttrAbsent
 from ..modelled import call_modelled
 from ..pyops import plain
@@ -272,7 +273,8 @@ class Const(Value):
         args = [consumed(frame, a) for a in args]
         if not all(v.is_python_constant() for v in [*args, *kwargs.values()]):
             method_fn = inspect.getattr_static(type(self.value), name, None)
-            if isinstance(method_fn, types.FunctionType) and method_fn in _TRACED_CONSTANT_METHODS:
+            if isinstance(method_fn, types.FunctionType) and skip.call_rule(method_fn) == skip.INLINE:
+                # a Python method the skip rules trace (Signature.bind): its code runs on the values
                 return frame.wrap(method_fn, None).call(frame, [self, *args], kwargs)
             raise Unsupported(TENSOR_TO_PYTHON if any(v.is_graph_value for v in [*args, *kwargs.values()])
                               else UNSUPPORTED_VALUE, f"{type(self.value).__name__}.{name}() of a traced value")
@@ -330,11 +332,6 @@ def is_data(v: "Value") -> bool:
 # Immutable values whose methods are pure: calling one on constants is folded.
 PURE_CONSTANT_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset, range, slice, torch.Size, torch.dtype,
                        torch.device, type(None), inspect.Signature, inspect.Parameter, *_SIGNATURE_PARTS)
-
-
-# Python methods of constant types that, given values that are not constants, are traced (their
-# code runs on the values) instead of folded: binding arguments to a signature.
-_TRACED_CONSTANT_METHODS = (inspect.Signature.bind, inspect.Signature.bind_partial, inspect.Signature._bind)
 
 
 def _fold(fn, *args, **kwargs):
@@ -407,7 +404,21 @@ class MethodValue(Value):
             super().rebuild(em)
 
 
-class IteratorValue(Value):
+class SelfIterator(Value):
+    """What every iterator value shares: its own identity, always true, `iter(it)` is `it`."""
+    __slots__ = ()
+
+    def identity(self):
+        return id(self)
+
+    def truthy(self, frame):
+        return True
+
+    def get_iter(self, frame):
+        return self
+
+
+class IteratorValue(SelfIterator):
     """An iterator over items known while tracing (loops are unrolled): a list's, a tuple's, a
     range's, a tensor's rows. `items` may be the very list a list value changes in place
     (`sharing`), so items appended while the loop runs are seen, as a list_iterator sees them.
@@ -430,9 +441,6 @@ class IteratorValue(Value):
     def python_type(self):
         return self.cls
 
-    def identity(self):
-        return id(self)
-
     def next(self, frame) -> Optional[Value]:
         """The next item, or None when exhausted (for good: a list that grows later is not seen)."""
         if self.pos >= len(self.items):
@@ -440,9 +448,6 @@ class IteratorValue(Value):
             return None
         self.pos += 1
         return self.items[self.pos - 1]
-
-    def get_iter(self, frame):
-        return self
 
     def unpack(self, frame):
         items = self.items[self.pos:]
@@ -501,6 +506,15 @@ class UndefinedValue(Value):
 
     def python_type(self):
         return type(None)
+
+
+def pinned_real(v: "Value"):
+    """The real object a fold on `v` depends on: an existing object (its identity guarded where
+    that matters), else the value of a constant; Unsupported when there is neither."""
+    real = v.key_object()
+    if real is None:
+        real = v.real_object()
+    return real if real is not None else v.as_python()
 
 
 class LazyValue:

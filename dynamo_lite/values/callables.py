@@ -31,7 +31,7 @@ from ..modelled import modelled
 from ..runtime import AUTOCAST_DEVICES
 from ..semantics import unpack
 from ..sources import AttrSource
-from .base import HEAPTYPE, Const, MethodValue, Value, consumed, fold, is_constant, missing_attribute
+from .base import HEAPTYPE, Const, MethodValue, Value, consumed, fold, is_constant, missing_attribute, pinned_real
 from .containers import SeqValue, is_plain_list_subclass
 from .contexts import AutocastValue, GradModeValue
 from .dict_objects import construct as construct_dict_object
@@ -244,9 +244,10 @@ def _union(frame, fn, cls, other: Value, reflected: bool):
     """`A | B` of classes (and None, and unions of them): a types.UnionType, built now."""
     if fn is not operator.or_ or not isinstance(cls, type):
         return NotImplemented
-    real = other.pinned_object() if hasattr(other, "pinned_object") else other.real_object()
-    if real is None and isinstance(other, Const):
-        real = other.value
+    try:
+        real = pinned_real(other)
+    except Unsupported:           # an object made in the trace: its own __ror__ decides
+        return NotImplemented
     if not (real is None or isinstance(real, (type, types.UnionType))):
         return NotImplemented
     return frame.wrap(fold(operator.or_, real, cls) if reflected else fold(operator.or_, cls, real), None)

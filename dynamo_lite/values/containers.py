@@ -32,7 +32,7 @@ from ..pyops import plain
 from ..runtime import dict_view, replace_contents
 from ..semantics import binary, load_attr, setitem, sort
 from ..sources import ObjectRefSource
-from .base import (HEAPTYPE, Const, IteratorValue, MethodValue, Value, attribute_not_modelled,
+from .base import (HEAPTYPE, Const, IteratorValue, MethodValue, SelfIterator, Value, attribute_not_modelled,
                    equal_only_if_identical, fold, is_const, is_constant, is_same, kind_name)
 
 
@@ -606,7 +606,7 @@ def real_operand(frame, v: Value):
 # live iterators
 # ============================================================================================
 
-class LiveIteratorValue(Value):
+class LiveIteratorValue(SelfIterator):
     """`iter()` of a dict, dict view, set or deque the trace follows: a real iterator over the
     container's own contents (its real dict / set / deque of values), so it sees changes made
     meanwhile and raises CPython's own RuntimeError when the container changes size under it.
@@ -619,15 +619,6 @@ class LiveIteratorValue(Value):
 
     def python_type(self):
         return type(iter(set())) if isinstance(self.it, _SnapshotSetIterator) else type(self.it)
-
-    def identity(self):
-        return id(self)
-
-    def truthy(self, frame):
-        return True
-
-    def get_iter(self, frame):
-        return self
 
     def next(self, frame):
         try:
@@ -666,7 +657,7 @@ class LiveIteratorValue(Value):
 _DEQUE_REVERSE_ITERATOR = type(reversed(deque()))
 
 
-class ListIteratorValue(Value):
+class ListIteratorValue(SelfIterator):
     """`iter(list)`: reads the list as it is at each step (items appended while looping are
     seen, as in Python)."""
     __slots__ = ("seq", "pos")
@@ -677,15 +668,6 @@ class ListIteratorValue(Value):
 
     def python_type(self):
         return type(iter([]))
-
-    def identity(self):
-        return id(self)
-
-    def truthy(self, frame):
-        return True
-
-    def get_iter(self, frame):
-        return self
 
     def next(self, frame):
         if self.pos >= len(self.seq.items):

@@ -24,7 +24,7 @@ from typing import Optional
 
 from ..breaks import GENERATOR_STATE, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
 from ..semantics import drain, equal, get_iter, load_attr, next_item
-from .base import Const, IteratorValue, MethodValue, Value, fold, is_constant, missing_attribute
+from .base import Const, IteratorValue, MethodValue, SelfIterator, Value, fold, is_constant, missing_attribute
 from .containers import SeqValue
 
 CO_GENERATOR = 0x20
@@ -38,19 +38,10 @@ def _is_none(v: Value) -> bool:
     return isinstance(v, Const) and v.value is None
 
 
-class LazyIterator(Value):
+class LazyIterator(SelfIterator):
     """What the iterator kinds here share: `iter(it)` is `it`, `it.__next__()`, no `len()`, `in`
     consumes it up to the item found, and it is rebuilt only where a kind knows how."""
     __slots__ = ()
-
-    def identity(self):
-        return id(self)
-
-    def truthy(self, frame):
-        return True
-
-    def get_iter(self, frame):
-        return self
 
     def unpack(self, frame):
         return drain(frame, self)
