@@ -10,7 +10,7 @@ import sys
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:2] == ["report", "diff"]:          # `report diff OLD NEW`: compare two --json runs
-        from .report_diff import main as diff
+        from .report.diff import main as diff
         return diff(argv[2:])
     parser = argparse.ArgumentParser(prog="dynamo-lite", description="Guarded graph capture for PyTorch.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -18,7 +18,7 @@ def main(argv=None) -> int:
                             epilog="`dynamo-lite report diff OLD.json NEW.json` compares two --json runs "
                                    "(exit status 1 on a regression)")
     report.add_argument("paths", nargs="*", help="Python files or folders registering models with "
-                        "corpus.registry.model (default: the bundled corpus)")
+                        "dynamo_lite.report.registry.model (default: the bundled corpus)")
     report.add_argument("--backend", default="eager", help="backend for captured graphs (default: eager)")
     report.add_argument("--compare", choices=["torch"], help="also run TorchDynamo in the same run")
     report.add_argument("--json", dest="json_path", help="write the full results to this file")
@@ -32,31 +32,74 @@ def main(argv=None) -> int:
     explain.add_argument("model", help="a corpus model name (see `dynamo-lite report --list`)")
     explain.add_argument("--backend", default="eager", help="backend for captured graphs (default: eager)")
     explain.add_argument("--json", dest="json_path", help="also write the report's JSON to this file")
-    report.add_argument("--list", action="store_true", help="list the models (name, tags) and exit")
+    report.add_argument("--list", action="store_true", help="list the suites and their models and exit")
+    report.add_argument("--suite", dest="suites", metavar="NAMES",
+                        help="comma-separated suites of the bundled corpus: own, lib, timm, torchvision, hf, "
+                             "diffusers, or all (default: own,lib)")
+    report.add_argument("--html", dest="html_path", metavar="FILE",
+                        help="also write a self-contained HTML report (charts, sortable table, each break explained)")
+    report.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                        help="spread the models over a Ray cluster (ADDRESS; a local cluster when omitted)")
     sub.add_parser("demo", help="capture a few small models and print their graphs and guards")
     args = parser.parse_args(argv)
+    if args.command == "report":
+        from .report import registry
+        try:
+            suites = registry.parse_suites(args.suites)
+        except ValueError as e:
+            print(f"dynamo-lite report: {e}", file=sys.stderr)
+            return 2
     if args.command == "report" and args.list:
-        from corpus.registry import all_models
-        for entry in all_models(args.pattern):
-            skip = entry.skip_reason()
-            print(f"{entry.name:28s} {' '.join(entry.tags):40s} {('(skipped: ' + skip + ')') if skip else ''}")
-        return 0
+        return _list(args.pattern, suites, args.paths)
     if args.command == "explain":
         return _explain(args.model, args.backend, args.json_path)
     if args.command == "report":
         from .report import ReportOptions, run_report
         return run_report(ReportOptions(tuple(args.paths), args.backend, args.compare, args.jobs, args.pattern,
-                                        args.timeout, args.json_path, args.resume_path))
-    from corpus.demo import main as demo
+                                        args.timeout, args.json_path, args.resume_path, suites, args.html_path,
+                                        args.ray))
+    from dynamo_lite_corpus.demo import main as demo
     demo()
+    return 0
+
+
+def _list(pattern, suites, paths) -> int:
+    """`report --list`: each suite with its count of models (and how many are skipped here), then the models."""
+    from .report import ReportOptions, _load_entries, registry
+    try:
+        entries = _load_entries(ReportOptions(paths=tuple(paths), pattern=pattern, suites=suites))
+    except registry.CorpusNotInstalled as e:
+        print(f"dynamo-lite report: {e}", file=sys.stderr)
+        return 2
+    by_suite: dict = {}
+    for entry in entries:
+        by_suite.setdefault(registry.suite_of(entry) or "files", []).append(entry)
+    for entry in entries:
+        skip = entry.skip_reason()
+        print(f"{entry.name:40s} {' '.join(entry.tags):50s} {('(skipped: ' + skip + ')') if skip else ''}")
+    print()
+    for suite in (*suites, "files"):
+        listed = by_suite.get(suite, [])
+        if suite == "files" and not listed:
+            continue
+        missing = sum(1 for e in listed if e.skip_reason())
+        doc = registry.SUITES[suite].doc if suite in registry.SUITES else "models of the files given"
+        problem = registry.suite_problems.get(suite)
+        print(f"suite {suite:12s} {len(listed):5d} models" + (f" ({missing} skipped: optional package missing)"
+                                                                 if missing else "")
+              + f"  {doc}" + (f"  [{problem}]" if problem else ""))
+    print(f"total {len(entries)} models")
     return 0
 
 
 def _explain(name: str, backend: str, json_path) -> int:
     import torch
     import dynamo_lite as dl
-    from corpus.registry import MissingDependency, all_models
-    entries = {e.name: e for e in all_models()}
+    from dynamo_lite.report.registry import SUITES, ModelSkipped, all_models, get
+    try:
+        entries = {name: get(name)}                 # the default suites first: no zoo package imported
+    except KeyError:
+        entries = {e.name: e for e in all_models(suites=tuple(SUITES))}
     if name not in entries:
         close = [n for n in entries if name in n]
         print(f"dynamo-lite explain: no corpus model {name!r}" + (f"; did you mean {', '.join(close[:5])}?" if close
@@ -65,10 +108,10 @@ def _explain(name: str, backend: str, json_path) -> int:
         return 2
     try:
         example = entries[name].build()
-    except MissingDependency as e:
+    except ModelSkipped as e:
         print(f"dynamo-lite explain: {e}", file=sys.stderr)
         return 2
-    from corpus.survey import warm_up
+    from dynamo_lite.report.survey import warm_up
     warm_up(False)         # one-off imports and initialisation stay out of the capture time shown
     torch.manual_seed(0)
     with torch.no_grad():

@@ -155,7 +155,7 @@ def test_exception_at_a_break_inside_an_autocast_block_leaves_the_block():
 
 def test_hf_llama_under_autocast_is_one_graph():
     pytest.importorskip("transformers")
-    from corpus.registry import get, load_all
+    from dynamo_lite.report.registry import get, load_all
     load_all()
     example = get("hf_llama").build()
     with torch.autocast("cpu", dtype=torch.bfloat16), contextlib.redirect_stdout(None):

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 import asserting
-from corpus.misc import GradientReversalFn
+from dynamo_lite_corpus.misc import GradientReversalFn
 from harness import (CountingBackend, Graphs, assert_same, capture, check, check_state_change, reset,
                      skip_in_reference)
 

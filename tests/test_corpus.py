@@ -2,7 +2,7 @@
 
 Fast by default: every built-in model is built twice and run eagerly (no capture). Set
 ``DL_CORPUS_SURVEY=1`` for the end-to-end run: every model (HF ones and the real libraries' too, when
-installed) under dynamo_lite, compared with eager by `corpus.survey.survey_model`.
+installed) under dynamo_lite, compared with eager by `dynamo_lite.report.survey.survey_model`.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from corpus.compare import Mismatch, compare
-from corpus.registry import MissingDependency, ModelEntry, all_models, get, model
+from dynamo_lite.report.compare import Mismatch, compare
+from dynamo_lite.report.registry import MissingDependency, ModelEntry, all_models, get, model
 
 # Models warn on purpose (logging_in_forward) and libraries warn about deprecations: not our business here.
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
@@ -26,7 +26,7 @@ ENTRIES = all_models()
 OWN = [e for e in ENTRIES if e.requires is None]
 HF = [e for e in ENTRIES if "hf" in e.tags]
 HAVE_TRANSFORMERS = bool(HF) and HF[0].available()
-LIB = [e for e in ENTRIES if "lib" in e.tags]          # corpus/libraries.py: the installed libraries
+LIB = [e for e in ENTRIES if "lib" in e.tags]          # dynamo_lite_corpus/libraries.py: the installed libraries
 LIB_PACKAGES = ("transformers", "einops", "einx", "x_transformers", "diffusers", "timm", "torchvision")
 
 
@@ -114,7 +114,7 @@ def test_library_builder_runs_offline(entry, monkeypatch):
 
 
 def test_missing_dependency_is_a_skip_not_a_crash():
-    from corpus.survey import survey_model
+    from dynamo_lite.report.survey import survey_model
 
     entry = ModelEntry("needs_missing_pkg", ("test",), lambda: None, requires="no_such_package_for_dl_tests")
     assert "no_such_package_for_dl_tests" in entry.skip_reason()
@@ -133,8 +133,8 @@ def test_hf_models_skip_cleanly_without_transformers():
                 if name == "transformers" or name.startswith("transformers."):
                     raise ModuleNotFoundError(f"No module named {name!r}")
         sys.meta_path.insert(0, Block())
-        from corpus.registry import MissingDependency, all_models
-        from corpus.survey import survey_model
+        from dynamo_lite.report.registry import MissingDependency, all_models
+        from dynamo_lite.report.survey import survey_model
         hf = [e for e in all_models() if "hf" in e.tags]
         assert len(hf) >= 25 and all(e.skip_reason() for e in hf)
         try:
@@ -171,8 +171,8 @@ def test_library_models_skip_cleanly_when_missing_or_broken():
                 if top in BLOCKED:
                     raise ModuleNotFoundError(f"No module named {name!r}")
         sys.meta_path.insert(0, Block())
-        from corpus.registry import all_models
-        from corpus.survey import survey_model
+        from dynamo_lite.report.registry import all_models
+        from dynamo_lite.report.survey import survey_model
         lib = [e for e in all_models() if "lib" in e.tags]
         assert len(lib) >= 40
         assert all(e.skip_reason() for e in lib if e.requires != "torchvision")
@@ -222,7 +222,7 @@ SURVEY = os.environ.get("DL_CORPUS_SURVEY", "").strip() not in ("", "0")
 @pytest.mark.skipif(not SURVEY, reason="set DL_CORPUS_SURVEY=1 to run the corpus under dynamo_lite")
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
 def test_corpus_model_under_dynamo_lite(entry):
-    from corpus.survey import survey_model
+    from dynamo_lite.report.survey import survey_model
 
     result = survey_model(entry, timeout=300)
     if result.status == "skipped":

@@ -18,7 +18,7 @@ USER_MODELS = textwrap.dedent('''
     import os, time
     import torch
     import dynamo_lite as dl
-    from corpus.registry import model, require
+    from dynamo_lite.report.registry import model, require
 
     def wrong_backend(gm, example_inputs):
         def run(*args):
@@ -192,7 +192,7 @@ def test_report_diff_rejects_a_file_that_is_not_a_report(tmp_path):
 RESUMABLE_MODELS = textwrap.dedent('''
     import os, time
     import torch
-    from corpus.registry import model
+    from dynamo_lite.report.registry import model
 
     @model("user_resume_first")
     def build_first():

@@ -1,4 +1,4 @@
-# dynamo_lite regression: corpus model numpy_mask_roundtrip (found by `python -m corpus.survey`)
+# dynamo_lite regression: corpus model numpy_mask_roundtrip (found by `python -m dynamo_lite.report.survey`)
 # failure: crash:NameError: a numpy array computed after a graph break was folded into the next graph as a constant (and would be stale for other inputs)
 import numpy as np
 import torch

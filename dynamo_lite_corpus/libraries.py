@@ -18,7 +18,7 @@ C ops next to a CPU torch) is a skipped model too, with the import error as the 
 The ``*_generate`` entries capture ``model.generate`` itself (``model.generate =
 torch.compile(model.generate)``, a pattern users try); the two recommended ways — capture the
 forward (``model.forward = capture(model.forward)``) or the module, then call ``generate`` — are
-measured per decoding step by `corpus.lib_generate` (``python -m corpus.lib_generate``).
+measured per decoding step by `dynamo_lite_corpus.lib_generate` (``python -m dynamo_lite_corpus.lib_generate``).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import inspect
 import torch
 import torch.nn as nn
 
-from .registry import MissingDependency, model
+from dynamo_lite.report.registry import MissingDependency, model
 
 BATCH, SEQ, VOCAB = 2, 8, 99
 IMAGE = 32

@@ -1,6 +1,6 @@
 """`generate()` of Hugging Face decoder LMs under capture, the ways users set it up.
 
-    python3 -m corpus.lib_generate [--compare torch] [--json FILE] [-k NAME]
+    python3 -m dynamo_lite_corpus.lib_generate [--compare torch] [--json FILE] [-k NAME]
 
 Each model (tiny, random weights, a left-padded batch of 2) runs ``model.generate(input_ids,
 attention_mask=..., max_new_tokens=8, do_sample=False)`` with every default on (DynamicCache). Eager
@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .registry import MissingDependency
-from .survey import CountingBackend
+from dynamo_lite.report.registry import MissingDependency
+from dynamo_lite.report.survey import CountingBackend
 
 MODELS = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
@@ -176,7 +176,7 @@ def run_mode(name: str, mode: str, engine: str, expected: torch.Tensor) -> ModeR
             run.status = "WRONG"
             run.detail = f"tokens differ from eager: {out.tolist()} (second call {again.tolist()}) != {expected.tolist()}"
     except Exception as exc:      # noqa: BLE001 - one failed row
-        from .survey import _short
+        from dynamo_lite.report.survey import _short
         run.status, run.detail = "CRASH", _short(exc)
         run.graphs_total = len(backend.graphs)
         if not run.reasons:
@@ -200,7 +200,7 @@ def survey(names, modes, compare_torch: bool):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m corpus.lib_generate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python3 -m dynamo_lite_corpus.lib_generate", description=__doc__.splitlines()[0])
     parser.add_argument("-k", dest="pattern", help="only models whose name contains PATTERN")
     parser.add_argument("--mode", action="append", choices=["forward", "module", "generate"],
                         help="set-up(s) to run (default: all)")
@@ -214,7 +214,7 @@ def main(argv=None) -> int:
     for noisy in ("torch._dynamo", "torch.fx.experimental.symbolic_shapes", "transformers"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     names = [n for n in MODELS if not args.pattern or args.pattern in n]
-    from .survey import warm_up
+    from dynamo_lite.report.survey import warm_up
     warm_up(args.compare == "torch")
     runs, bad = [], False
     print(f"{'model':7s} {'mode':9s} {'engine':6s} {'result':6s} {'tokens':6s} {'steps':>5s} {'graphs':>6s} "

@@ -16,9 +16,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .registry import model
+from dynamo_lite.report.registry import model
 
-logger = logging.getLogger("corpus.breaks")
+logger = logging.getLogger("dynamo_lite_corpus.breaks")
 
 
 class DebugPrintMLP(nn.Module):

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .registry import model
+from dynamo_lite.report.registry import model
 
 
 def _image(batch=2, channels=3, size=32):

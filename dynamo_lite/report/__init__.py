@@ -2,7 +2,7 @@
 model, and report graphs, graph breaks (with their hints), correctness, capture time and
 steady-state call time; optionally TorchDynamo's numbers side by side from the same run.
 
-The per-model work is corpus.survey.survey_model; this module adds isolation (a crash or a hang
+The per-model work is dynamo_lite.report.survey.survey_model; this module adds isolation (a crash or a hang
 is one failed row), parallel jobs, a progress bar, the tables and the JSON file.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from . import breaks
+from .. import breaks
+from . import registry
 
 
 @dataclass
@@ -30,12 +31,14 @@ class ReportOptions:
     timeout: float = 120.0
     json_path: Optional[str] = None
     resume_path: Optional[str] = None   # a --json file of an earlier (possibly killed) run to continue
+    suites: tuple = registry.DEFAULT_SUITES   # which suites of the bundled corpus (ignored with paths)
+    html_path: Optional[str] = None     # also write the self-contained HTML report here
+    ray: Optional[str] = None           # run the models on a Ray cluster: its address, or "local"
 
 
 def _load_entries(options: ReportOptions):
-    from corpus import registry
     if not options.paths:
-        return registry.all_models(options.pattern)
+        return registry.all_models(options.pattern, suites=options.suites)
     before = set(registry._REGISTRY)
     for path in options.paths:
         files = [os.path.join(root, f) for root, _, names in os.walk(path) for f in sorted(names)
@@ -62,11 +65,10 @@ def _child(name: str, options: ReportOptions, conn) -> None:
         # thread pool on all of them, and the spin-waiting of oversubscribed pools makes the
         # timings of small models noise (tens of times their real value, at random)
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, options.jobs)))
-        from corpus import registry
-        from corpus.survey import survey_model, warm_up
+        from dynamo_lite.report.survey import survey_model, warm_up
         if options.paths:
             _load_entries(options)
-        entry = registry.get(name)
+        entry = registry.get(name, options.suites)
         warm_up(options.compare == "torch")
         result = survey_model(entry, compare_torch=options.compare == "torch", timeout=options.timeout,
                               backend=options.backend)
@@ -78,8 +80,13 @@ def _child(name: str, options: ReportOptions, conn) -> None:
 
 
 def _run_all(entries, options: ReportOptions, progress=None) -> list[dict]:
+    """Run every entry in its own process (`--jobs` at a time, or on a Ray cluster with `--ray`);
+    `progress(row)` is called as each finishes. Returns the rows in the entries' order."""
+    if options.ray is not None:
+        from .ray_runner import run_all_on_ray
+        return run_all_on_ray(entries, options, progress)
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "dynamo_lite", "corpus.survey"])
+    context.set_forkserver_preload(["torch", "dynamo_lite", "dynamo_lite.report.survey"])
     pending = list(entries)
     running: dict = {}           # name -> (process, connection, deadline)
     results: dict = {}
@@ -259,6 +266,10 @@ def run_report(options: ReportOptions) -> int:
     console.print(f"wall time {info['seconds']} s with --jobs {options.jobs}")
     if json_path:
         _write_json(json_path, results, options, info=info)
+    if options.html_path:
+        from .html import write_html
+        write_html(options.html_path, results, info, options)
+        console.print(f"HTML report: {options.html_path}")
     return 1 if info["wrong"] else 0
 
 

@@ -1,6 +1,6 @@
-"""The corpus registry: every model is a small builder function registered with `@model`.
+"""The model registry of `dynamo-lite report`: every model is a builder function registered with `@model`.
 
-    from corpus.registry import model
+    from dynamo_lite.report.registry import model
 
     @model("resnet_tiny", tags=("vision", "cnn"))
     def build():
@@ -16,8 +16,16 @@ imports the package itself (never at module import time) through `require`, whic
 `MissingDependency` when the package is not installed; `ModelEntry.build` lets that exception
 through so that a report can list the model as skipped, with the reason, instead of crashing.
 
-`all_models()` imports every corpus module (vision, language, misc, breaks, hf, libraries), so listing the
-corpus never needs an optional package.
+Models come in *suites* (`SUITES`): our own models ("own"), hand-picked models of the installed
+libraries ("lib"), and suites enumerated from the installed model zoos ("timm", "torchvision", "hf",
+"diffusers"). A suite is a list of modules of the separate `dynamo_lite_corpus` package; `all_models`
+imports only the suites asked for (default: `DEFAULT_SUITES`). dynamo_lite itself never imports
+the corpus: a user's model files given to the report as paths register with `model` here and need
+no corpus installed. Listing a suite never needs an optional package (a zoo suite whose package is
+missing lists nothing and says so in `suite_problems`).
+
+A builder that cannot make its model (too large for a CPU report, needs inputs no generic recipe
+gives, ...) raises `CannotBuild(reason)`: the model is reported as skipped with that reason.
 """
 from __future__ import annotations
 
@@ -27,12 +35,54 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-# Corpus modules that register models, imported by `all_models()`.
-CORPUS_MODULES = ("corpus.vision", "corpus.language", "corpus.misc", "corpus.generative", "corpus.breaks",
-                  "corpus.hf", "corpus.libraries")
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    modules: tuple          # modules of dynamo_lite_corpus that register the suite's models
+    doc: str
 
 
-class MissingDependency(Exception):
+SUITES = {s.name: s for s in (
+    Suite("own", ("vision", "language", "misc", "generative", "breaks"),
+          "models written for this corpus: common architectures and every kind of graph break"),
+    Suite("lib", ("hf", "libraries"),
+          "hand-picked models of the installed libraries (transformers, einops, x-transformers, ...), "
+          "default arguments"),
+    Suite("timm", ("zoo_timm",), "every architecture of timm.list_models()"),
+    Suite("torchvision", ("zoo_torchvision",), "every torchvision classification, segmentation, detection, "
+                                               "video and optical-flow model"),
+    Suite("hf", ("zoo_hf",), "every transformers architecture whose config can be made tiny generically"),
+    Suite("diffusers", ("zoo_diffusers",), "diffusers model classes, tiny configs"),
+)}
+DEFAULT_SUITES = ("own", "lib")
+CORPUS_PACKAGE = "dynamo_lite_corpus"
+# Corpus modules of the default suites, imported by `all_models()`.
+CORPUS_MODULES = tuple(f"{CORPUS_PACKAGE}.{m}" for s in DEFAULT_SUITES for m in SUITES[s].modules)
+
+
+def parse_suites(text: Optional[str]) -> tuple:
+    """"timm,hf" -> ("timm", "hf"); "all" -> every suite; None -> the defaults. ValueError on an unknown name."""
+    if not text:
+        return DEFAULT_SUITES
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return tuple(SUITES)
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        raise ValueError(f"unknown suite(s) {', '.join(unknown)}; the suites are {', '.join(SUITES)} (or all)")
+    return tuple(dict.fromkeys(names))
+
+
+class ModelSkipped(Exception):
+    """The model cannot be built here: it is reported as skipped, with this exception's message."""
+
+
+class CannotBuild(ModelSkipped):
+    """A builder cannot make its model small enough, or does not know how to call it: skipped, with the reason."""
+
+
+class MissingDependency(ModelSkipped):
     """A model's optional package is not installed: the model is skipped, not failed."""
 
     def __init__(self, package: str, model: str = ""):
@@ -137,23 +187,58 @@ def model(name: str, tags: Iterable[str] = (), requires: Optional[str] = None):
     return register
 
 
+# suite -> why it listed no models (its zoo package is not installed or fails to import)
+suite_problems: dict[str, str] = {}
+_SUITE_OF: dict[str, str] = {}           # model name -> suite
+
+
+class CorpusNotInstalled(ImportError):
+    """The bundled corpus (package dynamo_lite_corpus) is not importable."""
+
+
+def load_suites(suites: Iterable[str] = DEFAULT_SUITES) -> None:
+    """Import the modules of `suites` (each once), so that their models are registered."""
+    for suite in suites:
+        for module in SUITES[suite].modules:
+            name = f"{CORPUS_PACKAGE}.{module}"
+            before = set(_REGISTRY)
+            try:
+                importlib.import_module(name)
+            except ModuleNotFoundError as exc:
+                if exc.name in (CORPUS_PACKAGE, name):
+                    raise CorpusNotInstalled(
+                        f"the model corpus ({CORPUS_PACKAGE}) is not installed: install dynamo_lite from its "
+                        f"repository, or give the report your own model files as paths") from exc
+                raise
+            for new in set(_REGISTRY) - before:
+                _SUITE_OF[new] = suite
+
+
 def load_all() -> None:
-    for module in CORPUS_MODULES:
-        importlib.import_module(module)
+    load_suites(DEFAULT_SUITES)
 
 
-def all_models(pattern: Optional[str] = None, tags: Iterable[str] = ()) -> list[ModelEntry]:
-    """Every registered model (in registration order), optionally filtered by `-k` pattern and tags.
+def suite_of(entry: "ModelEntry") -> Optional[str]:
+    """The suite that registered `entry` (None for a user's model file)."""
+    return _SUITE_OF.get(entry.name)
+
+
+def all_models(pattern: Optional[str] = None, tags: Iterable[str] = (),
+               suites: Iterable[str] = DEFAULT_SUITES) -> list[ModelEntry]:
+    """Every registered model of `suites` (in registration order), optionally filtered by `-k` pattern and tags.
 
     Models whose optional dependency is missing are included; check `entry.skip_reason()`.
     """
-    load_all()
+    suites = tuple(suites)
+    load_suites(suites)
     wanted = set(tags)
-    return [e for e in _REGISTRY.values() if e.matches(pattern) and wanted.issubset(e.tags)]
+    return [e for e in _REGISTRY.values() if _SUITE_OF.get(e.name) in suites and e.matches(pattern)
+            and wanted.issubset(e.tags)]
 
 
-def get(name: str) -> ModelEntry:
-    load_all()
+def get(name: str, suites: Iterable[str] = DEFAULT_SUITES) -> ModelEntry:
+    if name not in _REGISTRY:
+        load_suites(suites)
     return _REGISTRY[name]
 
 

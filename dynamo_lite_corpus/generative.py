@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .registry import model
+from dynamo_lite.report.registry import model
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .registry import model, require
+from dynamo_lite.report.registry import model, require
 
 VOCAB = 99
 BATCH, SEQ = 2, 8

@@ -1,11 +1,11 @@
 """Survey the corpus: run every model eagerly and under `dl.capture`, and say what happened.
 
-    python3 -m corpus.survey [-k PATTERN] [--compare torch] [--no-grad] [--json FILE] [--verbose]
+    python3 -m dynamo_lite.report.survey [-k PATTERN] [--compare torch] [--no-grad] [--json FILE] [--verbose]
 
 For each model: build it (twice: a fresh, identically seeded copy per engine, so no run sees
 another's state), run it eagerly, then under ``dl.capture(model, backend=counting)`` (and with
 ``--compare torch`` under ``torch.compile(model, backend=counting)``), with the RNG seeded the same
-before each run and printed output captured. Then compare outputs (`corpus.compare`) and printed
+before each run and printed output captured. Then compare outputs (`dynamo_lite.report.compare`) and printed
 text, call the captured model a second time (it must agree again; recaptures are counted) and a
 third time with `shuffled` inputs (float values permuted: a graph that baked in data is caught), and
 print one row per model followed by its graph breaks and the frames that ran eagerly, with their
@@ -13,7 +13,7 @@ reasons, from `dynamo_lite.fallback.records.RECORDS`.
 
 Statuses: ``ok`` (same results as eager), ``WRONG`` (captured result or printed output differs:
 a bug), ``CRASH`` (capture raised where eager did not: a bug), ``timeout``, ``skipped`` (optional
-dependency missing), ``eager-error`` (the model itself fails: a corpus bug).
+dependency missing, or the model cannot be built small: `ModelSkipped`), ``eager-error`` (the model itself fails: a corpus bug).
 
 `survey_model(entry, ...)` returns a `SurveyResult` and is what other tools (the report CLI)
 can reuse; `main()` is the command line. Exit status 1 when any model is WRONG or CRASH.
@@ -41,7 +41,7 @@ from typing import Any, Optional
 import torch
 
 from .compare import Mismatch, compare, max_abs_diff
-from .registry import Example, MissingDependency, ModelEntry, all_models
+from .registry import Example, ModelEntry, ModelSkipped, all_models
 
 
 # --------------------------------------------------------------------------------------------
@@ -316,7 +316,7 @@ def survey_model(entry: ModelEntry, compare_torch: bool = False, grad: bool = Tr
         with _time_limit(timeout):
             expected, printed, result.eager_s = _call(example, example.model, grad)
             result.eager_steady_s = min(_call(example, example.model, grad)[2] for _ in range(3))
-    except MissingDependency as exc:
+    except ModelSkipped as exc:
         result.status, result.detail = "skipped", str(exc)
         return result
     except _Timeout as exc:
@@ -434,7 +434,7 @@ def warm_up(compare_torch: bool) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m corpus.survey", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python3 -m dynamo_lite.report.survey", description=__doc__.splitlines()[0])
     parser.add_argument("-k", dest="pattern", help="only models whose name contains PATTERN (or with that tag, "
                                                    "or matching a glob)")
     parser.add_argument("--tag", action="append", default=[], help="only models with this tag (repeatable)")
