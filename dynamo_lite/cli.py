@@ -1,5 +1,6 @@
 """The `dynamo-lite` command: `report` (graph-break statistics over a corpus of models; `report
-diff OLD.json NEW.json` compares two runs), `explain MODEL` (the full explain report of one corpus model) and `demo` (capture small models
+diff OLD.json NEW.json` compares two runs; `report html REPORT.json` writes the HTML page of one),
+`explain MODEL` (the full explain report of one corpus model) and `demo` (capture small models
 and print their graphs)."""
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ def main(argv=None) -> int:
     if argv[:2] == ["report", "diff"]:          # `report diff OLD NEW`: compare two --json runs
         from .report.diff import main as diff
         return diff(argv[2:])
+    if argv[:2] == ["report", "html"]:          # `report html REPORT.json -o FILE`: the page of a --json run
+        from .report.html import main as html
+        return html(argv[2:])
     parser = argparse.ArgumentParser(prog="dynamo-lite", description="Guarded graph capture for PyTorch.")
     sub = parser.add_subparsers(dest="command", required=True)
     report = sub.add_parser("report", help="run models eagerly and captured; report graphs, breaks and reasons",
@@ -22,7 +26,8 @@ def main(argv=None) -> int:
     report.add_argument("--backend", default="eager", help="backend for captured graphs (default: eager)")
     report.add_argument("--compare", choices=["torch"], help="also run TorchDynamo in the same run")
     report.add_argument("--json", dest="json_path", help="write the full results to this file")
-    report.add_argument("--jobs", type=int, default=1, help="models run in parallel (one process each)")
+    report.add_argument("--jobs", type=int, default=1, help="models run at once, one process each (with "
+                        "--ray: at most this many Ray tasks in flight, each taking one CPU of the cluster)")
     report.add_argument("-k", dest="pattern", help="only models whose name or tag matches")
     report.add_argument("--timeout", type=float, default=120.0, help="seconds per model and engine")
     report.add_argument("--resume", dest="resume_path", metavar="FILE",
@@ -39,7 +44,9 @@ def main(argv=None) -> int:
     report.add_argument("--html", dest="html_path", metavar="FILE",
                         help="also write a self-contained HTML report (charts, sortable table, each break explained)")
     report.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                        help="spread the models over a Ray cluster (ADDRESS; a local cluster when omitted)")
+                        help="spread the models over a Ray cluster: ADDRESS as ray.init takes it (auto, HOST:PORT, "
+                             "ray://HOST:10001); a new local cluster of this machine's cores when omitted. Needs "
+                             "pip install -r requirements/ray.txt -c requirements/ci.txt")
     sub.add_parser("demo", help="capture a few small models and print their graphs and guards")
     args = parser.parse_args(argv)
     if args.command == "report":
@@ -53,6 +60,13 @@ def main(argv=None) -> int:
         return _list(args.pattern, suites, args.paths)
     if args.command == "explain":
         return _explain(args.model, args.backend, args.json_path)
+    if args.command == "report" and args.html_path:    # say so before the run, not after it
+        from .report.html import PlotlyMissing, require_plotly
+        try:
+            require_plotly()
+        except PlotlyMissing as e:
+            print(f"dynamo-lite report: {e}", file=sys.stderr)
+            return 2
     if args.command == "report":
         from .report import ReportOptions, run_report
         return run_report(ReportOptions(tuple(args.paths), args.backend, args.compare, args.jobs, args.pattern,

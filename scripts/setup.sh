@@ -2,7 +2,7 @@
 # Create (once) a virtual environment for one Python version, install the pinned requirements
 # and dynamo_lite itself (building the C frame hook). Prints the venv's python path last.
 #   PYTHON=python3.12 bash scripts/setup.sh
-#   EXTRA=corpus bash scripts/setup.sh      # also requirements/corpus.txt (the libraries of the corpus report)
+#   EXTRA=corpus,ray bash scripts/setup.sh  # also requirements/corpus.txt and ray.txt (the report's libraries)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -23,14 +23,15 @@ if [ ! -f "$stamp" ]; then
   "$venv/bin/python" -m pip install -q -r requirements/ci.txt >&2
   touch "$stamp"
 fi
-if [ -n "${EXTRA:-}" ]; then
-  extra_stamp="$venv/.extra-$EXTRA-$(cat requirements/ci.txt "requirements/$EXTRA.txt" | sha1sum | cut -c1-12)"
+# EXTRA: comma-separated names of requirements/<name>.txt to add (e.g. corpus,ray).
+for extra in ${EXTRA//,/ }; do
+  extra_stamp="$venv/.extra-$extra-$(cat requirements/ci.txt "requirements/$extra.txt" | sha1sum | cut -c1-12)"
   if [ ! -f "$extra_stamp" ]; then
     # -c ci.txt keeps torch (and everything else CI pins) exactly where it is.
-    "$venv/bin/python" -m pip install -q -r "requirements/$EXTRA.txt" -c requirements/ci.txt >&2
+    "$venv/bin/python" -m pip install -q -r "requirements/$extra.txt" -c requirements/ci.txt >&2
     touch "$extra_stamp"
   fi
-fi
+done
 # Always rebuild the extension (cheap), so a changed _evalframe.c is picked up.
 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e . >&2
 echo "$venv/bin/python"

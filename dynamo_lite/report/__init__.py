@@ -11,8 +11,10 @@ import collections
 import json
 import math
 import multiprocessing
+import multiprocessing.connection
 import os
 import runpy
+import sys
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -74,9 +76,82 @@ def _child(name: str, options: ReportOptions, conn) -> None:
                               backend=options.backend)
         conn.send(result.to_json())
     except BaseException as exc:   # noqa: BLE001 - any failure is this model's row
-        conn.send({"name": name, "tags": (), "status": "CRASH", "detail": f"{type(exc).__name__}: {exc}"})
+        conn.send(_failed_row(name, "CRASH", f"{type(exc).__name__}: {exc}"))
     finally:
         conn.close()
+
+
+def _failed_row(name: str, status: str, detail: str) -> dict:
+    return {"name": name, "tags": (), "status": status, "detail": detail}
+
+
+class IsolatedModel:
+    """One model surveyed in a process of its own (started from a forkserver that has torch imported),
+    with a deadline: whatever happens there, `poll`/`wait` give one row for it, its survey's, a CRASH
+    row when the process dies without one, or a timeout row (and the process killed) past the deadline.
+    The local scheduler (`_run_all`) keeps `--jobs` of these running; a Ray task runs one
+    (`run_model_isolated`)."""
+
+    def __init__(self, name: str, options: ReportOptions):
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["torch", "dynamo_lite", "dynamo_lite.report.survey"])
+        self.name = name
+        # each engine's calls have `timeout` seconds inside the survey; this is the backstop for a
+        # process stuck where no such timeout reaches (a C extension, a deadlock, an import)
+        self.deadline_s = options.timeout * (4 if options.compare else 2) + 60
+        self._deadline = time.monotonic() + self.deadline_s
+        self._conn, child_end = context.Pipe(duplex=False)
+        self._process = context.Process(target=_child, args=(name, options, child_end), daemon=True)
+        self._process.start()
+        child_end.close()
+
+    @property
+    def waitables(self) -> list:
+        """What `multiprocessing.connection.wait` wakes up on: a row sent, or the process gone."""
+        return [self._conn, self._process.sentinel]
+
+    def poll(self) -> Optional[dict]:
+        """The model's row if it is settled now, else None."""
+        alive = self._process.is_alive()     # asked first: a row sent just before exiting is still read
+        if self._conn.poll():
+            try:
+                row = self._conn.recv()
+            except EOFError:                 # the pipe closed without a row: the process died
+                return self._died()
+            self._process.join(10)
+            self.kill()
+            return row
+        if not alive:
+            return self._died()
+        if time.monotonic() > self._deadline:
+            self.kill()
+            return _failed_row(self.name, "timeout", f"no result within {self.deadline_s:.0f} s")
+        return None
+
+    def wait(self) -> dict:
+        """Block until the model's row is settled (at the latest at the deadline) and return it."""
+        while True:
+            row = self.poll()
+            if row is not None:
+                return row
+            multiprocessing.connection.wait(self.waitables, timeout=max(0.0, self._deadline - time.monotonic()))
+
+    def kill(self) -> None:
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        self._conn.close()
+
+    def _died(self) -> dict:
+        self._process.join(10)
+        self.kill()
+        return _failed_row(self.name, "CRASH", f"the model's process died (exit code {self._process.exitcode})")
+
+
+def run_model_isolated(name: str, options: ReportOptions) -> dict:
+    """Survey one model in a process of its own, with its deadline, and return its row (a crash or a
+    hang is a failed row, never an exception): what a Ray task runs for each model."""
+    return IsolatedModel(name, options).wait()
 
 
 def _run_all(entries, options: ReportOptions, progress=None) -> list[dict]:
@@ -84,45 +159,25 @@ def _run_all(entries, options: ReportOptions, progress=None) -> list[dict]:
     `progress(row)` is called as each finishes. Returns the rows in the entries' order."""
     if options.ray is not None:
         from .ray_runner import run_all_on_ray
-        return run_all_on_ray(entries, options, progress)
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "dynamo_lite", "dynamo_lite.report.survey"])
-    pending = list(entries)
-    running: dict = {}           # name -> (process, connection, deadline)
+        return run_all_on_ray(entries, options, progress, run_one=run_model_isolated)
+    pending = [e.name for e in entries]
+    running: list[IsolatedModel] = []
     results: dict = {}
-    deadline_for = options.timeout * (4 if options.compare else 2) + 60
-    while pending or running:
-        while pending and len(running) < max(1, options.jobs):
-            entry = pending.pop(0)
-            parent, child = context.Pipe(duplex=False)
-            process = context.Process(target=_child, args=(entry.name, options, child), daemon=True)
-            process.start()
-            child.close()
-            running[entry.name] = (process, parent, time.monotonic() + deadline_for)
-        for name, (process, conn, deadline) in list(running.items()):
-            result = None
-            if conn.poll():
-                try:
-                    result = conn.recv()
-                except EOFError:
-                    result = None
-                process.join(10)
-            elif not process.is_alive():
-                result = {"name": name, "tags": (), "status": "CRASH",
-                          "detail": f"the model's process died (exit code {process.exitcode})"}
-            elif time.monotonic() > deadline:
-                process.kill()
-                result = {"name": name, "tags": (), "status": "timeout",
-                          "detail": f"no result within {deadline_for:.0f} s"}
-            if result is not None or not process.is_alive():
-                if result is None:
-                    result = {"name": name, "tags": (), "status": "CRASH",
-                              "detail": f"the model's process died (exit code {process.exitcode})"}
-                results[name] = result
-                del running[name]
-                if progress is not None:
-                    progress(result)
-        time.sleep(0.05)
+    try:
+        while pending or running:
+            while pending and len(running) < max(1, options.jobs):
+                running.append(IsolatedModel(pending.pop(0), options))
+            multiprocessing.connection.wait([w for model in running for w in model.waitables], timeout=1.0)
+            for model in list(running):
+                row = model.poll()
+                if row is not None:
+                    running.remove(model)
+                    results[model.name] = row
+                    if progress is not None:
+                        progress(row)
+    finally:                           # interrupted (Ctrl-C): no model process outlives the run
+        for model in running:
+            model.kill()
     return [results[e.name] for e in entries]
 
 
@@ -232,6 +287,13 @@ def run_report(options: ReportOptions) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     console = Console()
+    if options.ray is not None:
+        from .ray_runner import RayNotInstalled, require_ray
+        try:
+            require_ray()
+        except RayNotInstalled as e:
+            print(f"dynamo-lite report: {e}", file=sys.stderr)
+            return 2
     entries = _load_entries(options)
     if not entries:
         console.print("no models matched")
@@ -263,7 +325,8 @@ def run_report(options: ReportOptions) -> int:
     info = summary(results, options.compare)
     info["seconds"] = round(time.perf_counter() - start, 1)
     _render(results, info, options, console)
-    console.print(f"wall time {info['seconds']} s with --jobs {options.jobs}")
+    where = f" on Ray ({options.ray})" if options.ray is not None else ""
+    console.print(f"wall time {info['seconds']} s with --jobs {options.jobs}{where}")
     if json_path:
         _write_json(json_path, results, options, info=info)
     if options.html_path:

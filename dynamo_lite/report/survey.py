@@ -27,6 +27,7 @@ import copy
 import dataclasses
 import io
 import json
+import linecache
 import logging
 import math
 import os
@@ -41,7 +42,7 @@ from typing import Any, Optional
 import torch
 
 from .compare import Mismatch, compare, max_abs_diff
-from .registry import Example, ModelEntry, ModelSkipped, all_models
+from .registry import Example, ModelEntry, ModelSkipped, all_models, suite_of
 
 
 # --------------------------------------------------------------------------------------------
@@ -60,6 +61,7 @@ class FrameEvent:
     detail: str
     location: str
     fallback_reason: str = ""
+    source: str = ""                  # the line of code at `location` (so reports need not have the file)
 
     def describe(self) -> str:
         what = {"break": "break", "fallback": "eager", "error": "ERROR"}.get(self.status, self.status)
@@ -95,6 +97,7 @@ class SurveyResult:
     eager_steady_s: float = 0.0       # a later eager call, for steady-state ratios
     dl: Optional[EngineRun] = None
     torch: Optional[EngineRun] = None
+    suite: Optional[str] = None       # the corpus suite (registry.SUITES) or None for a user's file
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -237,7 +240,13 @@ def _dl_frames(run: EngineRun, records) -> None:
         run.events.append(FrameEvent(
             getattr(r, "qualname", "") or r.name, r.status, kind_id, kind_name,
             " ".join(str(r.detail).split())[:300], r.location,
-            " ".join(str(getattr(r, "fallback_reason", "") or "").split())[:200]))
+            " ".join(str(getattr(r, "fallback_reason", "") or "").split())[:200], source_line(r.location)))
+
+
+def source_line(location: str) -> str:
+    """The stripped line of code at a "file:line" location ("" when the file cannot be read)."""
+    file, _, line = str(location).rpartition(":")
+    return linecache.getline(file, int(line)).strip() if file and line.isdigit() else ""
 
 
 def _torch_breaks(run: EngineRun) -> None:
@@ -310,7 +319,7 @@ def run_engine(entry: ModelEntry, engine: str, expected: Any, expected_printed: 
 def survey_model(entry: ModelEntry, compare_torch: bool = False, grad: bool = True,
                  timeout: Optional[float] = 120.0, backend: str = "eager") -> SurveyResult:
     """Run one corpus model eagerly and under dynamo_lite (and TorchDynamo); see the module docstring."""
-    result = SurveyResult(entry.name, entry.tags, "ok")
+    result = SurveyResult(entry.name, entry.tags, "ok", suite=suite_of(entry))
     try:
         example = _build(entry)
         with _time_limit(timeout):
