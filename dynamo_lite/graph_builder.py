@@ -20,7 +20,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 
 from . import breaks
 from .breaks import Unsupported
-from .runtime import autocast_devices, check_assertion, enter_autocast, exit_autocast, set_autocast_devices
+from .runtime import autocast_devices, check_assertion, enter_autocast, exit_autocast, power, set_autocast_devices
 from .values.base import Const, Value
 from .values.containers import SeqValue
 from .values.tensors import SymValue, TensorValue
@@ -68,6 +68,10 @@ def _contains_tensor(obj) -> bool:
     if isinstance(obj, dict):
         return any(_contains_tensor(o) for o in obj.values())
     return False
+
+
+def _negative_number(arg) -> bool:
+    return isinstance(arg, (int, float)) and not isinstance(arg, bool) and arg < 0
 
 
 class GraphBuilder:
@@ -130,6 +134,9 @@ class GraphBuilder:
         unless `always_node` (ops run for their side effect, such as setitem)."""
         node_args, fake_args = _split(args)
         node_kwargs, fake_kwargs = _split(kwargs)
+        if target in (operator.pow, operator.ipow) and _negative_number(node_args[0]):
+            # fx prints operator.pow infix: `-1 ** x` would read as -(1 ** x)
+            target = torch.pow if _contains_tensor(fake_args) else power
         example = self._run_fake(op, target, fake_args, fake_kwargs)
         if not always_node and not _contains_tensor(example) and not _contains_symbolic(example):
             return Const(example)

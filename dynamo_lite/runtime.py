@@ -233,6 +233,12 @@ def restore_autocast(snapshot: tuple) -> None:
         torch.autocast_increment_nesting()
 
 
+def power(base, exponent):
+    """`base ** exponent` as a graph node when `base` is a negative constant: fx writes
+    operator.pow infix, and `-1 ** x` is `-(1 ** x)` in Python (TorchDynamo's graphs have that bug)."""
+    return base ** exponent
+
+
 @torch.fx.node.has_side_effect
 def check_assertion(cond, expected, *message):
     if bool(cond) is not expected:

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from harness import CountingBackend, assert_same, capture, check
+from harness import CountingBackend, assert_same, capture, check, skip_in_reference
 from models import MLP, ConvNet, TransformerBlock
 
 
@@ -321,3 +321,52 @@ def test_a_sliced_module_list_returned_is_a_module_list():
     m = Stack()
     got, _ = capture(m)(torch.randn(2, 4))
     assert type(got) is nn.ModuleList and list(got) == [m.layers[0], m.layers[2]]
+
+
+# -- methods of module classes torch defines outside torch.nn.modules, and Module's own dunders --
+# torchvision's quantizable models call `self.cat.cat(...)` / `self.add_relu.add_relu(...)` on a
+# FloatFunctional (torch/ao/...); diffusers' Magvit VAE does `del self.prev_features`.
+
+class _QuantizableBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        from torch.ao.nn.quantized import FloatFunctional
+        self.cat = FloatFunctional()
+        self.add_relu = FloatFunctional()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.cat.cat([self.lin(x), x], dim=1)
+        return self.add_relu.add_relu(y, y * 2)
+
+
+def test_float_functional_methods_are_inlined():
+    check(_QuantizableBlock().eval(), torch.randn(2, 4), graphs=1)
+
+
+class _DeletesItsAttributes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.prev = torch.zeros(())
+        self.register_buffer("buf", torch.ones(4))
+
+    def forward(self, x):
+        del self.prev
+        self.prev = x.sum()
+        return self.lin(x) + self.buf
+
+
+@skip_in_reference("the reference harness compiles a shallow copy of the module: its attributes are not the ones read here")
+def test_module_deletes_and_sets_again_an_instance_attribute_in_forward():
+    eager, captured_module = _DeletesItsAttributes(), copy.deepcopy(_DeletesItsAttributes())
+    captured_module.load_state_dict(eager.state_dict())
+    backend = CountingBackend()
+    captured = capture(captured_module, backend=backend)
+    for _ in range(4):
+        x = torch.randn(2, 4)
+        assert_same(eager(x), captured(x), "output")
+        assert_same(eager.prev, captured_module.prev, "the attribute deleted and set again")
+        assert_same(dict(eager.named_buffers()), dict(captured_module.named_buffers()), "buffers")
+        assert list(vars(captured_module)) == list(vars(eager))
+    assert backend.count == 1

@@ -13,6 +13,7 @@ import functools
 import inspect
 import operator
 import types
+import torch
 
 from ..breaks import (DISABLED_FUNCTION, EXPLICIT_BREAK, PRINT_OR_LOG, SKIPPED_FILE, UNSUPPORTED_ATTRIBUTE,
                       UNSUPPORTED_VALUE,
@@ -24,6 +25,16 @@ from ..sources import AttrSource, ItemSource
 from .base import Const, LazyValue, Value, is_constant, missing_attribute
 from .containers import DictValue, SeqValue
 from .tensors import torch_call
+
+
+def _is_module_method_call(f, args) -> bool:
+    """`f(module, ...)` where `f` is a function of the module's class (a method called on it): a
+    module is never a graph op's argument, so such a method of a torch-defined class is inlined."""
+    if not args or not isinstance(args[0].python_type(), type) or not issubclass(args[0].python_type(), torch.nn.Module):
+        return False
+    # nn.Module's own methods (register_buffer, __setattr__, ...) change the module's tables, which
+    # ModuleValue models itself: they are not inlined
+    return getattr(args[0].python_type(), f.__name__, None) is f and getattr(torch.nn.Module, f.__name__, None) is not f
 
 
 class FunctionValue(Value):
@@ -85,6 +96,8 @@ class FunctionValue(Value):
             raise Unsupported(DISABLED_FUNCTION, f.__qualname__)
         if rule == skip.BREAK:
             raise Unsupported(EXPLICIT_BREAK, "dynamo_lite.graph_break()")
+        if rule == skip.GRAPH_OP and _is_module_method_call(f, args):
+            rule = skip.INLINE   # a method of a module class torch defines outside torch.nn.modules (FloatFunctional.cat)
         if rule == skip.GRAPH_OP and not skip.is_torch_namespace(f):
             return frame.tracer.graph.call("call_function", f, tuple(args), kwargs)
         if rule == skip.GRAPH_OP:

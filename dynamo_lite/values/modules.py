@@ -97,6 +97,17 @@ class ModuleValue(ObjectValue):
             raise Unsupported(UNSUPPORTED_MUTATION, f"assigning a submodule to {name!r}")
         self.store_existing_attr(frame, name, value)
 
+    def del_attr(self, frame, name):
+        """`del module.attr`: Module.__delattr__ on a plain instance attribute is object's delete;
+        deleting a parameter, buffer or submodule (its tables) is not modelled."""
+        cls = type(self.obj)
+        if cls.__delattr__ is not torch.nn.Module.__delattr__:
+            return super().del_attr(frame, name)
+        for table in ("_parameters", "_buffers", "_modules"):
+            if name in self.obj.__dict__.get(table, {}):
+                raise Unsupported(UNSUPPORTED_MUTATION, f"deleting module {table[1:-1]} {name!r}")
+        self.delete_existing_attr(frame, name)
+
     # ---- calling -----------------------------------------------------------------------------
     def call(self, frame, args, kwargs):
         m = self.obj
