@@ -22,35 +22,21 @@ measured per decoding step by `dynamo_lite_corpus.lib_generate` (``python -m dyn
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 
 import torch
 import torch.nn as nn
 
-from dynamo_lite.report.registry import MissingDependency, model
+from dynamo_lite.report.registry import model
+
+from .zoo_common import library
 
 BATCH, SEQ, VOCAB = 2, 8, 99
 IMAGE = 32
 
 
-class BrokenDependency(MissingDependency):
-    """An optional package is installed but cannot be imported (e.g. torchvision's C ops do not load)."""
-
-    def __init__(self, package: str, error: BaseException):
-        super().__init__(package)
-        self.args = (f"optional dependency {package!r} is installed but fails to import: "
-                     f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}",)
-
-
-def _lib(package: str):
-    """Import `package` for a builder: MissingDependency when absent, BrokenDependency when its import fails."""
-    try:
-        return importlib.import_module(package)
-    except ImportError as exc:
-        raise MissingDependency(package) from exc
-    except Exception as exc:        # noqa: BLE001 - e.g. RuntimeError: operator torchvision::nms does not exist
-        raise BrokenDependency(package, exc) from exc
+# importing a library inside a builder: MissingDependency when absent, BrokenLibrary when its import fails
+_lib = library
 
 
 def _register(name: str, tags: tuple, requires: str, doc: str, builder):

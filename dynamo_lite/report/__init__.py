@@ -50,8 +50,9 @@ def _load_entries(options: ReportOptions):
     return [e for name, e in registry._REGISTRY.items() if name not in before and e.matches(options.pattern)]
 
 
-def _child(name: str, options: ReportOptions, conn) -> None:
-    """Runs in its own process: survey one model, send the result as a dict."""
+def _child(name: str, suite: Optional[str], options: ReportOptions, conn) -> None:
+    """Runs in its own process: survey one model (of `suite`: only that suite's modules are
+    imported, if the forkserver has not already), send the result as a dict."""
     try:
         import logging
         import warnings
@@ -70,10 +71,10 @@ def _child(name: str, options: ReportOptions, conn) -> None:
         from dynamo_lite.report.survey import survey_model, warm_up
         if options.paths:
             _load_entries(options)
-        entry = registry.get(name, options.suites)
-        warm_up(options.compare == "torch")
+        entry = registry.get(name, (suite,) if suite else options.suites)
+        # warmed up once the model is built: a model skipped at build time costs no engine start-up
         result = survey_model(entry, compare_torch=options.compare == "torch", timeout=options.timeout,
-                              backend=options.backend)
+                              backend=options.backend, prepare=lambda: warm_up(options.compare == "torch"))
         conn.send(result.to_json())
     except BaseException as exc:   # noqa: BLE001 - any failure is this model's row
         conn.send(_failed_row(name, "CRASH", f"{type(exc).__name__}: {exc}"))
@@ -94,14 +95,18 @@ class IsolatedModel:
 
     def __init__(self, name: str, options: ReportOptions):
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["torch", "dynamo_lite", "dynamo_lite.report.survey"])
+        # the forkserver imports torch, dynamo_lite and the corpus modules of the suites once; each
+        # model's process is forked from it (a zoo library's import costs seconds, times hundreds)
+        context.set_forkserver_preload(["torch", "dynamo_lite", "dynamo_lite.report.survey",
+                                        *registry.suite_modules(() if options.paths else options.suites)])
         self.name = name
         # each engine's calls have `timeout` seconds inside the survey; this is the backstop for a
         # process stuck where no such timeout reaches (a C extension, a deadlock, an import)
         self.deadline_s = options.timeout * (4 if options.compare else 2) + 60
         self._deadline = time.monotonic() + self.deadline_s
         self._conn, child_end = context.Pipe(duplex=False)
-        self._process = context.Process(target=_child, args=(name, options, child_end), daemon=True)
+        suite = None if options.paths else registry.suite_of_name(name)
+        self._process = context.Process(target=_child, args=(name, suite, options, child_end), daemon=True)
         self._process.start()
         child_end.close()
 

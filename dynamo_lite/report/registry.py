@@ -201,7 +201,6 @@ def load_suites(suites: Iterable[str] = DEFAULT_SUITES) -> None:
     for suite in suites:
         for module in SUITES[suite].modules:
             name = f"{CORPUS_PACKAGE}.{module}"
-            before = set(_REGISTRY)
             try:
                 importlib.import_module(name)
             except ModuleNotFoundError as exc:
@@ -210,8 +209,10 @@ def load_suites(suites: Iterable[str] = DEFAULT_SUITES) -> None:
                         f"the model corpus ({CORPUS_PACKAGE}) is not installed: install dynamo_lite from its "
                         f"repository, or give the report your own model files as paths") from exc
                 raise
-            for new in set(_REGISTRY) - before:
-                _SUITE_OF[new] = suite
+    owner = {f"{CORPUS_PACKAGE}.{m}": s.name for s in SUITES.values() for m in s.modules}
+    for entry in _REGISTRY.values():      # by the module that registered it, whoever imported that
+        if entry.module in owner:
+            _SUITE_OF[entry.name] = owner[entry.module]
 
 
 def load_all() -> None:
@@ -221,6 +222,16 @@ def load_all() -> None:
 def suite_of(entry: "ModelEntry") -> Optional[str]:
     """The suite that registered `entry` (None for a user's model file)."""
     return _SUITE_OF.get(entry.name)
+
+
+def suite_of_name(name: str) -> Optional[str]:
+    """The suite that registered the model called `name`, if one of the loaded suites did."""
+    return _SUITE_OF.get(name)
+
+
+def suite_modules(suites: Iterable[str]) -> list:
+    """The importable names of the corpus modules of `suites`."""
+    return [f"{CORPUS_PACKAGE}.{m}" for s in suites for m in SUITES[s].modules]
 
 
 def all_models(pattern: Optional[str] = None, tags: Iterable[str] = (),

@@ -37,7 +37,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -317,11 +317,15 @@ def run_engine(entry: ModelEntry, engine: str, expected: Any, expected_printed: 
 
 
 def survey_model(entry: ModelEntry, compare_torch: bool = False, grad: bool = True,
-                 timeout: Optional[float] = 120.0, backend: str = "eager") -> SurveyResult:
-    """Run one corpus model eagerly and under dynamo_lite (and TorchDynamo); see the module docstring."""
+                 timeout: Optional[float] = 120.0, backend: str = "eager",
+                 prepare: Optional[Callable[[], None]] = None) -> SurveyResult:
+    """Run one corpus model eagerly and under dynamo_lite (and TorchDynamo); see the module docstring.
+    `prepare()` runs once the model is built, before its first call (the report warms the engines up there)."""
     result = SurveyResult(entry.name, entry.tags, "ok", suite=suite_of(entry))
     try:
         example = _build(entry)
+        if prepare is not None:
+            prepare()
         with _time_limit(timeout):
             expected, printed, result.eager_s = _call(example, example.model, grad)
             result.eager_steady_s = min(_call(example, example.model, grad)[2] for _ in range(3))
