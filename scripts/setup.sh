@@ -24,7 +24,8 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 # EXTRA: comma-separated names of requirements/<name>.txt to add (e.g. corpus,ray).
-for extra in ${EXTRA//,/ }; do
+extras="${EXTRA:-}"
+for extra in ${extras//,/ }; do
   extra_stamp="$venv/.extra-$extra-$(cat requirements/ci.txt "requirements/$extra.txt" | sha1sum | cut -c1-12)"
   if [ ! -f "$extra_stamp" ]; then
     # -c ci.txt keeps torch (and everything else CI pins) exactly where it is.
