@@ -35,10 +35,6 @@ BATCH, SEQ, VOCAB = 2, 8, 99
 IMAGE = 32
 
 
-# importing a library inside a builder: MissingDependency when absent, BrokenLibrary when its import fails
-_lib = library
-
-
 def _register(name: str, tags: tuple, requires: str, doc: str, builder):
     builder.__doc__ = doc
     builder.__name__ = builder.__qualname__ = f"build_{name}"
@@ -103,7 +99,7 @@ def _hf_image(config):
 
 
 def _hf_model(config_name, model_name, base, extra):
-    transformers = _lib("transformers")
+    transformers = library("transformers")
     torch.manual_seed(0)
     config = _hf_config(transformers, config_name, base, extra)
     return getattr(transformers, model_name)(config).eval(), config
@@ -172,7 +168,7 @@ _generate_entry("lib_llama_generate", "LlamaConfig", "LlamaForCausalLM", "Llama,
 
 def _einops_layers_mixer():
     """An MLP-Mixer made of einops layers: Rearrange patches, EinMix token and channel mixing, Reduce pooling."""
-    _lib("einops")
+    library("einops")
     from einops.layers.torch import EinMix, Rearrange, Reduce
     torch.manual_seed(0)
     patch, dim, tokens = 8, 32, (IMAGE // 8) ** 2
@@ -211,7 +207,7 @@ def _einops_layers_mixer():
 def _einops_layers_convnet():
     """A ConvNet from the einops docs: Reduce as max-pool and global pool, Rearrange to flatten, a
     Rearrange-based space-to-depth."""
-    _lib("einops")
+    library("einops")
     from einops.layers.torch import Rearrange, Reduce
     torch.manual_seed(0)
     net = nn.Sequential(
@@ -274,7 +270,7 @@ class _EinopsViT(nn.Module):
 
 def _einops_vit():
     """A ViT written with einops functions inside forward (rearrange, repeat, pack, unpack, reduce, einsum)."""
-    _lib("einops")
+    library("einops")
     torch.manual_seed(0)
     return _EinopsViT().eval(), (_images(),)
 
@@ -315,7 +311,7 @@ class _EinxBlock(nn.Module):
 
 def _einx_block():
     """A transformer block written with einx (dot, softmax, id/rearrange, sum) inside forward."""
-    _lib("einx")
+    library("einx")
     torch.manual_seed(0)
     return _EinxBlock().eval(), (torch.randn(BATCH, SEQ, 32),)
 
@@ -329,7 +325,7 @@ _register("lib_einx_block", ("einx",), "einx", _einx_block.__doc__, _einx_block)
 
 def _xt_decoder():
     """x_transformers.TransformerWrapper(Decoder(dim=32, depth=2, heads=4)) on token ids."""
-    xt = _lib("x_transformers")
+    xt = library("x_transformers")
     torch.manual_seed(0)
     net = xt.TransformerWrapper(num_tokens=VOCAB, max_seq_len=64,
                                 attn_layers=xt.Decoder(dim=32, depth=2, heads=4)).eval()
@@ -338,7 +334,7 @@ def _xt_decoder():
 
 def _xt_encoder():
     """x_transformers.TransformerWrapper(Encoder(dim=32, depth=2, heads=4)) with a padding mask."""
-    xt = _lib("x_transformers")
+    xt = library("x_transformers")
     torch.manual_seed(0)
     net = xt.TransformerWrapper(num_tokens=VOCAB, max_seq_len=64,
                                 attn_layers=xt.Encoder(dim=32, depth=2, heads=4)).eval()
@@ -349,7 +345,7 @@ def _xt_encoder():
 
 def _xt_vit():
     """x_transformers.ViTransformerWrapper(image_size=32, patch_size=8, Encoder(dim=32, depth=2, heads=4))."""
-    xt = _lib("x_transformers")
+    xt = library("x_transformers")
     torch.manual_seed(0)
     net = xt.ViTransformerWrapper(image_size=IMAGE, patch_size=8, num_classes=10,
                                   attn_layers=xt.Encoder(dim=32, depth=2, heads=4)).eval()
@@ -358,7 +354,7 @@ def _xt_vit():
 
 def _xt_encdec():
     """x_transformers.XTransformer (encoder-decoder) with source mask, called as model(src, tgt, mask=...)."""
-    xt = _lib("x_transformers")
+    xt = library("x_transformers")
     torch.manual_seed(0)
     net = xt.XTransformer(dim=32, enc_num_tokens=VOCAB, enc_depth=2, enc_heads=4, enc_max_seq_len=64,
                           dec_num_tokens=VOCAB, dec_depth=2, dec_heads=4, dec_max_seq_len=64).eval()
@@ -379,7 +375,7 @@ for _name, _fn in (("lib_xt_decoder", _xt_decoder), ("lib_xt_encoder", _xt_encod
 
 def _unet2d():
     """diffusers.UNet2DModel (tiny blocks: DownBlock2D + AttnDownBlock2D), called as unet(sample, timestep)."""
-    diffusers = _lib("diffusers")
+    diffusers = library("diffusers")
     torch.manual_seed(0)
     net = diffusers.UNet2DModel(sample_size=16, in_channels=3, out_channels=3, layers_per_block=1,
                                 block_out_channels=(16, 32), norm_num_groups=8, attention_head_dim=8,
@@ -391,7 +387,7 @@ def _unet2d():
 def _unet2d_condition():
     """diffusers.UNet2DConditionModel (tiny: CrossAttnDownBlock2D + DownBlock2D), unet(sample, timestep,
     encoder_hidden_states)."""
-    diffusers = _lib("diffusers")
+    diffusers = library("diffusers")
     torch.manual_seed(0)
     net = diffusers.UNet2DConditionModel(sample_size=16, in_channels=4, out_channels=4, layers_per_block=1,
                                          block_out_channels=(16, 32), norm_num_groups=8, cross_attention_dim=32,
@@ -403,7 +399,7 @@ def _unet2d_condition():
 
 def _autoencoder_kl():
     """diffusers.AutoencoderKL (tiny: two encoder/decoder blocks, 4 latent channels), forward(sample)."""
-    diffusers = _lib("diffusers")
+    diffusers = library("diffusers")
     torch.manual_seed(0)
     net = diffusers.AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, layers_per_block=1,
                                   block_out_channels=(16, 32), norm_num_groups=8,
@@ -429,7 +425,7 @@ TIMM = {
 
 def _timm_entry(arch, kwargs):
     def build():
-        timm = _lib("timm")
+        timm = library("timm")
         torch.manual_seed(0)
         return timm.create_model(arch, pretrained=False, **kwargs).eval(), (_images(),)
 
@@ -454,7 +450,7 @@ TORCHVISION = {
 
 def _tv_entry(arch, kwargs):
     def build():
-        tv = _lib("torchvision")
+        tv = library("torchvision")
         torch.manual_seed(0)
         return getattr(tv.models, arch)(weights=None, **kwargs).eval(), (_images(),)
 
@@ -470,7 +466,7 @@ for _arch, _kwargs in TORCHVISION.items():
 def _tv_vit_small():
     """torchvision.models.VisionTransformer (nn.MultiheadAttention encoder) with constructor sizes:
     patch 8, 2 layers, 4 heads, hidden 32."""
-    tv = _lib("torchvision")
+    tv = library("torchvision")
     torch.manual_seed(0)
     net = tv.models.VisionTransformer(image_size=IMAGE, patch_size=8, num_layers=2, num_heads=4, hidden_dim=32,
                                       mlp_dim=64, num_classes=10).eval()

@@ -45,10 +45,9 @@ import torch
 
 from dynamo_lite.report.registry import CannotBuild, model, suite_problems
 
-# The sizes of the hand-picked HF models of dynamo_lite_corpus.libraries, whose helpers the builders
-# use. That module is imported only when a model is built (`_libraries`): importing it registers the
-# "lib" suite's models, which listing this suite alone must not count as its own.
-BATCH, VOCAB, IMAGE = 2, 99, 32
+# The sizes of the hand-picked HF models of dynamo_lite_corpus.libraries, whose helpers the builders use.
+from .libraries import IMAGE, VOCAB
+from .zoo_common import BATCH
 
 
 def _libraries():
@@ -705,7 +704,7 @@ def _short(exc: BaseException) -> str:
 
 def _make(model_type: str, class_name: str, geometry: bool):
     """(model, config, input variants), seeded; `CannotBuild` when the config or model cannot be made."""
-    transformers = _libraries()._lib("transformers")
+    transformers = _libraries().library("transformers")
     config_cls = _config_class(model_type)
     try:
         config_cls()

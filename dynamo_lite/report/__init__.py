@@ -77,13 +77,9 @@ def _child(name: str, suite: Optional[str], options: ReportOptions, conn) -> Non
                               backend=options.backend, prepare=lambda: warm_up(options.compare == "torch"))
         conn.send(result.to_json())
     except BaseException as exc:   # noqa: BLE001 - any failure is this model's row
-        conn.send(_failed_row(name, "CRASH", f"{type(exc).__name__}: {exc}"))
+        conn.send(registry.failed_row(name, "CRASH", f"{type(exc).__name__}: {exc}"))
     finally:
         conn.close()
-
-
-def _failed_row(name: str, status: str, detail: str) -> dict:
-    return {"name": name, "tags": (), "status": status, "detail": detail}
 
 
 class IsolatedModel:
@@ -130,7 +126,7 @@ class IsolatedModel:
             return self._died()
         if time.monotonic() > self._deadline:
             self.kill()
-            return _failed_row(self.name, "timeout", f"no result within {self.deadline_s:.0f} s")
+            return registry.failed_row(self.name, "timeout", f"no result within {self.deadline_s:.0f} s")
         return None
 
     def wait(self) -> dict:
@@ -150,7 +146,7 @@ class IsolatedModel:
     def _died(self) -> dict:
         self._process.join(10)
         self.kill()
-        return _failed_row(self.name, "CRASH", f"the model's process died (exit code {self._process.exitcode})")
+        return registry.failed_row(self.name, "CRASH", f"the model's process died (exit code {self._process.exitcode})")
 
 
 def run_model_isolated(name: str, options: ReportOptions) -> dict:

@@ -28,6 +28,8 @@ import logging
 import os
 import platform
 
+from .registry import failed_row
+
 
 class RayNotInstalled(Exception):
     """`--ray` asked for, Ray not importable: a message for the user, not a traceback."""
@@ -47,13 +49,9 @@ def _on_node(run_one, name: str, options) -> dict:
     """The Ray task: this model's row, surveyed on whichever node Ray chose."""
     missing = [path for path in options.paths if not os.path.exists(path)]
     if missing:
-        return _failed_row(name, f"{', '.join(missing)} not found on Ray node {platform.node()}: model files "
+        return failed_row(name, "CRASH", f"{', '.join(missing)} not found on Ray node {platform.node()}: model files "
                                  "must be at the same path on every node")
     return run_one(name, options)
-
-
-def _failed_row(name: str, detail: str) -> dict:
-    return {"name": name, "tags": (), "status": "CRASH", "detail": detail}
 
 
 def run_all_on_ray(entries, options, progress=None, *, run_one) -> list[dict]:
@@ -85,7 +83,7 @@ def run_all_on_ray(entries, options, progress=None, *, run_one) -> list[dict]:
                     row = ray.get(ref)
                 except ray.exceptions.RayError as exc:     # the worker or its node died, not the model
                     last_line = (str(exc).strip().splitlines() or [""])[-1]
-                    row = _failed_row(name, f"the Ray task failed: {type(exc).__name__}: {last_line}")
+                    row = failed_row(name, "CRASH", f"the Ray task failed: {type(exc).__name__}: {last_line}")
                 results[name] = row
                 if progress is not None:
                     progress(row)

@@ -253,6 +253,11 @@ def get(name: str, suites: Iterable[str] = DEFAULT_SUITES) -> ModelEntry:
     return _REGISTRY[name]
 
 
+def failed_row(name: str, status: str, detail: str) -> dict:
+    """The row of a model whose survey gave none (its process crashed or hung, its Ray task failed)."""
+    return {"name": name, "tags": (), "status": status, "detail": detail}
+
+
 def describe(entry: ModelEntry) -> dict[str, Any]:
     """A JSON-friendly summary of an entry (for reports)."""
     return {"name": entry.name, "tags": list(entry.tags), "requires": entry.requires, "module": entry.module,
