@@ -13,6 +13,16 @@ contents (the engine's modules have no import cycle through it).
 from __future__ import annotations
 
 import importlib
+import sys
+
+from . import compat
+
+if not compat.SUPPORTED:
+    # No frame hook for this Python (setup.py does not build it): a stand-in with its names, so
+    # the package imports and `capture` can say so and run the code eagerly.
+    from . import _nohook
+    sys.modules[f"{__name__}._evalframe"] = _nohook
+    _evalframe = _nohook
 
 _API = {
     "capture": "eval_frame", "reset": "eval_frame", "graph_break": "eval_frame",

@@ -31,8 +31,23 @@
 #include <internal/pycore_frame.h>
 #undef Py_BUILD_CORE
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030D0000
-#error "dynamo_lite's frame hook supports CPython 3.11 and 3.12 only"
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030E0000
+#error "dynamo_lite's frame hook supports CPython 3.11 to 3.13 only"
+#endif
+
+/* Where the frame keeps its code and how far it has run: 3.13 keeps the code in f_executable and
+ * points at the next instruction (instr_ptr); 3.11 and 3.12 keep f_code and point at the last one
+ * run (prev_instr, one before the first instruction when the frame has not started). */
+#if PY_VERSION_HEX >= 0x030D0000
+#define FRAME_CODE(f) ((PyCodeObject *)(f)->f_executable)
+#define SET_FRAME_CODE(f, co) ((f)->f_executable = (PyObject *)(co))
+#define FRAME_AT_START(f, co) ((f)->instr_ptr == _PyCode_CODE(co))
+#define RESTART_FRAME(f, co) ((f)->instr_ptr = _PyCode_CODE(co))
+#else
+#define FRAME_CODE(f) ((f)->f_code)
+#define SET_FRAME_CODE(f, co) ((f)->f_code = (co))
+#define FRAME_AT_START(f, co) ((f)->prev_instr == _PyCode_CODE(co) - 1)
+#define RESTART_FRAME(f, co) ((f)->prev_instr = _PyCode_CODE(co) - 1)
 #endif
 
 #if PY_VERSION_HEX >= 0x030C0000
@@ -117,7 +132,7 @@ static inline Py_ssize_t frame_nargs(PyCodeObject *code) {
 
 /* Put `new_code` into the not-yet-started frame. Returns 0 when it cannot be done safely. */
 static int swap_code(PyThreadState *tstate, _PyInterpreterFrame *frame, PyCodeObject *new_code, Py_ssize_t nargs) {
-    PyCodeObject *old = frame->f_code;
+    PyCodeObject *old = FRAME_CODE(frame);
     PyObject **base = (PyObject **)frame;
     if (base + FRAME_SIZE(old) != tstate->datastack_top) return 0;
     PyObject **new_top = base + FRAME_SIZE(new_code);
@@ -126,9 +141,9 @@ static int swap_code(PyThreadState *tstate, _PyInterpreterFrame *frame, PyCodeOb
     for (int i = (int)nargs; i < new_code->co_nlocalsplus; i++) frame->localsplus[i] = NULL;
     tstate->datastack_top = new_top;
     Py_INCREF(new_code);
-    frame->f_code = new_code;
+    SET_FRAME_CODE(frame, new_code);
     Py_DECREF(old);
-    frame->prev_instr = _PyCode_CODE(new_code) - 1;
+    RESTART_FRAME(frame, new_code);
     frame->stacktop = new_code->co_nlocalsplus;
     return 1;
 }
@@ -164,11 +179,11 @@ static PyObject *lookup(PyObject *entries, PyObject *const *args, Py_ssize_t nar
 
 static PyObject *dl_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag) {
     PyObject *callback = get_callback();
-    PyCodeObject *code = frame->f_code;
+    PyCodeObject *code = FRAME_CODE(frame);
     if (callback == NULL || throwflag) goto run_default;
     if ((code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) || !(code->co_flags & CO_OPTIMIZED))
         goto run_default;
-    if (frame->prev_instr != _PyCode_CODE(code) - 1) goto run_default;       /* resumed, not started */
+    if (!FRAME_AT_START(frame, code)) goto run_default;       /* resumed, not started */
     if (frame->owner != FRAME_OWNED_BY_THREAD || frame->f_locals != NULL || frame->frame_obj != NULL)
         goto run_default;
 #if PY_VERSION_HEX < 0x030C0000
@@ -222,8 +237,8 @@ restore:
          * error set, exactly like generator.throw(); the evaluator then clears the frame itself. */
         return _PyEval_EvalFrameDefault(tstate, frame, 1);
     }
-    if (PyCode_Check(result) && result != (PyObject *)frame->f_code) {
-        swap_code(tstate, frame, (PyCodeObject *)result, frame_nargs(frame->f_code));
+    if (PyCode_Check(result) && result != (PyObject *)FRAME_CODE(frame)) {
+        swap_code(tstate, frame, (PyCodeObject *)result, frame_nargs(FRAME_CODE(frame)));
     }
     Py_DECREF(result);
 run_default:

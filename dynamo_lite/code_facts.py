@@ -10,11 +10,13 @@ import weakref
 
 from bytecode import Bytecode, Instr
 
-from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS
+from .compat import JUMP_OPS, LOCAL_PAIR_OPS, UNCONDITIONAL_JUMPS
 
 _ENDS_BLOCK = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"} | UNCONDITIONAL_JUMPS
-_READS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST"}   # `del v` needs v bound
-_WRITES = {"STORE_FAST"}
+# How each instruction touching locals uses them, in its argval's order ('r' read, 'w' write;
+# `del v` needs v bound, so it reads). 3.13's super-instructions name two locals.
+_LOCAL_ACCESS = {"LOAD_FAST": "r", "LOAD_FAST_CHECK": "r", "LOAD_FAST_AND_CLEAR": "r", "DELETE_FAST": "r",
+                 "STORE_FAST": "w", **LOCAL_PAIR_OPS}
 _FACTS: "weakref.WeakKeyDictionary[types.CodeType, CodeFacts]" = weakref.WeakKeyDictionary()
 
 
@@ -124,13 +126,12 @@ class CodeFacts:
             changed = False
             for i in reversed(range(len(self.insts))):
                 inst = self.insts[i]
-                out = frozenset().union(*(live[s] for s in succ[i])) if succ[i] else frozenset()
-                if inst.opname in _WRITES:
-                    new = out - {inst.argval}
-                elif inst.opname in _READS:
-                    new = out | {inst.argval}
-                else:
-                    new = out
+                new = frozenset().union(*(live[s] for s in succ[i])) if succ[i] else frozenset()
+                access = _LOCAL_ACCESS.get(inst.opname)
+                if access:
+                    names = inst.argval if len(access) == 2 else (inst.argval,)
+                    for kind, name in reversed(list(zip(access, names))):    # backwards through the accesses
+                        new = new - {name} if kind == "w" else new | {name}
                 if new != live[i]:
                     live[i], changed = new, True
         return live

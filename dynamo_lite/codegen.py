@@ -15,7 +15,8 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .breaks import UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, Unsupported
 from .code_facts import abstract_instructions, facts
-from .compat import JUMP_OPS, UNCONDITIONAL_JUMPS, instr_load_attr, instrs_call, jump_if_opname
+from .compat import (JUMP_OPS, LOAD_CELL_OPNAME, NULL_AFTER_CALLABLE, UNCONDITIONAL_JUMPS, instr_load_attr,
+                     instrs_call, instrs_jump_if, instrs_make_closure)
 from .resume import first_argument_for_super, resume_code
 from .runtime import FrameRun, draws_random_numbers, fresh_array_copy
 from .sources import LocalSource, Source
@@ -96,8 +97,12 @@ class Emitter:
         var = self.frame_cells.get(id(cell))
         if var is None:
             return False
-        self.emit("LOAD_CLOSURE", var)
+        self.load_cell(var)
         return True
+
+    def load_cell(self, var):
+        """Push the cell object itself (a CellVar or FreeVar of the code), e.g. for a closure tuple."""
+        self.emit(LOAD_CELL_OPNAME, var)
 
     def load_free(self, name: str):
         self.emit("LOAD_DEREF", FreeVar(name))
@@ -105,9 +110,17 @@ class Emitter:
     def has_freevar(self, name: str) -> bool:
         return name in self.code.co_freevars
 
+    def push_callable(self, emit_callable):
+        """Push a callable and the NULL that CALL expects with it, in this version's order."""
+        if NULL_AFTER_CALLABLE:
+            emit_callable()
+            self.emit("PUSH_NULL")
+        else:
+            self.emit("PUSH_NULL")
+            emit_callable()
+
     def call_const(self, fn, arg_emitters):
-        self.emit("PUSH_NULL")
-        self.const(fn)
+        self.push_callable(lambda: self.const(fn))
         for emit_arg in arg_emitters:
             emit_arg()
         self.out.extend(instrs_call(len(arg_emitters), self.lineno))
@@ -200,7 +213,7 @@ class Emitter:
             self.const(None)
             return
         for name in self.code.co_freevars:
-            self.emit("LOAD_CLOSURE", FreeVar(name))
+            self.load_cell(FreeVar(name))
         self.emit("BUILD_TUPLE", len(self.code.co_freevars))
 
     def frame_arguments(self):
@@ -336,6 +349,7 @@ def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: lis
 # Instructions that cannot be the break point: they touch locals or cells, steer control flow, or
 # push a NULL we cannot predict.
 _NOT_BREAKABLE = {"NOP", "RESUME", "EXTENDED_ARG", "CACHE", "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR",
+                  "LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "SET_FUNCTION_ATTRIBUTE",
                   "STORE_FAST", "DELETE_FAST", "LOAD_DEREF", "STORE_DEREF", "LOAD_CLOSURE", "MAKE_CELL",
                   "COPY_FREE_VARS", "LOAD_CLASSDEREF", "FOR_ITER", "END_FOR", "RETURN_VALUE", "RETURN_CONST",
                   "RETURN_GENERATOR", "YIELD_VALUE", "SEND", "BEFORE_WITH", "PUSH_EXC_INFO", "POP_EXCEPT",
@@ -445,17 +459,19 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
             emitter.emit("STORE_FAST", f"___break_stack{i}")
         live = lives[offset]
         resume = resume_code(code, offset, nulls, live, shared, first)
-        emitter.emit("PUSH_NULL")
-        if code.co_freevars or shared:
-            for name in code.co_freevars:
-                emitter.emit("LOAD_CLOSURE", FreeVar(name))
-            for name in shared:
-                emitter.emit("LOAD_CLOSURE", CellVar(name))
-            emitter.emit("BUILD_TUPLE", len(code.co_freevars) + len(shared))
-            emitter.const(resume)
-            emitter.emit("MAKE_FUNCTION", 0x08)
-        else:
-            emitter.const(types.FunctionType(resume, tracer.root_globals, code.co_name))
+
+        def push_resume_function():
+            if code.co_freevars or shared:
+                for name in code.co_freevars:
+                    emitter.load_cell(FreeVar(name))
+                for name in shared:
+                    emitter.load_cell(CellVar(name))
+                emitter.emit("BUILD_TUPLE", len(code.co_freevars) + len(shared))
+                emitter.const(resume)
+                emitter.out.extend(instrs_make_closure(lineno))
+            else:
+                emitter.const(types.FunctionType(resume, tracer.root_globals, code.co_name))
+        emitter.push_callable(push_resume_function)
         if first:
             emitter.emit("LOAD_FAST", arguments["first", first])
         for i, is_null in enumerate(nulls):
@@ -474,7 +490,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     if last.opname in JUMP_OPS:                      # a branch on a tensor: resume on both sides
         test = last.opname.rsplit("_IF_", 1)[1]
         taken = Label()
-        emitter.out.append(Instr(jump_if_opname(test), taken, lineno=lineno))
+        emitter.out.extend(instrs_jump_if(test, taken, lineno))
         if try_begin is not None:
             emitter.out.append(TryEnd(try_begin))
         call_resume(code_facts.insts[end + 1].offset)
@@ -489,8 +505,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     if handler is not None:                          # the exception is on the stack: leave the blocks, re-raise
         emitter.out.append(handler)
         for k in reversed(range(len(exits))):
-            emitter.emit("PUSH_NULL")
-            emitter.emit("LOAD_FAST", f"___block_exit{k}")
+            emitter.push_callable(lambda k=k: emitter.emit("LOAD_FAST", f"___block_exit{k}"))
             emitter.out.extend(instrs_call(0, lineno))
             emitter.emit("POP_TOP")
         emitter.emit("RERAISE", 0)

@@ -36,9 +36,15 @@ def capture(fn_or_module=None, *, backend="eager", fullgraph: bool = False, dyna
     return _capture_function(fn_or_module, options)
 
 
-def _capture_function(fn: Callable, options: CaptureOptions) -> Callable:
+_warned_unsupported = False
+
+
+def _capture_function(fn: Callable, options: CaptureOptions, stacklevel: int = 3) -> Callable:
     if not SUPPORTED:
-        warnings.warn(unsupported_version_message(), RuntimeWarning, stacklevel=3)
+        global _warned_unsupported
+        if not _warned_unsupported:          # once per process: every capture() would say the same
+            _warned_unsupported = True
+            warnings.warn(unsupported_version_message(), RuntimeWarning, stacklevel=stacklevel)
         return fn
     callback = make_callback(options)
     set_callback = _evalframe.set_callback
@@ -60,7 +66,7 @@ def _capture_function(fn: Callable, options: CaptureOptions) -> Callable:
 def _capture_module(module: torch.nn.Module, options: CaptureOptions) -> torch.nn.Module:
     cls = type(module)
     forward = module.__dict__.get("forward") or cls.forward
-    captured_forward = _capture_function(forward, options)
+    captured_forward = _capture_function(forward, options, stacklevel=4)   # the user's capture(module)
     if isinstance(forward, types.FunctionType) and "forward" not in module.__dict__:
         def call_forward(self, *args, **kwargs):
             return captured_forward(self, *args, **kwargs)

@@ -62,6 +62,11 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
                 item = TryEnd(reopened[id(item.entry)])
         body.append(item)
     lineno = next((i.lineno for i in body if isinstance(i, Instr) and i.lineno), code.co_firstlineno)
+    # 3.13 pushes a cell with LOAD_FAST of its slot, which the `bytecode` library names by the plain
+    # name when the cell is an argument's: here the argument is gone, the name means the cell.
+    cells = set(code.co_cellvars)
+    body = [_as_cell(i) if isinstance(i, Instr) and i.name == "LOAD_FAST" and isinstance(i.arg, str) and i.arg in cells
+            else i for i in body]
     if shared:
         body = [_as_free(i) if isinstance(i, Instr) and isinstance(i.arg, CellVar) and i.arg.name in shared else i
                 for i in body]
@@ -90,6 +95,12 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
     bc.qualname = f"{code.co_qualname}.<resume at {offset}>"
     new = bc.to_code()
     per_code[key] = new
+    return new
+
+
+def _as_cell(instr: Instr) -> Instr:
+    new = instr.copy()
+    new.arg = CellVar(instr.arg)
     return new
 
 

@@ -69,6 +69,23 @@ def with_logging_and_warning(x):
     return z * 2
 
 
+def test_break_before_a_closure_over_an_argument_resumes():
+    """`y` is an argument and a cell (inner closes over it): the resume function gets the frame's
+    cell, and the closure made after the break is built over it (3.13 loads a cell with LOAD_FAST
+    of the argument's slot, which the resume function no longer has)."""
+    def f(x, y, n):
+        print("before")
+        y = x * 2
+
+        def inner(t):
+            return t + y
+        out = inner(x)
+        y = y + 1
+        return out, inner(x)
+
+    run_both(f, lambda: torch.randn(3), lambda: torch.randn(3), lambda: 2, graphs=1)
+
+
 def test_logging_and_warnings_break():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

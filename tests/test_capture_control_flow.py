@@ -284,6 +284,28 @@ def test_comprehension_over_input_list_with_closure():
     check(f, [torch.randn(2), torch.randn(1), torch.randn(3)], 2.0, graphs=1)
 
 
+def test_comprehension_variable_that_is_a_cell_elsewhere_in_the_function():
+    """`i` is a cell of f (the second comprehension's lambdas close over it) and a plain local of
+    the first comprehension. Inlined comprehensions (3.12+) save and restore the cell through
+    the slot (LOAD_FAST_AND_CLEAR / STORE_FAST), and 3.13 loads cells with LOAD_FAST."""
+    def f(x):
+        fs = [lambda v, i=i: v * (i + 1) for i in range(3)]
+        t = fs[2](x) - fs[0](x)
+        late = [lambda v: v * i for i in range(2)]
+        return late[0](t) + late[1](t), [g(t) for g in fs]
+
+    check(f, torch.randn(3), graphs=1)
+
+
+def test_closure_over_an_argument_and_over_a_comprehension_variable():
+    def f(x, k):
+        scale = lambda v: v * k                  # noqa: E731
+        adds = [lambda v, j=j: v + j + k for j in range(2)]
+        return scale(x) + sum(a(x) for a in adds)
+
+    check(f, torch.randn(3), 2.0, graphs=1)
+
+
 # -- assert and string formatting -----------------------------------------------------------
 
 def test_assert_that_passes():

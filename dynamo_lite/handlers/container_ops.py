@@ -45,16 +45,38 @@ def build_string(frame, inst):
     frame.push(Const("".join(v.as_python() for v in frame.popn(inst.arg))))
 
 
-@handler("FORMAT_VALUE")
-def format_value(frame, inst):
-    spec = frame.pop().as_python() if inst.arg & 0x04 else ""
-    value = frame.pop()
+_CONVERSIONS = {0: lambda v: v, 1: str, 2: repr, 3: ascii}
+
+
+def _python_for_format(value):
     if value.is_graph_value and value.python_type() not in (int, float, bool):
         raise Unsupported(TENSOR_TO_PYTHON, "formatting a tensor into a string")
-    v = value.as_python()
-    conversion = inst.arg & 0x03
-    v = {0: v, 1: str(v), 2: repr(v), 3: ascii(v)}[conversion]
+    return value.as_python()
+
+
+@handler("FORMAT_VALUE")
+def format_value(frame, inst):
+    """f-string field (3.11, 3.12): conversion in the low bits, a format spec on top when bit 2 is set."""
+    spec = frame.pop().as_python() if inst.arg & 0x04 else ""
+    v = _CONVERSIONS[inst.arg & 0x03](_python_for_format(frame.pop()))
     frame.push(Const(format(v, spec)))
+
+
+# 3.13 splits FORMAT_VALUE: CONVERT_VALUE (!s, !r, !a), then FORMAT_SIMPLE or FORMAT_WITH_SPEC.
+@handler("CONVERT_VALUE", min_version=(3, 13))
+def convert_value(frame, inst):
+    frame.push(Const(_CONVERSIONS[inst.arg](_python_for_format(frame.pop()))))
+
+
+@handler("FORMAT_SIMPLE", min_version=(3, 13))
+def format_simple(frame, inst):
+    frame.push(Const(format(_python_for_format(frame.pop()), "")))
+
+
+@handler("FORMAT_WITH_SPEC", min_version=(3, 13))
+def format_with_spec(frame, inst):
+    spec = frame.pop().as_python()
+    frame.push(Const(format(_python_for_format(frame.pop()), spec)))
 
 
 @handler("BUILD_SLICE")

@@ -5,7 +5,7 @@ import types
 
 from .. import breaks
 from ..breaks import TracedException, Unsupported
-from ..compat import (FOR_ITER_SKIPS_END_FOR, POP_JUMP_IF_FALSE, POP_JUMP_IF_NONE, POP_JUMP_IF_NOT_NONE,
+from ..compat import (END_FOR_POPS, FOR_ITER_EXIT_SKIPS, POP_JUMP_IF_FALSE, POP_JUMP_IF_NONE, POP_JUMP_IF_NOT_NONE,
                       POP_JUMP_IF_TRUE, SEND_KEEPS_RECEIVER, UNCONDITIONAL_JUMPS)
 from ..semantics import call, get_iter, load_attr, next_item, truthy
 from ..fallback import skip
@@ -116,13 +116,13 @@ def for_iter(frame, inst):
         return
     frame.pop()
     frame.jump(inst.argval)
-    if FOR_ITER_SKIPS_END_FOR and frame.instructions[frame.ip].opname == "END_FOR":
-        frame.ip += 1
+    if FOR_ITER_EXIT_SKIPS and frame.instructions[frame.ip].opname == "END_FOR":
+        frame.ip += FOR_ITER_EXIT_SKIPS
 
 
 @handler("END_FOR", min_version=(3, 12))
 def end_for(frame, inst):
-    frame.popn(2)
+    frame.popn(END_FOR_POPS)
 
 
 def _finish(frame, value: Value):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .. import breaks
 from ..breaks import Unsupported, user_error
-from ..compat import LOAD_ATTR_HAS_METHOD_BIT
+from ..compat import LOAD_ATTR_HAS_METHOD_BIT, LOCAL_PAIR_OPS, NULL_AFTER_CALLABLE
 from ..semantics import del_attr, load_attr, store_attr
 from ..values.base import NULL, UNDEFINED, LazyValue, UndefinedValue
 from ..values.functions import CellValue
@@ -42,13 +42,50 @@ def load_const(frame, inst):
     frame.push(frame.wrap(inst.argval, None))
 
 
+# A local's slot holds a value (frame.locals) or, after MAKE_CELL, a cell (frame.cells), never
+# both. Code moves the cell itself through the slot: 3.13 pushes it for a closure with LOAD_FAST,
+# and an inlined comprehension (3.12+) saves the enclosing cell with LOAD_FAST_AND_CLEAR, may use
+# the slot for a plain value, and puts the cell back with STORE_FAST.
+def _load_fast(frame, name: str):
+    if name not in frame.locals and name in frame.cells:
+        frame.push(frame.cells[name])
+    else:
+        frame.push(frame.read_local(name))
+
+
+def _store_fast(frame, name: str):
+    value = frame.pop()
+    if isinstance(value, CellValue):
+        frame.locals.pop(name, None)
+        frame.cells[name] = value
+        return
+    frame.cells.pop(name, None)
+    if isinstance(value, UndefinedValue):
+        frame.locals.pop(name, None)
+    else:
+        frame.locals[name] = value
+
+
 @handler("LOAD_FAST", "LOAD_FAST_CHECK")
 def load_fast(frame, inst):
-    frame.push(frame.read_local(inst.argval))
+    _load_fast(frame, inst.argval)
+
+
+@handler(*LOCAL_PAIR_OPS)
+def local_pair(frame, inst):
+    """3.13's super-instructions: two loads, two stores, or a store then a load."""
+    for step, name in zip(LOCAL_PAIR_OPS[inst.opname], inst.argval):
+        if step == "r":
+            _load_fast(frame, name)
+        else:
+            _store_fast(frame, name)
 
 
 @handler("LOAD_FAST_AND_CLEAR", min_version=(3, 12))
 def load_fast_and_clear(frame, inst):
+    if inst.argval not in frame.locals and inst.argval in frame.cells:
+        frame.push(frame.cells.pop(inst.argval))
+        return
     value = frame.locals.pop(inst.argval, None)
     if isinstance(value, LazyValue):
         value = frame.wrap(value.value, value.source)
@@ -57,11 +94,7 @@ def load_fast_and_clear(frame, inst):
 
 @handler("STORE_FAST")
 def store_fast(frame, inst):
-    value = frame.pop()
-    if isinstance(value, UndefinedValue):
-        frame.locals.pop(inst.argval, None)
-    else:
-        frame.locals[inst.argval] = value
+    _store_fast(frame, inst.argval)
 
 
 @handler("DELETE_FAST")
@@ -71,20 +104,29 @@ def delete_fast(frame, inst):
                                              f"associated with a value")
 
 
+def _push_with_null(frame, value, null: bool):
+    """Push what LOAD_GLOBAL / LOAD_ATTR / LOAD_SUPER_ATTR loaded, with the NULL their low oparg
+    bit asks for on the side this version puts it."""
+    if null and not NULL_AFTER_CALLABLE:
+        frame.push(NULL)
+    frame.push(value)
+    if null and NULL_AFTER_CALLABLE:
+        frame.push(NULL)
+
+
 @handler("LOAD_GLOBAL")
 def load_global(frame, inst):
     name = inst.argval
-    if inst.arg & 1:
-        frame.push(NULL)
     tracer = frame.tracer
     if frame.globals is tracer.root_globals and name in tracer.effects.global_writes:
-        frame.push(tracer.effects.global_writes[name])
+        value = tracer.effects.global_writes[name]
     elif name in frame.globals:
-        frame.push(frame.wrap(frame.globals[name], frame.global_source(name)))
+        value = frame.wrap(frame.globals[name], frame.global_source(name))
     elif name in frame.builtins:
-        frame.push(frame.wrap(frame.builtins[name], None))
+        value = frame.wrap(frame.builtins[name], None)
     else:
         raise user_error(NameError, f"name {name!r} is not defined")
+    _push_with_null(frame, value, bool(inst.arg & 1))
 
 
 @handler("STORE_GLOBAL")
@@ -126,10 +168,7 @@ def load_closure(frame, inst):
 @handler("LOAD_ATTR")
 def load_attr_op(frame, inst):
     obj = frame.pop()
-    name = inst.argval
-    if LOAD_ATTR_HAS_METHOD_BIT and inst.arg & 1:
-        frame.push(NULL)
-    frame.push(load_attr(frame, obj, name))
+    _push_with_null(frame, load_attr(frame, obj, inst.argval), LOAD_ATTR_HAS_METHOD_BIT and bool(inst.arg & 1))
 
 
 @handler("LOAD_METHOD")
@@ -154,12 +193,10 @@ def delete_attr_op(frame, inst):
 @handler("LOAD_SUPER_ATTR", min_version=(3, 12))
 def load_super_attr(frame, inst):
     obj, cls, _super_fn = frame.pop(), frame.pop(), frame.pop()
-    if inst.arg & 1:
-        frame.push(NULL)
     real = cls.real_object()
     if not isinstance(real, type):
         raise Unsupported(breaks.UNSUPPORTED_VALUE, "super() with a non-class first argument")
-    frame.push(load_attr(frame, SuperValue(real, obj), inst.argval))
+    _push_with_null(frame, load_attr(frame, SuperValue(real, obj), inst.argval), bool(inst.arg & 1))
 
 
 @handler("KW_NAMES")

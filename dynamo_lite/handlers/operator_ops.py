@@ -31,6 +31,20 @@ handler("UNARY_POSITIVE")(_unary(operator.pos))
 handler("UNARY_INVERT")(_unary(operator.invert))
 
 
+# The instructions that take a truth value themselves (TO_BOOL before them may leave it to them).
+_TAKE_TRUTH = {"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "UNARY_NOT"}
+
+
+@handler("TO_BOOL", min_version=(3, 13))
+def to_bool(frame, inst):
+    """3.13 makes a bool before a conditional jump or `not`. Those handlers decide truth
+    themselves (a tensor's included: an assert on it becomes a graph node, a branch on it a graph
+    break at the jump), so the value stays as it is for them; anywhere else it becomes its truth."""
+    following = frame.instructions[frame.ip] if frame.ip < len(frame.instructions) else None
+    if following is None or following.opname not in _TAKE_TRUTH:
+        frame.push(Const(truthy(frame, frame.pop())))
+
+
 @handler("UNARY_NOT")
 def unary_not(frame, inst):
     frame.push(Const(not truthy(frame, frame.pop())))

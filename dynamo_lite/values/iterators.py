@@ -209,10 +209,11 @@ class GeneratorValue(LazyIterator):
     # ---- yield from, close at drop -------------------------------------------------------------
     def delegating(self) -> bool:
         """Is the body suspended inside `yield from` (the sub-iterator is on its stack)? CPython
-        tells it the same way: the RESUME after the yield has an argument of 2 or more."""
+        tells it the same way: the RESUME after the yield says "after yield from" or "after await"
+        (2, 3) in its low two bits (3.13 keeps a flag above them)."""
         child = self.frame
         after = child.instructions[child.ip] if child.ip < len(child.instructions) else None
-        return self.state == SUSPENDED and after is not None and after.opname == "RESUME" and after.arg >= 2
+        return self.state == SUSPENDED and after is not None and after.opname == "RESUME" and after.arg & 3 >= 2
 
     def cleanup_at_close(self) -> bool:
         """Would closing it now run code of the program: a finally, an except, a `with` block's
