@@ -36,6 +36,9 @@ LOAD_CELL_OPNAME = "LOAD_FAST" if PY313 else "LOAD_CLOSURE"
 # ('r' pushes the local, 'w' pops into it).
 LOCAL_PAIR_OPS = {name: steps for name, steps in (("LOAD_FAST_LOAD_FAST", "rr"), ("STORE_FAST_STORE_FAST", "ww"),
                                                   ("STORE_FAST_LOAD_FAST", "wr")) if name in dis.opmap}
+# The `bytecode` library accepts a cell or free variable as the argument of LOAD_FAST, STORE_FAST
+# and LOAD_FAST_AND_CLEAR on 3.13 (where LOAD_FAST pushes cells), not on 3.11 and 3.12.
+LOCAL_OPS_NAME_CELLS = PY313
 # MAKE_FUNCTION / SET_FUNCTION_ATTRIBUTE flag bits.
 FUNCTION_DEFAULTS, FUNCTION_KWDEFAULTS, FUNCTION_ANNOTATIONS, FUNCTION_CLOSURE = 0x01, 0x02, 0x04, 0x08
 # 3.12: SEND leaves the sub-iterator under its return value for END_SEND (3.11 replaces it).

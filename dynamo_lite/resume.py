@@ -12,7 +12,9 @@ import weakref
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
+from .breaks import UNSUPPORTED_VALUE, Unsupported
 from .code_facts import facts
+from .compat import LOCAL_OPS_NAME_CELLS, LOCAL_PAIR_OPS
 
 _RESUME_CODES: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
 
@@ -30,7 +32,10 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
     per_code = _RESUME_CODES.setdefault(code, {})
     if key in per_code:
         return per_code[key]
-    bc = Bytecode.from_code(code)
+    # Every original instruction sees the same stack in the resume function (the prologue pushes
+    # what was on it at `offset`), so the try blocks keep the original's stack depths, which the
+    # `bytecode` library would otherwise recompute from this code's unusual entry (and get wrong).
+    bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     target_index = facts(code).index_of[offset]
     body, seen, label = [], -1, Label()
     started = False
@@ -62,11 +67,7 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
                 item = TryEnd(reopened[id(item.entry)])
         body.append(item)
     lineno = next((i.lineno for i in body if isinstance(i, Instr) and i.lineno), code.co_firstlineno)
-    # 3.13 pushes a cell with LOAD_FAST of its slot, which the `bytecode` library names by the plain
-    # name when the cell is an argument's: here the argument is gone, the name means the cell.
-    cells = set(code.co_cellvars)
-    body = [_as_cell(i) if isinstance(i, Instr) and i.name == "LOAD_FAST" and isinstance(i.arg, str) and i.arg in cells
-            else i for i in body]
+    body = _slots_by_kind(code, body)
     if shared:
         body = [_as_free(i) if isinstance(i, Instr) and isinstance(i.arg, CellVar) and i.arg.name in shared else i
                 for i in body]
@@ -93,15 +94,42 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
     bc.posonlyargcount = bc.kwonlyargcount = 0
     bc.flags = bc.flags & ~(0x04 | 0x08)         # no *args / **kwargs: everything is positional now
     bc.qualname = f"{code.co_qualname}.<resume at {offset}>"
-    new = bc.to_code()
+    new = bc.to_code(compute_exception_stack_depths=False)
     per_code[key] = new
     return new
 
 
-def _as_cell(instr: Instr) -> Instr:
-    new = instr.copy()
-    new.arg = CellVar(instr.arg)
-    return new
+_LOCAL_SLOT_OPS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "STORE_FAST", "DELETE_FAST"}
+
+
+def _slots_by_kind(code: types.CodeType, body: list) -> list:
+    """Name the cell and free-variable slots that the body's local instructions touch as cells.
+
+    A slot may hold a cell: 3.13 pushes one for a closure with LOAD_FAST, and an inlined
+    comprehension (3.12+) saves and restores the enclosing cell with LOAD_FAST_AND_CLEAR /
+    STORE_FAST. The `bytecode` library names such a slot by its plain name when the name is also a
+    local (an argument, a comprehension variable), which in the resume function would be a new,
+    separate local. Where the library cannot name the slot as a cell (3.12), no resume function
+    is made: the break is not resumable (the frame runs eagerly)."""
+    special = {name: CellVar(name) for name in code.co_cellvars}
+    special.update({name: FreeVar(name) for name in code.co_freevars})
+    out = []
+    for item in body:
+        if isinstance(item, Instr) and item.name in LOCAL_PAIR_OPS and any(n in special for n in item.arg):
+            singles = [Instr("LOAD_FAST" if step == "r" else "STORE_FAST", name, location=item.location)
+                       for step, name in zip(LOCAL_PAIR_OPS[item.name], item.arg)]
+        else:
+            singles = [item]
+        for instr in singles:
+            if isinstance(instr, Instr) and instr.name in _LOCAL_SLOT_OPS and isinstance(instr.arg, str) \
+                    and instr.arg in special:
+                if not LOCAL_OPS_NAME_CELLS:
+                    raise Unsupported(UNSUPPORTED_VALUE, f"resuming code that moves the cell {instr.arg!r} "
+                                                         f"through its slot ({instr.name}) on this Python")
+                instr = instr.copy()
+                instr.arg = special[instr.arg]
+            out.append(instr)
+    return out
 
 
 def _as_free(instr: Instr) -> Instr:

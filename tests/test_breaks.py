@@ -12,7 +12,7 @@ import torch
 
 import dynamo_lite as dl
 from dynamo_lite.fallback.records import RECORDS
-from harness import CountingBackend
+from harness import CountingBackend, assert_same
 
 
 def run_both(fn, *make_args, graphs=None, calls=2):
@@ -508,3 +508,84 @@ def test_values_read_before_a_break_are_the_ones_the_trace_read():
         return old + 1, first + 1, holder.t, d["a"]
 
     check(f, torch.ones(2), _Holder(torch.zeros(2)), {"a": torch.full((2,), 5.0)}, graphs=2)
+
+
+# -- resume functions run as plain bytecode ------------------------------------------------------
+# A resume function is normally captured itself, so its bytecode only runs when that capture
+# fails (or past the cache limit). These tests make every resume function run as CPython would
+# run it, so wrong slots in its bytecode (cells named as plain locals) show as wrong results.
+
+@pytest.fixture
+def resume_functions_run_eagerly(monkeypatch):
+    import dynamo_lite.convert_frame as convert_frame
+    original = convert_frame.convert_frame
+
+    def convert(code, func, args, options):
+        if "<resume at" in code.co_qualname:
+            return None
+        return original(code, func, args, options)
+    monkeypatch.setattr(convert_frame, "convert_frame", convert)
+    dl.reset()
+    yield
+    dl.reset()
+
+
+def _cell_comprehension_after_break(x):
+    y = x + 1
+    print("b")
+    late = [lambda v: v * i for i in range(2)]      # i: a cell, saved and restored around the comprehension
+    i = 5
+    g = lambda v: v + i                             # noqa: E731
+    return late[1](y) + g(y)
+
+
+def _argument_cell_after_break(x, y):
+    print("b")
+    y = x * 2
+
+    def inner(t):
+        return t + y
+    return inner(x), [a * b for a, b in ((1, 2), (3, 4))]
+
+
+def _free_variable_passed_on_after_break(x):
+    k = x.sum()
+
+    def middle(v):
+        print("m")
+        def inner(w):
+            return w * k
+        a, b = v, inner(v)                          # 3.13: STORE_FAST_STORE_FAST
+        return a + b
+    return middle(x)
+
+
+def _nested_try_in_a_loop_after_break(x, n):
+    t = x * 2
+    print("b")
+    for _ in range(n):
+        ctx = None
+        try:
+            try:
+                {}["k"]
+            except KeyError:
+                raise ValueError("wrapped")
+        except ValueError as err:                   # the handlers' stack depths must be the original's
+            ctx = type(err.__context__).__name__
+            t = t + 1
+    return t, ctx
+
+
+@pytest.mark.parametrize("fn, args", [(_cell_comprehension_after_break, (torch.ones(3),)),
+                                      (_nested_try_in_a_loop_after_break, (torch.ones(3), 2)),
+                                      (_argument_cell_after_break, (torch.ones(3), torch.zeros(3))),
+                                      (_free_variable_passed_on_after_break, (torch.arange(3.0),))],
+                         ids=["cell-comprehension", "nested-try", "argument-cell", "free-variable"])
+def test_resume_function_bytecode_runs_correctly_on_its_own(resume_functions_run_eagerly, fn, args):
+    expected_out, got_out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(expected_out):
+        expected = fn(*args)
+    with contextlib.redirect_stdout(got_out):
+        got = dl.capture(fn)(*args)
+    assert_same(expected, got)
+    assert got_out.getvalue() == expected_out.getvalue()
