@@ -75,11 +75,35 @@ def _capture_module(module: torch.nn.Module, options: CaptureOptions) -> torch.n
         def call_forward(self, *args, **kwargs):
             return captured_forward(*args, **kwargs)
     functools.update_wrapper(call_forward, forward)
-    captured_cls = type(cls.__name__, (cls,), {"forward": call_forward, "__module__": cls.__module__,
-                                               "__qualname__": cls.__qualname__, "_dynamo_lite_original": module})
-    wrapper = captured_cls.__new__(captured_cls)
-    wrapper.__dict__ = module.__dict__      # one state: parameters, buffers, submodules, flags
+    try:
+        captured_cls = type(cls.__name__, (cls,), {"forward": call_forward, "__module__": cls.__module__,
+                                                   "__qualname__": cls.__qualname__, "_dynamo_lite_original": module})
+        # object.__new__, not the class's own __new__: classes made at run time (FSDP2's
+        # fully_shard swaps in one whose __new__ finds the user's class by its place in the MRO)
+        # need not expect a subclass of theirs. No __init__ runs: the state is the module's.
+        wrapper = object.__new__(captured_cls)
+        wrapper.__dict__ = module.__dict__      # one state: parameters, buffers, submodules, flags
+    except Exception as e:     # a class that cannot be subclassed or made this way (C layout, metaclass)
+        records.warn_once(("module-class", cls), f"dynamo_lite: capture({cls.__qualname__}) cannot return a module "
+                                                 f"of the same class ({type(e).__name__}: {e}); it returns a "
+                                                 f"wrapper module whose forward is captured, holding the module "
+                                                 f"as `_orig_mod` (state_dict keys get that prefix)")
+        return CapturedModule(module, call_forward)
     return wrapper
+
+
+class CapturedModule(torch.nn.Module):
+    """What `capture(module)` returns when it cannot return a module of the module's own class:
+    the module as the submodule `_orig_mod` (as torch.compile's OptimizedModule holds it), and
+    a forward that runs the captured one on it."""
+
+    def __init__(self, module: torch.nn.Module, call_forward: Callable):
+        super().__init__()
+        self._orig_mod = module
+        self._call_forward = call_forward
+
+    def forward(self, *args, **kwargs):
+        return self._call_forward(self._orig_mod, *args, **kwargs)
 
 
 def reset() -> None:
