@@ -29,8 +29,9 @@ from .code_facts import facts
 from .codegen import block_exits, break_start, make_break_code, make_code, tensors_needed
 from .fallback import records, skip
 from .fallback.records import FrameRecord
-from .guards import ClassVersionMatch, DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch, compile_guards
-from .interpreter import Tracer
+from .guards import (ClassVersionMatch, ConstantMatch, DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch,
+                     compile_guards)
+from .interpreter import FLOATS, Tracer
 from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, restore_autocast,
                       restoring_grad_mode)
 from .sources import FromNumpySource
@@ -88,15 +89,22 @@ AUTO_DYNAMIC: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKe
 
 
 def note_changed_sizes(code, entries, func, args) -> None:
+    """Automatic dynamic: the tensor dims, and the Python floats, whose guards failed because they
+    changed (a float that changes becomes a graph input, as a dim that changes becomes symbolic)."""
     state = AUTO_DYNAMIC.setdefault(code, {})
     for entry in entries:
         guards = entry.guards
         for guard in getattr(guards, "guards", ()):
-            if not isinstance(guard, TensorMatch):
+            is_float = isinstance(guard, ConstantMatch) and type(guard.value) is float
+            if not isinstance(guard, TensorMatch) and not is_float:
                 continue
             try:
                 value = guards._value_of(guard.source, func, args)
             except Exception:
+                continue
+            if is_float:
+                if type(value) is float and value != guard.value:
+                    state.setdefault(FLOATS, set()).add(guard.source)
                 continue
             if isinstance(value, torch.Tensor) and value.dim() == len(guard.shape) and value.dtype == guard.dtype:
                 changed = {i for i, (a, b) in enumerate(zip(guard.shape, value.shape)) if a is not None and a != b}

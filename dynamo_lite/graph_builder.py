@@ -82,7 +82,8 @@ class GraphBuilder:
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.named_inputs: list[tuple] = []      # (fake tensor, ShapeSource) of inputs ShapeEnv knows by name
         self.has_symbolic_inputs = False
-        self.inputs: list[tuple[torch.fx.Node, torch.Tensor, Any]] = []   # (placeholder, real tensor, source)
+        self.inputs: list[tuple[torch.fx.Node, Any, Any]] = []   # (placeholder, real tensor or float, source)
+        self._float_inputs: dict = {}             # source -> SymValue of a Python float made a graph input
         self.grad_enabled = torch.is_grad_enabled()
         # The traced autocast state per device type, (enabled, dtype), and the cache flag; the
         # real state while tracing stays as it was when the frame started.
@@ -113,6 +114,26 @@ class GraphBuilder:
         node.meta["real_type"] = type(tensor)
         self.inputs.append((node, tensor, source))
         return TensorValue(node, example, source)
+
+    def add_float_input(self, value: float, source, guard_expr: str):
+        """A Python float read from `source` as a graph input (a SymFloat while tracing): seen
+        changing between calls, it is passed to the graph instead of baked in. Python uses that
+        need its value (a comparison, a branch) specialize it under a ShapeEnv guard."""
+        known = self._float_inputs.get(source)
+        if known is not None:
+            return known
+        shape_source = ShapeSource(guard_expr)
+        symbol = self.shape_env.create_unspecified_symbol(value, source=shape_source, dynamic_dim=DimDynamic.DYNAMIC)
+        example = self.shape_env.create_symfloatnode(symbol, hint=value, source=shape_source)
+        node = self.graph.placeholder(self._placeholder_name(source.name()))
+        node.meta["example_value"] = example
+        node.meta["source"] = source
+        node.meta["real_type"] = float
+        self.named_inputs.append((example, shape_source, ()))
+        self.has_symbolic_inputs = True
+        self.inputs.append((node, value, source))
+        known = self._float_inputs[source] = SymValue(node, example, source)
+        return known
 
     def _placeholder_name(self, text: str) -> str:
         base = re.sub(r"[^0-9a-zA-Z_]+", "_", text).strip("_").lower() or "input"

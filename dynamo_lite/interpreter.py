@@ -32,6 +32,10 @@ from .wrap import wrap
 from . import autograd_function, builtins_table, copying, higher_order  # noqa: F401  (they register modelled callables)
 from .values import numpy_functions  # noqa: F401  (registers numpy functions as modelled callables)
 
+# In the automatic-dynamic state of a code object (Source -> dims of a tensor seen changing), the
+# entry under this key holds the sources of Python floats seen changing: they become graph inputs.
+FLOATS = "floats"
+
 _INSTRUCTIONS_CACHE: dict[types.CodeType, tuple[list, dict]] = {}
 
 
@@ -217,6 +221,21 @@ class Tracer:
             + bool(self.code.co_flags & 0x08)
         scope = Scope(guard_local_names(list(self.code.co_varnames[:nargs])), "___G", "___fn")
         return dims, source.expr(scope)
+
+    def dynamic_float(self, source) -> str:
+        """How guards reach the Python float at `source` when it is a graph input (it was seen
+        changing between calls, and the capture is not static), else ''."""
+        if self.dynamic is False or source is None or source not in self.auto_dynamic.get(FLOATS, ()):
+            return ""
+        nargs = self.code.co_argcount + self.code.co_kwonlyargcount + bool(self.code.co_flags & 0x04) \
+            + bool(self.code.co_flags & 0x08)
+        scope = Scope(guard_local_names(list(self.code.co_varnames[:nargs])), "___G", "___fn")
+        expr = source.expr(scope)
+        try:       # ShapeEnv writes its guards over this text: only a source guards can name qualifies
+            compile(expr, "<source>", "eval")
+        except SyntaxError:
+            return ""
+        return expr
 
     # ---- state changes --------------------------------------------------------------------
     def mutate(self, container: Value):

@@ -114,3 +114,82 @@ def test_module_with_dynamic_batch_keeps_parameters_static():
 def test_invalid_dynamic_argument_is_a_clear_error():
     with pytest.raises(TypeError, match="dynamic must be None, True or False"):
         dl.capture(shape_branch, dynamic="yes")
+
+
+# -- Python floats that change between calls ---------------------------------------------------
+
+def _scaled_step(x, scale, lr):
+    y = x * scale
+    if scale > 0:                       # a branch on the float: specialized under a guard
+        y = y + 1 - lr
+    return y.sum() * lr, scale * 2
+
+
+def test_a_float_that_changes_becomes_a_graph_input():
+    backend = CountingBackend()
+    captured = dl.capture(_scaled_step, backend=backend)
+    for i in range(10):
+        x, lr = torch.randn(4), 0.1 * (i + 1)
+        got, expected = captured(x, 1.0 + i, lr), _scaled_step(x, 1.0 + i, lr)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1] and type(got[1]) is float
+    assert backend.count == 2, "static first, then one graph taking the floats as inputs"
+    placeholders = [n.name for n in backend.graphs[-1].graph.nodes if n.op == "placeholder"]
+    assert placeholders == ["l_x", "l_scale", "l_lr"], placeholders
+
+
+def test_a_branch_on_a_dynamic_float_is_guarded():
+    backend = CountingBackend()
+    captured = dl.capture(_scaled_step, backend=backend)
+    for scale in (1.0, 2.0, 3.0, -1.0, -2.0, 4.0):
+        x = torch.randn(4)
+        got, expected = captured(x, scale, 0.5), _scaled_step(x, scale, 0.5)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+    assert backend.count == 3, "static, dynamic with scale > 0, dynamic with scale <= 0"
+
+
+def test_a_loss_scale_read_with_item_and_fed_back_in():
+    """The issue's case: a scale read with .item() each step and passed back in."""
+    torch.manual_seed(0)
+    w = torch.randn(4, 4, requires_grad=True)
+
+    def step(x, scale):
+        loss = (x @ w).pow(2).mean() * scale
+        return loss, loss.detach() / (1.0 + loss.detach())
+
+    backend = CountingBackend()
+    captured = dl.capture(step, backend=backend)
+    scale_c = scale_e = 2.0 ** 8
+    for _ in range(10):
+        x = torch.randn(3, 4)
+        (loss_c, ratio_c), (loss_e, ratio_e) = captured(x, scale_c), step(x, scale_e)
+        torch.testing.assert_close(loss_c, loss_e)
+        scale_c, scale_e = scale_c * (1.0 + ratio_c.item()), scale_e * (1.0 + ratio_e.item())
+    assert scale_c == pytest.approx(scale_e)
+    assert backend.count <= 3
+
+
+def test_floats_in_a_dict_and_an_int_where_a_float_was():
+    def f(x, group):
+        return x * group["lr"] + group["momentum"]
+
+    backend = CountingBackend()
+    captured = dl.capture(f, backend=backend)
+    for lr in (0.1, 0.2, 0.3, 0.4):
+        group = {"lr": lr, "momentum": 0.9}
+        torch.testing.assert_close(captured(torch.ones(3), group), f(torch.ones(3), group))
+    assert backend.count == 2
+    ints = torch.arange(3)
+    group = {"lr": 2, "momentum": 0.9}          # an int: int tensor * int stays an int tensor in eager
+    torch.testing.assert_close(captured(ints, group), f(ints, group))
+    assert captured(ints, group).dtype == f(ints, group).dtype
+
+
+def test_dynamic_false_keeps_floats_constant():
+    backend = CountingBackend()
+    captured = dl.capture(_scaled_step, backend=backend, dynamic=False)
+    for scale in (1.0, 2.0, 3.0):
+        x = torch.randn(4)
+        torch.testing.assert_close(captured(x, scale, 0.5)[0], _scaled_step(x, scale, 0.5)[0])
+    assert backend.count == 3

@@ -8,6 +8,7 @@ the first that fails: that is the recompile reason.
 from __future__ import annotations
 
 import keyword
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -61,6 +62,10 @@ def _resolve(guard, fn, args, compiled):
     return compiled._value_of(source, fn, args)
 
 
+# Modules ShapeEnv's guard expressions call into (`not math.isnan(L['lr'])` for a float input).
+_GUARD_MODULES = {"math": math}
+
+
 def guard_local_names(arg_names: list[str]) -> dict[str, str]:
     names = {}
     for i, name in enumerate(arg_names):
@@ -89,20 +94,20 @@ def compile_guards(guards: list[Guard], arg_names: list[str], globals_dict: dict
     params = ", ".join(["___fn", *local_names.values()])
     body = "\n        and ".join(f"({e})" for e in exprs) or "True"
     src = f"def ___guard({params}):\n    return (\n        {body}\n    )\n"
-    namespace = {"___G": globals_dict, **consts}
+    namespace = {"___G": globals_dict, **_GUARD_MODULES, **consts}
     exec(compile(src, f"<dynamo_lite guards for {name}>", "exec"), namespace)
     check = namespace["___guard"]
     # One small function per guard, for first_failure.
     singles = []
     for g in guards:
         one = f"def ___one({params}):\n    return {g.code(scope, const)}\n"
-        ns = {"___G": globals_dict, **consts}
+        ns = {"___G": globals_dict, **_GUARD_MODULES, **consts}
         exec(compile(one, "<dynamo_lite guard>", "exec"), ns)
         singles.append(ns["___one"])
     compiled = CompiledGuards(guards, check, src, singles)
 
     def value_of(source, fn, args):
-        ns = {"___G": globals_dict, **consts}
+        ns = {"___G": globals_dict, **_GUARD_MODULES, **consts}
         code = f"def ___v({params}):\n    return {source.expr(scope)}\n"
         exec(compile(code, "<dynamo_lite guard value>", "exec"), ns)
         return ns["___v"](fn, *args)
