@@ -193,12 +193,35 @@ _NESTED_BUILTIN_GUARDS = _RunsEagerly("def ___guard(fn, self, *args):\n    retur
                                       "from eager code run eagerly\n")
 
 
+def _keep(tensor):
+    return tensor
+
+
+@contextlib.contextmanager
+def _saved_tensor_hooks_see_no_tracing():
+    """Tracing runs the ops on fake tensors under autograd, which saves them for backward. The
+    program's saved-tensor hooks (activation checkpointing's, offloading) must see only the real
+    ops, as in eager: identity hooks take the fake saves. Where the program disabled registering
+    hooks, there are none to hide from."""
+    try:
+        hooks = torch.autograd.graph.saved_tensors_hooks(_keep, _keep)
+        hooks.__enter__()
+    except RuntimeError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        hooks.__exit__(None, None, None)
+
+
 def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
     """The hook's callback on a cache miss: the code to run (new or the original), or None to run
     the frame as it is. Nothing raised inside reaches the user's program, but GraphBreakError
     (fullgraph=True) and KeyboardInterrupt: an error of ours makes the frame run eagerly."""
     try:
-        return _convert_frame(code, func, args, options)
+        with _saved_tensor_hooks_see_no_tracing():
+            return _convert_frame(code, func, args, options)
     except (GraphBreakError, KeyboardInterrupt, SystemExit):
         raise
     except RecursionError:   # captured from deep in the user's stack: run eagerly now, capture another time
