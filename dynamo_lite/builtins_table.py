@@ -171,8 +171,10 @@ def _id(frame, args, kwargs):
 
 @models(vars)
 def _vars(frame, args, kwargs):
+    if not args and not kwargs:
+        return _locals(frame, args, kwargs)
     if len(args) != 1 or kwargs:
-        raise Unsupported(UNKNOWN_CALL, "vars() without an argument (the frame's locals)")
+        raise user_error(TypeError, f"vars expected at most 1 argument, got {len(args)}")
     return semantics.load_attr(frame, args[0], "__dict__")
 
 
@@ -407,6 +409,26 @@ def _set(cls):
 
 models(set)(_set(set))
 models(frozenset)(_set(frozenset))
+
+
+@models(locals)
+def _locals(frame, args, kwargs):
+    """locals() (and vars() without an argument) in a traced function: a new dict of its bound
+    locals and set cells in CPython's order, as the snapshot CPython makes for a function frame.
+    (Run at a graph break it would see the replacement code's variables instead.)"""
+    if args or kwargs:
+        return NotImplemented
+    code = frame.code
+    names = [*code.co_varnames, *(c for c in code.co_cellvars if c not in code.co_varnames), *code.co_freevars]
+    items = {}
+    for name in names:
+        if name.startswith("___stack"):      # a resume function's stack arguments are not the program's
+            continue
+        if name in frame.locals:
+            items[name] = frame.read_local(name)
+        elif name in frame.cells and frame.cells[name].contents is not None:
+            items[name] = frame.cell_contents(name)
+    return DictValue(items, dict)
 
 
 @models(dict)

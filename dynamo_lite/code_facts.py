@@ -17,6 +17,7 @@ _ENDS_BLOCK = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"} | UNC
 # `del v` needs v bound, so it reads). 3.13's super-instructions name two locals.
 _LOCAL_ACCESS = {"LOAD_FAST": "r", "LOAD_FAST_CHECK": "r", "LOAD_FAST_AND_CLEAR": "r", "DELETE_FAST": "r",
                  "STORE_FAST": "w", **LOCAL_PAIR_OPS}
+_READ_ALL_LOCALS = {"locals", "vars", "dir", "eval", "exec"}
 _FACTS: "weakref.WeakKeyDictionary[types.CodeType, CodeFacts]" = weakref.WeakKeyDictionary()
 
 
@@ -53,6 +54,10 @@ class CodeFacts:
         self.with_spans = [span for target, span in spans.items() if self._with_handler(target)]
         self.other_spans = [span for target, span in spans.items() if not self._with_handler(target)]
         self.live_in = self._liveness(handlers)
+        # locals() / vars() / dir() / eval() / exec() read every variable by name: a resume function
+        # of such code must get all of them, whatever the liveness of each (a guess by name, on the
+        # safe side).
+        self.reads_all_locals = bool(_READ_ALL_LOCALS & set(code.co_names))
 
     _CLEANUP_ONLY = {"PUSH_EXC_INFO", "SWAP", "POP_TOP", "COPY", "STORE_FAST", "CALL_INTRINSIC_1", "NOP",
                      "POP_EXCEPT", "LOAD_CONST", "END_FOR"}
@@ -137,6 +142,8 @@ class CodeFacts:
         return live
 
     def live_at(self, offset: int) -> frozenset:
+        if self.reads_all_locals:          # (a resume function's own stack arguments are not variables)
+            return frozenset(n for n in self.code.co_varnames if not n.startswith("___stack"))
         return self.live_in[self.index_of[offset]]
 
     def why_not_breakable(self, offset: int) -> str:

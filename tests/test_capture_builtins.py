@@ -77,3 +77,30 @@ def test_isinstance_dispatch_over_mixed_inputs():
 
 def test_max_min_of_shape_next_to_elementwise_maximum():
     check(lambda x: (torch.maximum(x, x * 2), max(x.shape), min(x.shape)), torch.randn(2, 5), graphs=1)
+
+
+def test_locals_and_vars_without_arguments():
+    """locals() is the traced frame's own variables (at a graph break, code running in the frame
+    would see the replacement code's variables instead: a KeyError in torch's logging)."""
+    def f(x, n):
+        scale = 2.0
+        name = "x"
+        y = x * scale
+
+        def inner():
+            return y + n
+        message = "{name}:{n}:{scale}".format(**locals())      # formats tensors too: a break
+        snapshot = vars()
+        return inner() + len(message), sorted(snapshot), message
+
+    check(f, torch.randn(3), 4, graphs=2)
+
+
+def test_locals_used_next_to_a_graph_break():
+    def f(x, n):
+        total = x.sum()
+        print("tick")                       # a break before: locals() after it is traced in the resume
+        label = "{n}-{total_kind}".format(total_kind=type(total).__name__, **locals())
+        return total * n, label, sorted(locals())
+
+    check(f, torch.randn(3), 2, graphs=2)
