@@ -93,7 +93,7 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
     bc.argcount = len(bc.argnames)
     bc.posonlyargcount = bc.kwonlyargcount = 0
     bc.flags = bc.flags & ~(0x04 | 0x08)         # no *args / **kwargs: everything is positional now
-    bc.qualname = f"{code.co_qualname}.<resume at {offset}>"
+    bc.qualname = resume_name(code, offset)
     new = bc.to_code(compute_exception_stack_depths=False)
     per_code[key] = new
     return new
@@ -136,6 +136,15 @@ def _as_free(instr: Instr) -> Instr:
     new = instr.copy()
     new.arg = FreeVar(instr.arg.name)
     return new
+
+
+def resume_name(code: types.CodeType, offset: int) -> str:
+    """`f.<resume at line N>`: named after the user's function and the source line it continues
+    at (a resume function of a resume function is still named after the user's function)."""
+    base = code.co_qualname.split(".<resume at ")[0]
+    inst = facts(code).insts[facts(code).index_of[offset]]
+    line = inst.positions.lineno if inst.positions and inst.positions.lineno else None
+    return f"{base}.<resume at line {line}>" if line else f"{base}.<resume>"
 
 
 def first_argument_for_super(code: types.CodeType) -> str:
