@@ -110,12 +110,15 @@ def _slots_by_kind(code: types.CodeType, body: list) -> list:
     STORE_FAST. The `bytecode` library names such a slot by its plain name when the name is also a
     local (an argument, a comprehension variable), which in the resume function would be a new,
     separate local. Where the library cannot name the slot as a cell (3.12), no resume function
-    is made: the break is not resumable (the frame runs eagerly)."""
+    is made: the break is not resumable (the frame runs eagerly).
+
+    3.13's two-local instructions are split into single loads and stores: they hold each local's
+    index in 4 bits, and the resume function numbers its locals anew (its arguments first)."""
     special = {name: CellVar(name) for name in code.co_cellvars}
     special.update({name: FreeVar(name) for name in code.co_freevars})
     out = []
     for item in body:
-        if isinstance(item, Instr) and item.name in LOCAL_PAIR_OPS and any(n in special for n in item.arg):
+        if isinstance(item, Instr) and item.name in LOCAL_PAIR_OPS:
             singles = [Instr("LOAD_FAST" if step == "r" else "STORE_FAST", name, location=item.location)
                        for step, name in zip(LOCAL_PAIR_OPS[item.name], item.arg)]
         else:

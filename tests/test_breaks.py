@@ -576,12 +576,24 @@ def _nested_try_in_a_loop_after_break(x, n):
     return t, ctx
 
 
+def _many_locals_after_break(x):
+    s1 = s2 = None                                  # low local numbers: 3.13 pairs their loads/stores
+    a0, a1, a2, a3, a4, a5, a6, a7 = range(8)
+    b0, b1, b2, b3, b4, b5, b6, b7 = range(8, 16)
+    print("b")                                      # the resume function takes the 17 live locals first,
+    s1, s2 = {a1, b1, a2, b3, a4}, {b1, b2, a4, b5}      # so s1, s2 are past index 15 there
+    u = s1 & s2
+    return x + len(u) + a0 + a3 + a5 + a6 + a7 + b0 + b4 + b6 + b7
+
+
 @pytest.mark.parametrize("fn, args", [(_cell_comprehension_after_break, (torch.ones(3),)),
+                                      (_many_locals_after_break, (torch.ones(3),)),
                                       (_nested_try_in_a_loop_after_break, (torch.ones(3), 2)),
                                       (_argument_cell_after_break, (torch.ones(3), torch.zeros(3))),
                                       (_free_variable_passed_on_after_break, (torch.arange(3.0),))],
-                         ids=["cell-comprehension", "nested-try", "argument-cell", "free-variable"])
+                         ids=["cell-comprehension", "many-locals", "nested-try", "argument-cell", "free-variable"])
 def test_resume_function_bytecode_runs_correctly_on_its_own(resume_functions_run_eagerly, fn, args):
+    """Also run through an ordinary capture (the resume functions traced) below."""
     expected_out, got_out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(expected_out):
         expected = fn(*args)
@@ -589,3 +601,7 @@ def test_resume_function_bytecode_runs_correctly_on_its_own(resume_functions_run
         got = dl.capture(fn)(*args)
     assert_same(expected, got)
     assert got_out.getvalue() == expected_out.getvalue()
+
+
+def test_many_locals_after_a_break_traced():
+    run_both(_many_locals_after_break, lambda: torch.randn(3), graphs=1)
