@@ -26,8 +26,9 @@ def main(argv=None) -> int:
     report.add_argument("--backend", default="eager", help="backend for captured graphs (default: eager)")
     report.add_argument("--compare", choices=["torch"], help="also run TorchDynamo in the same run")
     report.add_argument("--json", dest="json_path", help="write the full results to this file")
-    report.add_argument("--jobs", type=int, default=1, help="models run at once, one process each (with "
-                        "--ray: at most this many Ray tasks in flight, each taking one CPU of the cluster)")
+    report.add_argument("--jobs", type=int, default=None, help="models run at once, one process each "
+                        "(default 1; with --ray: at most this many Ray tasks in flight, each taking one CPU of "
+                        "the cluster; default: as many as the cluster has CPUs)")
     report.add_argument("-k", dest="pattern", help="only models whose name or tag matches")
     report.add_argument("--timeout", type=float, default=120.0, help="seconds per model and engine")
     report.add_argument("--resume", dest="resume_path", metavar="FILE",
@@ -68,8 +69,9 @@ def main(argv=None) -> int:
             print(f"dynamo-lite report: {e}", file=sys.stderr)
             return 2
     if args.command == "report":
-        from .report import ReportOptions, run_report
-        return run_report(ReportOptions(tuple(args.paths), args.backend, args.compare, args.jobs, args.pattern,
+        from .report import ALL_CPUS, ReportOptions, run_report
+        jobs = args.jobs if args.jobs is not None else (ALL_CPUS if args.ray is not None else 1)
+        return run_report(ReportOptions(tuple(args.paths), args.backend, args.compare, jobs, args.pattern,
                                         args.timeout, args.json_path, args.resume_path, suites, args.html_path,
                                         args.ray))
     from dynamo_lite_corpus.demo import main as demo

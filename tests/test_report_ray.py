@@ -64,11 +64,13 @@ def _comparable(row: dict) -> dict:
 @needs_ray
 def test_ray_gives_the_rows_of_a_jobs_run(tmp_path):
     rows = {}
-    for how in (["--jobs", "2"], ["--ray", "--jobs", "2"]):
+    for how in (["--jobs", "2"], ["--ray"]):          # --ray alone: one model per CPU of the cluster
         out = tmp_path / f"{how[0]}.json"
         proc = _cli("report", "-k", "print", *how, "--json", str(out))
         assert proc.returncode == 0, proc.stdout + proc.stderr
         rows[how[0]] = [_comparable(r) for r in json.loads(out.read_text())["models"]]
+        if how == ["--ray"]:
+            assert "one per CPU of the cluster" in proc.stdout, proc.stdout[-500:]
     assert [r["name"] for r in rows["--ray"]] == ["print_in_forward", "subclass_print_super", "function_print_item"]
     assert all(r["status"] == "ok" and r["dl"]["graphs"] >= 2 for r in rows["--ray"])
     assert rows["--ray"] == rows["--jobs"]

@@ -23,12 +23,16 @@ from .. import breaks
 from . import registry
 
 
+# `--ray` without `--jobs`: as many models in flight as the cluster has CPUs.
+ALL_CPUS = 0
+
+
 @dataclass
 class ReportOptions:
     paths: tuple = ()
     backend: str = "eager"
     compare: Optional[str] = None       # "torch" to run TorchDynamo too
-    jobs: int = 1
+    jobs: int = 1                 # ALL_CPUS (0): as many as the Ray cluster has CPUs
     pattern: Optional[str] = None
     timeout: float = 120.0
     json_path: Optional[str] = None
@@ -67,7 +71,7 @@ def _child(name: str, suite: Optional[str], options: ReportOptions, conn) -> Non
         # parallel models share the machine's cores: without this each process runs torch's
         # thread pool on all of them, and the spin-waiting of oversubscribed pools makes the
         # timings of small models noise (tens of times their real value, at random)
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, options.jobs)))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // (options.jobs if options.jobs > 0 else os.cpu_count() or 1)))
         from dynamo_lite.report.survey import survey_model, warm_up
         if options.paths:
             _load_entries(options)
@@ -327,7 +331,8 @@ def run_report(options: ReportOptions) -> int:
     info["seconds"] = round(time.perf_counter() - start, 1)
     _render(results, info, options, console)
     where = f" on Ray ({options.ray})" if options.ray is not None else ""
-    console.print(f"wall time {info['seconds']} s with --jobs {options.jobs}{where}")
+    jobs = options.jobs if options.jobs != ALL_CPUS else "(one per CPU of the cluster)"
+    console.print(f"wall time {info['seconds']} s with --jobs {jobs}{where}")
     if json_path:
         _write_json(json_path, results, options, info=info)
     if options.html_path:

@@ -6,8 +6,8 @@ a local `--jobs` run does; so a crash or a hang is still one failed row, and the
 Which cluster: ADDRESS is what `ray.init` takes ("auto", "HOST:PORT", "ray://HOST:10001"). Without
 one ("local") a new local cluster is started, with as many CPUs as this machine has cores, and shut
 down at the end; a Ray already initialised in this process (a notebook) is used and left running.
-`--jobs N` is the number of models in flight at once, on any cluster (each task also takes one of
-Ray's CPUs, so the cluster's free CPUs cap it): give a cluster's CPU count to fill it.
+`--jobs N` is the number of models in flight at once, on any cluster; without it, as many as the
+cluster has CPUs (each task takes one of Ray's CPUs, so the cluster's free CPUs cap it anyway).
 
 What the nodes of a real cluster need: the driver sends model names and options, not code, so every
 node must have the same environment installed (Python, torch at the same version, dynamo_lite,
@@ -68,12 +68,13 @@ def run_all_on_ray(entries, options, progress=None, *, run_one) -> list[dict]:
                  logging_level=logging.ERROR)
     # max_retries=0: a worker lost with its model is that model's failed row, not a second try
     task = ray.remote(num_cpus=1, max_retries=0)(_on_node)
+    limit = options.jobs if options.jobs > 0 else max(1, int(ray.cluster_resources().get("CPU", 1)))
     pending = [e.name for e in entries]
     in_flight: dict = {}              # ObjectRef -> model name
     results: dict = {}
     try:
         while pending or in_flight:
-            while pending and len(in_flight) < max(1, options.jobs):
+            while pending and len(in_flight) < limit:
                 name = pending.pop(0)
                 in_flight[task.remote(run_one, name, options)] = name
             ready, _ = ray.wait(list(in_flight), num_returns=1)
