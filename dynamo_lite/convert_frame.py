@@ -83,6 +83,12 @@ class CaptureOptions:
     fullgraph: bool = False
     dynamic: Optional[bool] = None     # None: static first, symbolic for dims seen changing
 
+    @property
+    def float_inputs(self) -> bool:
+        """Whether the backend takes Python floats as graph inputs (dynamic floats); a backend
+        says no with `fn.accepts_float_inputs = False`."""
+        return getattr(self.backend, "accepts_float_inputs", True)
+
 
 # Automatic dynamic shapes: per code object, the input dims seen changing between captures.
 AUTO_DYNAMIC: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
@@ -314,7 +320,7 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
 
 def _capture(code, func, args, options, entries, recompile_reason):
     start = time.perf_counter()
-    tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code))
+    tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code), options.float_inputs)
     record = FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "captured",
                          recompile_reason=recompile_reason, qualname=code.co_qualname, backend=options.backend_name)
     try:
@@ -464,7 +470,7 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
         return code, failed
     # Trace again from the top and stop right before the break: tracing is deterministic for
     # the same inputs, so the state there is exactly what the first attempt saw.
-    tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code))
+    tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code), options.float_inputs)
     tracer.stop_at = code_facts.insts[start].offset
     try:
         frame = tracer.root_frame()

@@ -154,9 +154,10 @@ class Tracer:
     """State of one capture: graph, guards, side effects, wrapped objects."""
 
     def __init__(self, code: types.CodeType, func: types.FunctionType, args: tuple, dynamic=None,
-                 auto_dynamic: Optional[dict] = None):
+                 auto_dynamic: Optional[dict] = None, float_inputs: bool = True):
         self.code = code
         self.dynamic = dynamic                    # capture(dynamic=...): True, False or None (automatic)
+        self.float_inputs = float_inputs          # the backend takes Python floats as graph inputs
         self.auto_dynamic = auto_dynamic or {}    # Source -> dims seen changing (automatic mode)
         self.func = func
         self.args = args
@@ -225,7 +226,8 @@ class Tracer:
     def dynamic_float(self, source) -> str:
         """How guards reach the Python float at `source` when it is a graph input (it was seen
         changing between calls, and the capture is not static), else ''."""
-        if self.dynamic is False or source is None or source not in self.auto_dynamic.get(FLOATS, ()):
+        if self.dynamic is False or not self.float_inputs or source is None \
+                or source not in self.auto_dynamic.get(FLOATS, ()):
             return ""
         nargs = self.code.co_argcount + self.code.co_kwonlyargcount + bool(self.code.co_flags & 0x04) \
             + bool(self.code.co_flags & 0x08)

@@ -193,3 +193,18 @@ def test_dynamic_false_keeps_floats_constant():
         x = torch.randn(4)
         torch.testing.assert_close(captured(x, scale, 0.5)[0], _scaled_step(x, scale, 0.5)[0])
     assert backend.count == 3
+
+
+def test_a_backend_that_does_not_take_floats_keeps_them_constant():
+    seen = []
+
+    def no_floats(gm, example_inputs):
+        seen.append([type(v).__name__ for v in example_inputs])
+        return gm.forward
+    no_floats.accepts_float_inputs = False
+
+    captured = dl.capture(_scaled_step, backend=no_floats)
+    for i in range(4):
+        x = torch.randn(4)
+        torch.testing.assert_close(captured(x, 1.0 + i, 0.5)[0], _scaled_step(x, 1.0 + i, 0.5)[0])
+    assert seen == [["Tensor"]] * 4, seen

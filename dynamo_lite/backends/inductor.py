@@ -9,3 +9,7 @@ from .registry import register_backend
 def inductor(gm, example_inputs):
     from torch._inductor.compile_fx import compile_fx
     return compile_fx(gm, example_inputs)
+
+
+# Graphs for it keep Python floats constant (dynamic floats are not handed to torch's compiler).
+inductor.accepts_float_inputs = False

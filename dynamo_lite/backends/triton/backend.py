@@ -67,6 +67,10 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
     if not all(availability.can_run_on(d) for d in devices):
         return _eager(gm, f"tensors on {sorted(map(str, devices))}: Triton runs on CUDA (or on the CPU "
                           "with TRITON_INTERPRET=1)")
+    if any(isinstance(v, (float, torch.SymFloat)) for v in example_inputs):
+        # A float input would be baked into the kernels as the example's value: wrong results on
+        # the next value (sizes, ints, are specialized per value below). Such graphs run as captured.
+        return _eager(gm, "a Python float as a graph input is not lowered yet")
     from ...graph_builder import written_inputs
     if written_inputs(gm.graph) != []:
         # Known wrong results when in-place writes into inputs (or views of them) are lowered:
@@ -86,6 +90,10 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
         return _with_autograd(gm, example_inputs)
     return compile_graph(gm, example_inputs)
 
+
+# Python floats as graph inputs (dynamic floats) are not lowered yet: such floats stay constants
+# in graphs for this backend (convert_frame reads this).
+triton_backend.accepts_float_inputs = False
 
 def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
     """An in-place write eager may refuse: into a tensor whose elements share memory (an
