@@ -25,6 +25,7 @@ from . import semantics
 from .breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE, TracedException, Unsupported,
                      user_error)
 from .guards import NoModesMatch
+from .code_facts import STACK_ARG_PREFIX
 from .fallback import skip
 from .modelled import models
 from .pyops import BINARY_OPS, COMPARE_OPS
@@ -422,7 +423,7 @@ def _locals(frame, args, kwargs):
     names = [*code.co_varnames, *(c for c in code.co_cellvars if c not in code.co_varnames), *code.co_freevars]
     items = {}
     for name in names:
-        if name.startswith("___stack"):      # a resume function's stack arguments are not the program's
+        if name.startswith(STACK_ARG_PREFIX):      # a resume function's stack arguments are not the program's
             continue
         if name in frame.locals:
             items[name] = frame.read_local(name)

@@ -18,6 +18,9 @@ _ENDS_BLOCK = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"} | UNC
 _LOCAL_ACCESS = {"LOAD_FAST": "r", "LOAD_FAST_CHECK": "r", "LOAD_FAST_AND_CLEAR": "r", "DELETE_FAST": "r",
                  "STORE_FAST": "w", **LOCAL_PAIR_OPS}
 _READ_ALL_LOCALS = {"locals", "vars", "dir", "eval", "exec"}
+# How resume functions (resume.py) name the stack items they take as arguments: not variables of
+# the program.
+STACK_ARG_PREFIX = "___stack"
 _FACTS: "weakref.WeakKeyDictionary[types.CodeType, CodeFacts]" = weakref.WeakKeyDictionary()
 
 
@@ -142,8 +145,8 @@ class CodeFacts:
         return live
 
     def live_at(self, offset: int) -> frozenset:
-        if self.reads_all_locals:          # (a resume function's own stack arguments are not variables)
-            return frozenset(n for n in self.code.co_varnames if not n.startswith("___stack"))
+        if self.reads_all_locals:
+            return frozenset(n for n in self.code.co_varnames if not n.startswith(STACK_ARG_PREFIX))
         return self.live_in[self.index_of[offset]]
 
     def why_not_breakable(self, offset: int) -> str:

@@ -94,7 +94,7 @@ class CaptureOptions:
 AUTO_DYNAMIC: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
 
 
-def note_changed_sizes(code, entries, func, args) -> None:
+def note_changed_inputs(code, entries, func, args) -> None:
     """Automatic dynamic: the tensor dims, and the Python floats, whose guards failed because they
     changed (a float that changes becomes a graph input, as a dim that changes becomes symbolic)."""
     state = AUTO_DYNAMIC.setdefault(code, {})
@@ -203,22 +203,17 @@ def _keep(tensor):
     return tensor
 
 
-@contextlib.contextmanager
-def _saved_tensor_hooks_see_no_tracing():
+def _saved_tensor_hooks_see_no_tracing() -> contextlib.ExitStack:
     """Tracing runs the ops on fake tensors under autograd, which saves them for backward. The
     program's saved-tensor hooks (activation checkpointing's, offloading) must see only the real
     ops, as in eager: identity hooks take the fake saves. Where the program disabled registering
     hooks, there are none to hide from."""
+    stack = contextlib.ExitStack()
     try:
-        hooks = torch.autograd.graph.saved_tensors_hooks(_keep, _keep)
-        hooks.__enter__()
+        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(_keep, _keep))
     except RuntimeError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        hooks.__exit__(None, None, None)
+        pass
+    return stack
 
 
 def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
@@ -298,7 +293,7 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
         recompile_reason, failing = _closest_failure(entries, func, args)
         _note_recapture(code, failing, recompile_reason)
         if options.dynamic is None:
-            note_changed_sizes(code, entries, func, args)
+            note_changed_inputs(code, entries, func, args)
         if len(entries) >= config.cache_size_limit:
             reasons = "; ".join(filter(None, (_first_failure(e, func, args) for e in entries[:3])))
             records.warn_once(("cache_limit", code),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import types
-import warnings
 from typing import Callable, Optional
 
 import torch
@@ -36,15 +35,9 @@ def capture(fn_or_module=None, *, backend="eager", fullgraph: bool = False, dyna
     return _capture_function(fn_or_module, options)
 
 
-_warned_unsupported = False
-
-
 def _capture_function(fn: Callable, options: CaptureOptions, stacklevel: int = 3) -> Callable:
-    if not SUPPORTED:
-        global _warned_unsupported
-        if not _warned_unsupported:          # once per process: every capture() would say the same
-            _warned_unsupported = True
-            warnings.warn(unsupported_version_message(), RuntimeWarning, stacklevel=stacklevel)
+    if not SUPPORTED:       # said once: every capture() would say the same
+        records.warn_once("unsupported-python", unsupported_version_message(), stacklevel=stacklevel)
         return fn
     callback = make_callback(options)
     set_callback = _evalframe.set_callback

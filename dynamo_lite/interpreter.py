@@ -218,10 +218,14 @@ class Tracer:
             chain = getattr(chain, "owner", None)
         dims = set(range(tensor.dim())) if self.dynamic else set(self.auto_dynamic.get(source, ()))
         dims = set() if is_parameter else {d for d in dims if d < tensor.dim() and tensor.shape[d] >= 2}
+        return dims, self._guard_expr(source)
+
+    def _guard_expr(self, source) -> str:
+        """How the guard function spells `source` (ShapeEnv's guards are written over this text)."""
         nargs = self.code.co_argcount + self.code.co_kwonlyargcount + bool(self.code.co_flags & 0x04) \
             + bool(self.code.co_flags & 0x08)
         scope = Scope(guard_local_names(list(self.code.co_varnames[:nargs])), "___G", "___fn")
-        return dims, source.expr(scope)
+        return source.expr(scope)
 
     def dynamic_float(self, source) -> str:
         """How guards reach the Python float at `source` when it is a graph input (it was seen
@@ -229,10 +233,7 @@ class Tracer:
         if self.dynamic is False or not self.float_inputs or source is None \
                 or source not in self.auto_dynamic.get(FLOATS, ()):
             return ""
-        nargs = self.code.co_argcount + self.code.co_kwonlyargcount + bool(self.code.co_flags & 0x04) \
-            + bool(self.code.co_flags & 0x08)
-        scope = Scope(guard_local_names(list(self.code.co_varnames[:nargs])), "___G", "___fn")
-        expr = source.expr(scope)
+        expr = self._guard_expr(source)
         try:       # ShapeEnv writes its guards over this text: only a source guards can name qualifies
             compile(expr, "<source>", "eval")
         except SyntaxError:

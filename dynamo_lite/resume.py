@@ -13,7 +13,7 @@ import weakref
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .breaks import UNSUPPORTED_VALUE, Unsupported
-from .code_facts import facts
+from .code_facts import STACK_ARG_PREFIX, facts
 from .compat import LOCAL_OPS_NAME_CELLS, LOCAL_PAIR_OPS
 
 _RESUME_CODES: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
@@ -67,10 +67,7 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
                 item = TryEnd(reopened[id(item.entry)])
         body.append(item)
     lineno = next((i.lineno for i in body if isinstance(i, Instr) and i.lineno), code.co_firstlineno)
-    body = _slots_by_kind(code, body)
-    if shared:
-        body = [_as_free(i) if isinstance(i, Instr) and isinstance(i.arg, CellVar) and i.arg.name in shared else i
-                for i in body]
+    body = _slots_by_kind(code, body, shared)
     own_cells = [name for name in code.co_cellvars if name not in shared]
     freevars = list(code.co_freevars) + list(shared)
     prologue = [Instr("MAKE_CELL", CellVar(name), lineno=lineno) for name in own_cells]
@@ -82,8 +79,8 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
         if is_null:
             prologue.append(Instr("PUSH_NULL", lineno=lineno))
         else:
-            args.append(f"___stack{i}")
-            prologue.append(Instr("LOAD_FAST", f"___stack{i}", lineno=lineno))
+            args.append(f"{STACK_ARG_PREFIX}{i}")
+            prologue.append(Instr("LOAD_FAST", args[-1], lineno=lineno))
     prologue.append(Instr("JUMP_FORWARD", label, lineno=lineno))
     bc.clear()
     bc.extend(prologue + body)
@@ -102,8 +99,9 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
 _LOCAL_SLOT_OPS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "STORE_FAST", "DELETE_FAST"}
 
 
-def _slots_by_kind(code: types.CodeType, body: list) -> list:
-    """Name the cell and free-variable slots that the body's local instructions touch as cells.
+def _slots_by_kind(code: types.CodeType, body: list, shared: tuple) -> list:
+    """Name the cell and free-variable slots the body touches as cells, the `shared` cells (handed
+    in by the broken frame) as free variables.
 
     A slot may hold a cell: 3.13 pushes one for a closure with LOAD_FAST, and an inlined
     comprehension (3.12+) saves and restores the enclosing cell with LOAD_FAST_AND_CLEAR /
@@ -114,7 +112,7 @@ def _slots_by_kind(code: types.CodeType, body: list) -> list:
 
     3.13's two-local instructions are split into single loads and stores: they hold each local's
     index in 4 bits, and the resume function numbers its locals anew (its arguments first)."""
-    special = {name: CellVar(name) for name in code.co_cellvars}
+    special = {name: FreeVar(name) if name in shared else CellVar(name) for name in code.co_cellvars}
     special.update({name: FreeVar(name) for name in code.co_freevars})
     out = []
     for item in body:
@@ -131,14 +129,11 @@ def _slots_by_kind(code: types.CodeType, body: list) -> list:
                                                          f"through its slot ({instr.name}) on this Python")
                 instr = instr.copy()
                 instr.arg = special[instr.arg]
+            elif isinstance(instr, Instr) and isinstance(instr.arg, CellVar) and instr.arg.name in shared:
+                instr = instr.copy()
+                instr.arg = special[instr.arg.name]
             out.append(instr)
     return out
-
-
-def _as_free(instr: Instr) -> Instr:
-    new = instr.copy()
-    new.arg = FreeVar(instr.arg.name)
-    return new
 
 
 def resume_name(code: types.CodeType, offset: int) -> str:

@@ -189,18 +189,11 @@ def _scalar(key: str, value: int, sibling: dict, depth: int, geometry: bool) -> 
         return _power_of_two_at_most(min(value, HEADS)) if value == heads else min(value, KV_HEADS)
     if _matches(key, HEAD_KEYS):
         return _power_of_two_at_most(min(value, HEADS))
-    if _matches(key, FFN_KEYS):
-        return min(value, FFN)
-    if _matches(key, WIDTH_KEYS):
-        return min(value, WIDTH)
-    if _matches(key, VOCAB_KEYS):
-        return min(value, VOCAB)
-    if _matches(key, LAYER_KEYS):
-        return min(value, depth)
-    if _matches(key, EXPERT_KEYS):
-        return min(value, EXPERTS)
-    if _matches(key, TOP_K_KEYS):
-        return min(value, TOP_K)
+    caps = ((FFN_KEYS, FFN), (WIDTH_KEYS, WIDTH), (VOCAB_KEYS, VOCAB), (LAYER_KEYS, depth),
+            (EXPERT_KEYS, EXPERTS), (TOP_K_KEYS, TOP_K))       # the first family the key is in caps it
+    cap = next((limit for keys, limit in caps if _matches(key, keys)), None)
+    if cap is not None:
+        return min(value, cap)
     if key in GROUP_KEYS:
         return min(value, 1)
     if geometry and key in IMAGE_KEYS:

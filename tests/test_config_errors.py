@@ -30,6 +30,7 @@ import torch.nn as nn
 
 import dynamo_lite as dl
 from dynamo_lite import compat, eval_frame
+from dynamo_lite.fallback import records
 from dynamo_lite.backends import registry
 
 from fuzz.oracle import triton_runnable
@@ -236,11 +237,11 @@ def test_cache_size_limit_as_a_string_never_breaks_the_users_call():
 def unsupported_python(monkeypatch):
     """Pretend to run on CPython 3.14. eval_frame binds `SUPPORTED` at import (from .compat), so
     both names are patched; the message is built from compat at call time. The warning is given
-    once per process: the flag saying it was given is reset."""
+    once (until reset()): the record of warnings given is emptied."""
     monkeypatch.setattr(compat, "PY_VERSION", (3, 14))
     monkeypatch.setattr(compat, "SUPPORTED", False)
     monkeypatch.setattr(eval_frame, "SUPPORTED", False, raising=False)
-    monkeypatch.setattr(eval_frame, "_warned_unsupported", False)
+    monkeypatch.setattr(records, "_warned", set())
     monkeypatch.setattr(compat.sys, "version", "3.14.0 (main)", raising=True)
 
 

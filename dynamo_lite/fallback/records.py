@@ -69,11 +69,12 @@ def add(record: FrameRecord) -> None:
                  record.recompile_reason)
 
 
-def warn_once(key, message: str) -> None:
+def warn_once(key, message: str, stacklevel: int = 2) -> None:
+    """Warn once per key (until reset()); `stacklevel` counts from the caller, as warnings.warn's."""
     if key in _warned:
         return
     _warned.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)
 
 
 def clear() -> None:

@@ -71,7 +71,9 @@ def _child(name: str, suite: Optional[str], options: ReportOptions, conn) -> Non
         # parallel models share the machine's cores: without this each process runs torch's
         # thread pool on all of them, and the spin-waiting of oversubscribed pools makes the
         # timings of small models noise (tens of times their real value, at random)
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // (options.jobs if options.jobs > 0 else os.cpu_count() or 1)))
+        cores = os.cpu_count() or 1
+        in_parallel = options.jobs if options.jobs != ALL_CPUS else cores    # (--ray: one model per core)
+        torch.set_num_threads(max(1, cores // in_parallel))
         from dynamo_lite.report.survey import survey_model, warm_up
         if options.paths:
             _load_entries(options)
