@@ -42,7 +42,8 @@ PRINT_OR_LOG = _kind(
     "DL005", "print-or-log", "print/logging/warnings produce output that must happen in program order",
     "remove the print from the hot path or guard it with a flag read outside the captured code")
 UNKNOWN_CALL = _kind(
-    "DL006", "unknown-call", "a call into C code or a library the tracer does not model",
+    "DL006", "unknown-call", "a call the tracer does not model: a callable object, a constructor or a Python "
+    "function used in a way it cannot follow",
     "wrap the call in a function decorated with @dynamo_lite.disable, or use the torch equivalent")
 EXPLICIT_BREAK = _kind(
     "DL007", "explicit-graph-break", "dynamo_lite.graph_break() was called",
@@ -98,6 +99,44 @@ GENERATOR_STATE = _kind(
     "stored, live at a graph break, or dropped while suspended inside try/with, whose cleanup runs when it is "
     "closed): its suspended state cannot be rebuilt after the graph",
     "consume the generator inside the captured function (e.g. list(gen)), or make it outside")
+BREAK_IN_HANDLER = _kind(
+    "DL022", "break-in-handler", "a graph break inside an except/finally block while it handles an exception: the "
+    "exception being handled lives in the interpreter's state, which the code resumed after the break would not "
+    "see (a bare `raise`, sys.exc_info())",
+    "move the unsupported call out of the except/finally block, e.g. keep the exception in a variable and act on "
+    "it after the try statement")
+BREAK_IN_WITH = _kind(
+    "DL023", "break-in-with-block", "a graph break inside a `with` block on a context manager other than a grad mode "
+    "or autocast (or a grad-mode block inside a try block): the resumed code cannot re-enter the block",
+    "move the unsupported call out of the `with` block, or the `with` block out of the captured function")
+UNRESUMABLE_INSTRUCTION = _kind(
+    "DL024", "unresumable-instruction", "the break falls on an instruction the resumed code cannot start after (it "
+    "pushes a NULL whose presence is decided at run time, or is part of a jump, a `with` or a return)",
+    "move the unsupported call into its own statement, or into a helper function")
+RETRACE_MISMATCH = _kind(
+    "DL025", "retrace-mismatch", "tracing the frame a second time, up to the break, did not reach the same "
+    "instruction (the trace depends on something that changed between the two traces)",
+    "please report it with the code of the frame; the frame runs eagerly, so results are unaffected")
+INTERNAL_ERROR = _kind(
+    "DL026", "internal-error", "dynamo_lite failed while capturing the frame, or its captured code failed where "
+    "eager did not (a bug of ours); the frame ran eagerly and is not captured again",
+    "please report it with DYNAMO_LITE_LOG=graph_breaks output; results are unaffected")
+BACKEND_ERROR = _kind(
+    "DL027", "backend-error", "the backend failed to compile a graph of the frame; the frame ran eagerly",
+    "try backend='eager' to check capture alone, and report the backend's error")
+TORCH_NON_TENSOR_OP = _kind(
+    "DL028", "torch-non-tensor-op", "a torch function that changes global state or does not compute on tensors "
+    "(torch.cuda.*, torch.distributed.*, torch.jit.*, torch.utils.*, random-state functions...)",
+    "call it before the captured function, or wrap the call in a function decorated with @dynamo_lite.disable")
+C_FUNCTION = _kind(
+    "DL029", "c-function", "a function or method written in C by a library other than torch: what it reads and "
+    "changes is invisible to the tracer",
+    "if it is pure and works on tensors, mark it with dynamo_lite.allow_in_graph; else compute its result "
+    "before the captured call")
+BUILTIN_TYPE_METHOD = _kind(
+    "DL030", "builtin-type-method", "a method of a built-in type (str, bytes, list, dict, set, int...) or a "
+    "built-in function the tracer does not model",
+    "use an equivalent operation the tracer models (see docs/architecture.md), or report the method")
 
 
 class Unsupported(Exception):

@@ -149,13 +149,13 @@ class CodeFacts:
             return frozenset(n for n in self.code.co_varnames if not n.startswith(STACK_ARG_PREFIX))
         return self.live_in[self.index_of[offset]]
 
-    def why_not_breakable(self, offset: int) -> str:
-        """'' if a break at `offset` can resume, else the reason the frame must run eagerly."""
-        if any(start <= offset <= end for start, end in self.loop_ranges):
-            return "the break is inside a for/while loop"
-        if any(start <= offset < end for start, end in self.other_spans):
-            return "the break is inside a try/except block"
-        return ""        # inside `with` blocks: codegen resumes when they are grad modes (GradModeBlock)
+    def in_loop(self, offset: int) -> bool:
+        """Is `offset` inside a for/while loop (between a backward jump's target and the jump)?"""
+        return any(start <= offset <= end for start, end in self.loop_ranges)
+
+    def in_other_span(self, offset: int) -> bool:
+        """Is `offset` inside a try block (or another handler's range but a `with` block's)?"""
+        return any(start <= offset < end for start, end in self.other_spans)
 
 
 def facts(code: types.CodeType) -> CodeFacts:

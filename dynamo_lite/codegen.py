@@ -13,12 +13,12 @@ import types
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
-from .breaks import UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, Unsupported
+from .breaks import BREAK_IN_HANDLER, BREAK_IN_WITH, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, Unsupported
 from .code_facts import abstract_instructions, facts
-from .compat import (JUMP_OPS, LOAD_CELL_OPNAME, NULL_AFTER_CALLABLE, UNCONDITIONAL_JUMPS, instr_load_attr,
-                     instrs_call, instrs_jump_if, instrs_make_closure)
-from .resume import first_argument_for_super, resume_code
-from .runtime import FrameRun, draws_random_numbers, fresh_array_copy
+from .compat import (FOR_ITER_EXIT_SKIPS, JUMP_OPS, LOAD_CELL_OPNAME, NULL_AFTER_CALLABLE, UNCONDITIONAL_JUMPS,
+                     instr_load_attr, instrs_call, instrs_jump_if, instrs_make_closure)
+from .resume import first_argument_for_super, is_driven, original_of, resume_code
+from .runtime import Continue, FrameRun, draws_random_numbers, drive, fresh_array_copy
 from .sources import LocalSource, Source
 from .values.base import Const, NullValue, Value
 from .values.contexts import block_exit
@@ -351,7 +351,7 @@ def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: lis
 _NOT_BREAKABLE = {"NOP", "RESUME", "EXTENDED_ARG", "CACHE", "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR",
                   "LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "SET_FUNCTION_ATTRIBUTE",
                   "STORE_FAST", "DELETE_FAST", "LOAD_DEREF", "STORE_DEREF", "LOAD_CLOSURE", "MAKE_CELL",
-                  "COPY_FREE_VARS", "LOAD_CLASSDEREF", "FOR_ITER", "END_FOR", "RETURN_VALUE", "RETURN_CONST",
+                  "COPY_FREE_VARS", "LOAD_CLASSDEREF", "END_FOR", "RETURN_VALUE", "RETURN_CONST",
                   "RETURN_GENERATOR", "YIELD_VALUE", "SEND", "BEFORE_WITH", "PUSH_EXC_INFO", "POP_EXCEPT",
                   "CHECK_EXC_MATCH", "WITH_EXCEPT_START", "LOAD_METHOD", "JUMP_IF_TRUE_OR_POP",
                   "JUMP_IF_FALSE_OR_POP", "KW_NAMES", "PRECALL", "GET_AWAITABLE", "SETUP_ANNOTATIONS",
@@ -405,7 +405,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     # them; an exception from the break's own instructions must leave them (innermost first) as
     # eager would: kept in temporaries for the handler. Rebuilding one enters the block for real,
     # so it is not in the guarded range (an eager rerun would enter it a second time).
-    exits = block_exits(frame, code_facts, code_facts.insts[end].offset)
+    exits = check_resumable(tracer, frame, code_facts, code_facts.insts[end].offset)
     if exits:
         emitter.end_guarded()
     for v in frame.stack:
@@ -430,11 +430,22 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     first_value = frame.cells[first].contents if first in frame.cells else frame.locals.get(first)
     first = first if first_value is not None else ""
     offsets = [code_facts.insts[end + 1].offset] if last.opname not in _NO_RESUME_AFTER else []
-    if last.opname in JUMP_OPS:
-        offsets.append(last.argval)
+    if last.opname in JUMP_OPS or last.opname == "FOR_ITER":
+        offsets.append(_jump_lands(code_facts, last))
+    # Inside a try block (or another handler's range but a `with` block's): an exception from the
+    # break's instructions continues in a resume function at the handler, with the handler's stack.
+    catching = code_facts.handler_at(last.offset) if not exits else None
+    if catching is not None:
+        offsets.append(catching.target)
     lives = {offset: tuple(sorted(name for name in code_facts.live_at(offset) if name in frame.locals
                                   and name != first)) for offset in offsets}
-    shared = tuple(name for name in code.co_cellvars if name != first)
+    # Resume functions are made from the user's original code (resume.py): its cells are the
+    # ones they close over, found in this frame as cells or (in a resume function) free variables.
+    root = original_of(code, last.offset)[0]
+    shared = tuple(name for name in root.co_cellvars if name != first)
+
+    def cell_var(name):
+        return CellVar(name) if name in code.co_cellvars else FreeVar(name)
     written = tuple(name for name in shared if frame.cells.get(name) is not None
                     and frame.cells[name].contents is not None)
     arguments = {}          # what a resume argument is -> the temporary holding it
@@ -451,27 +462,40 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
         emitter.end_guarded()
     for name in written:                 # the trace's writes to the frame's cells, into the real ones
         emitter.emit("LOAD_FAST", arguments["cell", name])
-        emitter.emit("STORE_DEREF", CellVar(name))
+        emitter.emit("STORE_DEREF", cell_var(name))
     emitter.replay(tracer)
 
-    def call_resume(offset):
+    # How the frame goes on: call the resume function; inside a loop, hand it to runtime.drive
+    # (so the next break in the loop need not nest one Python frame deeper); in a resume function
+    # that drive called, return it to drive as a Continue.
+    if is_driven(code):
+        how = Continue
+    elif code_facts.in_loop(last.offset):
+        how = drive
+    else:
+        how = None
+
+    def call_resume(offset, nulls):
         for i in reversed(range(len(nulls))):
             emitter.emit("STORE_FAST", f"___break_stack{i}")
         live = lives[offset]
-        resume = resume_code(code, offset, nulls, live, shared, first)
+        resume = resume_code(code, offset, nulls, live, shared, first, driven=how is not None)
+        cells = root.co_freevars + shared
 
         def push_resume_function():
-            if code.co_freevars or shared:
-                for name in code.co_freevars:
-                    emitter.load_cell(FreeVar(name))
-                for name in shared:
-                    emitter.load_cell(CellVar(name))
-                emitter.emit("BUILD_TUPLE", len(code.co_freevars) + len(shared))
+            if cells:
+                for name in cells:
+                    emitter.load_cell(cell_var(name))
+                emitter.emit("BUILD_TUPLE", len(cells))
                 emitter.const(resume)
                 emitter.out.extend(instrs_make_closure(lineno))
             else:
                 emitter.const(types.FunctionType(resume, tracer.root_globals, code.co_name))
-        emitter.push_callable(push_resume_function)
+        if how is None:
+            emitter.push_callable(push_resume_function)
+        else:
+            emitter.push_callable(lambda: emitter.const(how))
+            push_resume_function()
         if first:
             emitter.emit("LOAD_FAST", arguments["first", first])
         for i, is_null in enumerate(nulls):
@@ -479,11 +503,21 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
                 emitter.emit("LOAD_FAST", f"___break_stack{i}")
         for name in live:
             emitter.emit("LOAD_FAST", arguments["local", name])
-        emitter.out.extend(instrs_call(bool(first) + len(live) + nulls.count(False), lineno))
+        count = bool(first) + len(live) + nulls.count(False)
+        if how is Continue:
+            emitter.emit("BUILD_TUPLE", count + 1)
+            count = 1
+        elif how is drive:
+            count += 1
+        emitter.out.extend(instrs_call(count, lineno))
         emitter.emit("RETURN_VALUE")
 
-    handler = Label() if exits else None
-    try_begin = TryBegin(handler, push_lasti=False, stack_depth=len(frame.stack)) if handler is not None else None
+    handler = Label() if exits or catching is not None else None
+    try_begin = None
+    if exits:
+        try_begin = TryBegin(handler, push_lasti=False, stack_depth=len(frame.stack))
+    elif catching is not None:
+        try_begin = TryBegin(handler, push_lasti=catching.lasti, stack_depth=catching.depth)
     if try_begin is not None:
         emitter.out.append(try_begin)
 
@@ -493,16 +527,31 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
         emitter.out.extend(instrs_jump_if(test, taken, lineno))
         if try_begin is not None:
             emitter.out.append(TryEnd(try_begin))
-        call_resume(code_facts.insts[end + 1].offset)
+        call_resume(code_facts.insts[end + 1].offset, nulls)
         emitter.out.append(taken)
-        call_resume(last.argval)
+        call_resume(last.argval, nulls)
+    elif last.opname == "FOR_ITER":                  # an iterator from outside: its next item, for real
+        exhausted = Label()
+        emitter.out.append(Instr("FOR_ITER", exhausted, lineno=lineno))
+        if try_begin is not None:
+            emitter.out.append(TryEnd(try_begin))
+        call_resume(code_facts.insts[end + 1].offset, nulls)
+        emitter.out.append(exhausted)
+        # what the exhausted FOR_ITER skips at its target (3.12+), as the original has it
+        target = code_facts.index_of[last.argval]
+        emitter.out.extend(original_instrs[i].copy() for i in range(target, target + FOR_ITER_EXIT_SKIPS))
+        call_resume(_jump_lands(code_facts, last), nulls[:-2])
     else:
         emitter.out.extend(run)
         if try_begin is not None:
             emitter.out.append(TryEnd(try_begin))
         if last.opname not in _NO_RESUME_AFTER:
-            call_resume(code_facts.insts[end + 1].offset)
-    if handler is not None:                          # the exception is on the stack: leave the blocks, re-raise
+            call_resume(code_facts.insts[end + 1].offset, nulls)
+    if catching is not None:          # the exception (and lasti) on the handler's stack: go on there
+        emitter.out.append(handler)
+        handler_nulls = nulls_at_depth(frame.stack, catching.depth) + (False,) * (1 + catching.lasti)
+        call_resume(catching.target, handler_nulls)
+    elif handler is not None:                        # the exception is on the stack: leave the blocks, re-raise
         emitter.out.append(handler)
         for k in reversed(range(len(exits))):
             emitter.push_callable(lambda k=k: emitter.emit("LOAD_FAST", f"___block_exit{k}"))
@@ -513,18 +562,36 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     emitter.end_pinning()
     original.clear()
     original.extend(prologue + emitter.out)
-    new_code = original.to_code()
+    new_code = original.to_code(compute_exception_stack_depths=False)   # each TryBegin says its depth
     _check_layout(code, new_code)
     return new_code
 
 
-def block_exits(frame, code_facts, offset: int) -> list:
+def nulls_at_depth(stack: list, depth: int) -> tuple:
+    """Which of the bottom `depth` stack items are NULLs (what a handler's stack keeps of it)."""
+    return tuple(isinstance(v, NullValue) for v in stack[:depth])
+
+
+def _jump_lands(code_facts, inst) -> int:
+    """Where a jump (or an exhausted FOR_ITER, which skips instructions at its target) goes on."""
+    if inst.opname != "FOR_ITER":
+        return inst.argval
+    return code_facts.insts[code_facts.index_of[inst.argval] + FOR_ITER_EXIT_SKIPS].offset
+
+
+def check_resumable(tracer, frame, code_facts, offset: int) -> list:
     """The `__exit__`s of the grad-mode / autocast `with` blocks around a break at `offset`,
-    outermost first; Unsupported when another kind of block encloses it."""
+    outermost first; Unsupported when the code after the break cannot be resumed: another kind
+    of `with` block encloses it, or a try block encloses such a block, or the break is in an
+    except/finally block handling an exception."""
     exits = [v for v in frame.stack if block_exit(v) is not None]
     if len(exits) != code_facts.with_depth(offset):
-        raise Unsupported(UNSUPPORTED_VALUE, "the break is inside a `with` block on a context manager "
-                                             "other than a grad mode or autocast")
+        raise Unsupported(BREAK_IN_WITH, "the break is inside a `with` block on a context manager "
+                                         "other than a grad mode or autocast")
+    if exits and code_facts.in_other_span(offset):
+        raise Unsupported(BREAK_IN_WITH, "the break is inside both a grad-mode/autocast `with` block and a try block")
+    if tracer.exc_info is not None:
+        raise Unsupported(BREAK_IN_HANDLER, "the break is inside an except/finally block handling an exception")
     return exits
 
 

@@ -26,12 +26,12 @@ from typing import Any, Callable, NamedTuple, Optional
 from . import _evalframe, breaks, config
 from .breaks import GraphBreakError, TracedException, Unsupported
 from .code_facts import facts
-from .codegen import block_exits, break_start, make_break_code, make_code, tensors_needed
+from .codegen import break_start, check_resumable, make_break_code, make_code, tensors_needed
 from .fallback import records, skip
 from .fallback.records import FrameRecord
-from .guards import (ClassVersionMatch, ConstantMatch, DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch,
+from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch,
                      compile_guards)
-from .interpreter import FLOATS, Tracer
+from .interpreter import SCALARS, Tracer
 from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, restore_autocast,
                       restoring_grad_mode)
 from .sources import FromNumpySource
@@ -84,10 +84,10 @@ class CaptureOptions:
     dynamic: Optional[bool] = None     # None: static first, symbolic for dims seen changing
 
     @property
-    def float_inputs(self) -> bool:
-        """Whether the backend takes Python floats as graph inputs (dynamic floats); a backend
-        says no with `fn.accepts_float_inputs = False`."""
-        return getattr(self.backend, "accepts_float_inputs", True)
+    def scalar_inputs(self) -> bool:
+        """Whether the backend takes Python ints and floats as graph inputs (dynamic scalars); a
+        backend says no with `fn.accepts_scalar_inputs = False`."""
+        return getattr(self.backend, "accepts_scalar_inputs", True)
 
 
 # Automatic dynamic shapes: per code object, the input dims seen changing between captures.
@@ -95,22 +95,23 @@ AUTO_DYNAMIC: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKe
 
 
 def note_changed_inputs(code, entries, func, args) -> None:
-    """Automatic dynamic: the tensor dims, and the Python floats, whose guards failed because they
-    changed (a float that changes becomes a graph input, as a dim that changes becomes symbolic)."""
+    """Automatic dynamic: the tensor dims, and the Python ints and floats, whose guards failed
+    because they changed (a number that changes becomes a graph input, as a dim that changes
+    becomes symbolic)."""
     state = AUTO_DYNAMIC.setdefault(code, {})
     for entry in entries:
         guards = entry.guards
         for guard in getattr(guards, "guards", ()):
-            is_float = isinstance(guard, ConstantMatch) and type(guard.value) is float
-            if not isinstance(guard, TensorMatch) and not is_float:
+            is_scalar = isinstance(guard, ConstantMatch) and type(guard.value) in (int, float)
+            if not isinstance(guard, TensorMatch) and not is_scalar:
                 continue
             try:
                 value = guards._value_of(guard.source, func, args)
             except Exception:
                 continue
-            if is_float:
-                if type(value) is float and value != guard.value:
-                    state.setdefault(FLOATS, set()).add(guard.source)
+            if is_scalar:
+                if type(value) is type(guard.value) and value != guard.value:
+                    state.setdefault(SCALARS, set()).add(guard.source)
                 continue
             if isinstance(value, torch.Tensor) and value.dim() == len(guard.shape) and value.dtype == guard.dtype:
                 changed = {i for i, (a, b) in enumerate(zip(guard.shape, value.shape)) if a is not None and a != b}
@@ -232,7 +233,8 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
     except BackendError as e:   # the backend's failure, not ours: run eagerly, say so once
         if options.fullgraph:
             raise
-        records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "error", detail=str(e)))
+        records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "error", breaks.BACKEND_ERROR,
+                                detail=str(e)))
         records.warn_once(("backend", code), f"dynamo_lite: {e}; {code.co_name} ({code.co_filename}:"
                                              f"{code.co_firstlineno}) runs eagerly")
         _mark_skip(code)
@@ -247,7 +249,7 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
 def _internal_error(code, e: BaseException) -> None:
     """Record an error of ours, warn once, and never capture this code again."""
     try:
-        records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "error",
+        records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "error", breaks.INTERNAL_ERROR,
                                 detail=f"{type(e).__name__}: {e}"))
         records.warn_once(("internal", code),
                           f"dynamo_lite: internal error while capturing {code.co_name} "
@@ -262,7 +264,7 @@ def graph_failed_for_us(code, exc: BaseException) -> None:
     """A captured graph (or the rebuild after it) raised where the frame, run eagerly, did not: a
     failure of ours, hidden from the user. Record it, warn once, and capture this code no more."""
     try:
-        records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "error",
+        records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "error", breaks.INTERNAL_ERROR,
                                 detail=f"the captured code failed at run time ({type(exc).__name__}: {exc}); "
                                        f"the frame ran eagerly"))
         records.warn_once(("run", code), f"dynamo_lite: the captured code of {code.co_name} ({code.co_filename}:"
@@ -315,7 +317,7 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
 
 def _capture(code, func, args, options, entries, recompile_reason):
     start = time.perf_counter()
-    tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code), options.float_inputs)
+    tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code), options.scalar_inputs)
     record = FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "captured",
                          recompile_reason=recompile_reason, qualname=code.co_qualname, backend=options.backend_name)
     try:
@@ -372,13 +374,17 @@ def _capture(code, func, args, options, entries, recompile_reason):
 
 def _drop_versions_of_written_classes(tracer) -> None:
     """A class the trace writes to (`type(self).counter += 1`), and its subclasses, get a new version
-    tag when the write is replayed: a version guard on them would fail on every call. Their
-    attributes read by the trace keep their own guards (objects.guard_class_attribute)."""
-    written = {id(r.obj.real_object()) for r in tracer.effects.records
-               if isinstance(getattr(r, "obj", None), Value) and isinstance(r.obj.real_object(), type)}
+    tag when the write is replayed: a version guard on them would fail on every call. Each such
+    guard becomes a ClassAttrsMatch, which checks the class's attributes but the written ones."""
+    written: dict = {}
+    for r in tracer.effects.records:
+        obj = getattr(r, "obj", None)
+        if isinstance(obj, Value) and isinstance(obj.real_object(), type):
+            written.setdefault(obj.real_object(), set()).add(getattr(r, "name", None))
     if written:
-        tracer.guards = [g for g in tracer.guards if not isinstance(g, ClassVersionMatch)
-                         or not any(id(k) in written for k in g.key.__mro__)]
+        tracer.guards = [ClassAttrsMatch.of(g.key, written)
+                         if isinstance(g, ClassVersionMatch) and any(k in written for k in g.key.__mro__) else g
+                         for g in tracer.guards]
 
 
 def _raises_before_any_op(tracer, e: Unsupported) -> bool:
@@ -459,21 +465,21 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     code_facts = facts(code)
     end = code_facts.index_of[failed.failed_at]
     start, why = break_start(code, end)
-    why = why or code_facts.why_not_breakable(failed.failed_at)
     if why:
-        record.fallback_reason = why
+        record.fallback_kind, record.fallback_reason = breaks.UNRESUMABLE_INSTRUCTION, why
         return code, failed
     # Trace again from the top and stop right before the break: tracing is deterministic for
     # the same inputs, so the state there is exactly what the first attempt saw.
-    tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code), options.float_inputs)
+    tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code), options.scalar_inputs)
     tracer.stop_at = code_facts.insts[start].offset
     try:
         frame = tracer.root_frame()
         tracer.run(frame)
     except Unsupported as e:
-        record.fallback_reason = f"tracing up to the break failed: {e}"
+        record.fallback_kind, record.fallback_reason = breaks.RETRACE_MISMATCH, f"tracing up to the break failed: {e}"
         return code, failed
     if not frame.stopped:
+        record.fallback_kind = breaks.RETRACE_MISMATCH
         record.fallback_reason = "the second trace did not reach the break"
         return code, failed
     roots = [v for v in frame.stack] + [v for v in frame.locals.values() if not isinstance(v, LazyValue)]
@@ -485,9 +491,9 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     compiled, inputs = None, []
     try:
         _check_ops_in_try(tracer)
-        block_exits(frame, code_facts, code_facts.insts[end].offset)     # before compiling anything
+        check_resumable(tracer, frame, code_facts, code_facts.insts[end].offset)     # before compiling anything
     except Unsupported as e:
-        record.fallback_reason = e.detail
+        record.fallback_kind, record.fallback_reason = e.kind, e.detail
         return code, failed
     if graph.op_count() > 0:
         compiled = _compile(gm, graph, options)
@@ -500,7 +506,7 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
         new_code = make_break_code(code, tracer, frame, compiled, inputs, outputs, start, end, graph_failed_for_us)
     except Unsupported as e:
         record.graphs.clear()
-        record.fallback_reason = f"cannot resume: {e.detail}"
+        record.fallback_kind, record.fallback_reason = e.kind, f"cannot resume: {e.detail}"
         return code, failed
     record.status = "break"
     record.break_offset = code_facts.insts[end].offset

@@ -30,6 +30,7 @@ class BreakInfo:
     user_stack: list              # [(file, line, function, source)], outermost first (inlined calls)
     resumed: bool                 # True: a graph break that resumed; False: the frame ran eagerly
     eager_reason: str = ""        # when not resumed: why the frame could not resume
+    eager_kind_id: str = ""       # ... its kind in the registry (breaks.KINDS), '' when it is the break's own
 
 
 @dataclass
@@ -135,7 +136,7 @@ def report_from_records(function: str, backend: str, records: list[FrameRecord])
             stack = [(f, line, fn, linecache.getline(f, line).strip()) for f, line, fn in r.user_stack]
             report.breaks.append(BreakInfo(r.kind.id, r.kind.name, r.kind.explanation, r.kind.hint, r.detail, frame,
                                            r.location, r.source_line, stack, r.status == "break",
-                                           r.fallback_reason))
+                                           r.fallback_reason, r.fallback_kind.id if r.fallback_kind else ""))
         if r.status == "error":
             report.errors.append(f"{frame}: {r.detail}")
     return report

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import linecache
 
+from .breaks import KINDS
+
 
 def _snippet(location: str, context: int = 2):
     from rich.syntax import Syntax
@@ -31,7 +33,9 @@ def render(report):
     if report.breaks:
         yield Text("\nGraph breaks", style="bold underline")
     for i, b in enumerate(report.breaks, 1):
-        what = "graph break, resumed after it" if b.resumed else f"frame ran eagerly: {b.eager_reason or b.detail}"
+        kind = f"[{b.eager_kind_id} {KINDS[b.eager_kind_id].name}] " if b.eager_kind_id else ""
+        what = "graph break, resumed after it" if b.resumed else \
+            f"frame ran eagerly: {kind}{b.eager_reason or b.detail}"
         head = Text.assemble((f"{i}. [{b.kind_id} {b.kind_name}] ", "bold red"), (b.location, "cyan"),
                              f" in {b.frame} ({what})")
         parts = [head]

@@ -83,7 +83,7 @@ class GraphBuilder:
         self.named_inputs: list[tuple] = []      # (fake tensor, ShapeSource) of inputs ShapeEnv knows by name
         self.has_symbolic_inputs = False
         self.inputs: list[tuple[torch.fx.Node, Any, Any]] = []   # (placeholder, real tensor or float, source)
-        self._float_inputs: dict = {}             # source -> SymValue of a Python float made a graph input
+        self._scalar_inputs: dict = {}            # source -> SymValue of a Python int/float made a graph input
         self.grad_enabled = torch.is_grad_enabled()
         # The traced autocast state per device type, (enabled, dtype), and the cache flag; the
         # real state while tracing stays as it was when the frame started.
@@ -115,24 +115,26 @@ class GraphBuilder:
         self.inputs.append((node, tensor, source))
         return TensorValue(node, example, source)
 
-    def add_float_input(self, value: float, source, guard_expr: str):
-        """A Python float read from `source` as a graph input (a SymFloat while tracing): seen
-        changing between calls, it is passed to the graph instead of baked in. Python uses that
-        need its value (a comparison, a branch) specialize it under a ShapeEnv guard."""
-        known = self._float_inputs.get(source)
+    def add_scalar_input(self, value, source, guard_expr: str):
+        """A Python int or float read from `source` as a graph input (a SymInt / SymFloat while
+        tracing): seen changing between calls, it is passed to the graph instead of baked in.
+        Python uses that need its value (a comparison, a branch) specialize it under a ShapeEnv
+        guard."""
+        known = self._scalar_inputs.get(source)
         if known is not None:
             return known
         shape_source = ShapeSource(guard_expr)
         symbol = self.shape_env.create_unspecified_symbol(value, source=shape_source, dynamic_dim=DimDynamic.DYNAMIC)
-        example = self.shape_env.create_symfloatnode(symbol, hint=value, source=shape_source)
+        make = self.shape_env.create_symintnode if type(value) is int else self.shape_env.create_symfloatnode
+        example = make(symbol, hint=value, source=shape_source)
         node = self.graph.placeholder(self._placeholder_name(source.name()))
         node.meta["example_value"] = example
         node.meta["source"] = source
-        node.meta["real_type"] = float
+        node.meta["real_type"] = type(value)
         self.named_inputs.append((example, shape_source, ()))
         self.has_symbolic_inputs = True
         self.inputs.append((node, value, source))
-        known = self._float_inputs[source] = SymValue(node, example, source)
+        known = self._scalar_inputs[source] = SymValue(node, example, source)
         return known
 
     def _placeholder_name(self, text: str) -> str:

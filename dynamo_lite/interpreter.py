@@ -33,8 +33,9 @@ from . import autograd_function, builtins_table, copying, higher_order  # noqa: 
 from .values import numpy_functions  # noqa: F401  (registers numpy functions as modelled callables)
 
 # In the automatic-dynamic state of a code object (Source -> dims of a tensor seen changing), the
-# entry under this key holds the sources of Python floats seen changing: they become graph inputs.
-FLOATS = "floats"
+# entry under this key holds the sources of Python ints and floats seen changing: they become
+# graph inputs.
+SCALARS = "scalars"
 
 _INSTRUCTIONS_CACHE: dict[types.CodeType, tuple[list, dict]] = {}
 
@@ -154,10 +155,10 @@ class Tracer:
     """State of one capture: graph, guards, side effects, wrapped objects."""
 
     def __init__(self, code: types.CodeType, func: types.FunctionType, args: tuple, dynamic=None,
-                 auto_dynamic: Optional[dict] = None, float_inputs: bool = True):
+                 auto_dynamic: Optional[dict] = None, scalar_inputs: bool = True):
         self.code = code
         self.dynamic = dynamic                    # capture(dynamic=...): True, False or None (automatic)
-        self.float_inputs = float_inputs          # the backend takes Python floats as graph inputs
+        self.scalar_inputs = scalar_inputs        # the backend takes Python ints/floats as graph inputs
         self.auto_dynamic = auto_dynamic or {}    # Source -> dims seen changing (automatic mode)
         self.func = func
         self.args = args
@@ -227,11 +228,11 @@ class Tracer:
         scope = Scope(guard_local_names(list(self.code.co_varnames[:nargs])), "___G", "___fn")
         return source.expr(scope)
 
-    def dynamic_float(self, source) -> str:
-        """How guards reach the Python float at `source` when it is a graph input (it was seen
-        changing between calls, and the capture is not static), else ''."""
-        if self.dynamic is False or not self.float_inputs or source is None \
-                or source not in self.auto_dynamic.get(FLOATS, ()):
+    def dynamic_scalar(self, source) -> str:
+        """How guards reach the Python int or float at `source` when it is a graph input (it was
+        seen changing between calls, and the capture is not static), else ''."""
+        if self.dynamic is False or not self.scalar_inputs or source is None \
+                or source not in self.auto_dynamic.get(SCALARS, ()):
             return ""
         expr = self._guard_expr(source)
         try:       # ShapeEnv writes its guards over this text: only a source guards can name qualifies

@@ -3,7 +3,17 @@
 A resume function is the original code with a new prologue: it takes the value stack left after
 the break instruction (`___stack0`, ...) and the live locals as arguments, pushes the stack
 back (NULLs included), and jumps to the offset where execution continues. It is cached per
-(code, offset, stack layout, live locals), and the hook captures it like any other frame.
+(code, offset, stack layout, live locals, driven), and the hook captures it like any other frame.
+
+Resume functions are always made from the user's original code: a break inside a resume
+function continues in a resume function of the original (its offsets mapped back), so a break
+met again — the same line in the next iteration of a loop — continues in the same code object,
+whose graphs are cached.
+
+A *driven* resume function belongs to a loop with a break inside: rather than call the next
+resume function (one Python frame deeper per iteration), its replacement code returns a
+`runtime.Continue` to `runtime.drive`, which calls it. Run without capture it is plain Python
+and returns the function's own result, which `drive` hands back unchanged.
 """
 from __future__ import annotations
 
@@ -17,18 +27,36 @@ from .code_facts import STACK_ARG_PREFIX, facts
 from .compat import LOCAL_OPS_NAME_CELLS, LOCAL_PAIR_OPS
 
 _RESUME_CODES: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
+# A resume function's original code and its offsets there: {resume code: (code, {offset: offset})}.
+_ORIGINS: "weakref.WeakKeyDictionary[types.CodeType, tuple]" = weakref.WeakKeyDictionary()
+_DRIVEN: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+
+
+def original_of(code: types.CodeType, offset: int) -> tuple[types.CodeType, int]:
+    """(the user's code, the offset there) for an offset of `code`, a resume function or not."""
+    origin = _ORIGINS.get(code)
+    if origin is None:
+        return code, offset
+    return origin[0], origin[1][offset]
+
+
+def is_driven(code: types.CodeType) -> bool:
+    """Is `code` a resume function that `runtime.drive` calls (it returns Continue at breaks)?"""
+    return code in _DRIVEN
 
 
 def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tuple,
-                shared: tuple = (), first: str = "") -> types.CodeType:
+                shared: tuple = (), first: str = "", driven: bool = False) -> types.CodeType:
     """The continuation of `code` at `offset`, taking (`first`, the non-NULL stack items, the `live`
     locals) as arguments. The cell variables in `shared` are not made anew: they become free
     variables of the continuation, which is given the broken frame's own cells, so functions made
     before the break that close over them and the code after it see one variable.
 
     `first` is the original first argument when the code uses zero-argument super(), which
-    CPython resolves from the frame's first local."""
-    key = (offset, stack_nulls, live, shared, first)
+    CPython resolves from the frame's first local. `code` may be a resume function: the
+    continuation is made from its original code. `driven`: see the module docstring."""
+    code, offset = original_of(code, offset)
+    key = (offset, stack_nulls, live, shared, first, driven)
     per_code = _RESUME_CODES.setdefault(code, {})
     if key in per_code:
         return per_code[key]
@@ -38,6 +66,8 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
     bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     target_index = facts(code).index_of[offset]
     body, seen, label = [], -1, Label()
+    origin = {}              # id(instruction in the body) -> (it, its offset in `code`)
+    insts = facts(code).insts
     started = False
     open_try, reopened = None, {}
     for item in bc:
@@ -57,6 +87,7 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
                     again = TryBegin(open_try.target, open_try.push_lasti, open_try.stack_depth)
                     reopened[id(open_try)] = again
                     body.extend([TryEnd(open_try), label, again])
+            origin[id(item)] = (item, insts[seen].offset)
         elif not started:
             continue
         elif isinstance(item, TryBegin):
@@ -67,7 +98,7 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
                 item = TryEnd(reopened[id(item.entry)])
         body.append(item)
     lineno = next((i.lineno for i in body if isinstance(i, Instr) and i.lineno), code.co_firstlineno)
-    body = _slots_by_kind(code, body, shared)
+    body = _slots_by_kind(code, body, shared, origin)
     own_cells = [name for name in code.co_cellvars if name not in shared]
     freevars = list(code.co_freevars) + list(shared)
     prologue = [Instr("MAKE_CELL", CellVar(name), lineno=lineno) for name in own_cells]
@@ -92,6 +123,14 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
     bc.flags = bc.flags & ~(0x04 | 0x08)         # no *args / **kwargs: everything is positional now
     bc.qualname = resume_name(code, offset)
     new = bc.to_code(compute_exception_stack_depths=False)
+    emitted = [i for i in bc if isinstance(i, Instr)]
+    made = [i for i in facts(new).insts]
+    if len(emitted) != len(made):
+        raise Unsupported(UNSUPPORTED_VALUE, "the resume function's instructions do not line up with the original's")
+    _ORIGINS[new] = (code, {inst.offset: origin[id(instr)][1] for instr, inst in zip(emitted, made)
+                            if id(instr) in origin})
+    if driven:
+        _DRIVEN.add(new)
     per_code[key] = new
     return new
 
@@ -99,7 +138,7 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
 _LOCAL_SLOT_OPS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "STORE_FAST", "DELETE_FAST"}
 
 
-def _slots_by_kind(code: types.CodeType, body: list, shared: tuple) -> list:
+def _slots_by_kind(code: types.CodeType, body: list, shared: tuple, origin: dict) -> list:
     """Name the cell and free-variable slots the body touches as cells, the `shared` cells (handed
     in by the broken frame) as free variables.
 
@@ -111,7 +150,8 @@ def _slots_by_kind(code: types.CodeType, body: list, shared: tuple) -> list:
     is made: the break is not resumable (the frame runs eagerly).
 
     3.13's two-local instructions are split into single loads and stores: they hold each local's
-    index in 4 bits, and the resume function numbers its locals anew (its arguments first)."""
+    index in 4 bits, and the resume function numbers its locals anew (its arguments first).
+    `origin` (id -> (instruction, original offset)) learns the new instructions' offsets."""
     special = {name: FreeVar(name) if name in shared else CellVar(name) for name in code.co_cellvars}
     special.update({name: FreeVar(name) for name in code.co_freevars})
     out = []
@@ -121,6 +161,7 @@ def _slots_by_kind(code: types.CodeType, body: list, shared: tuple) -> list:
                        for step, name in zip(LOCAL_PAIR_OPS[item.name], item.arg)]
         else:
             singles = [item]
+        where = origin.get(id(item))
         for instr in singles:
             if isinstance(instr, Instr) and instr.name in _LOCAL_SLOT_OPS and isinstance(instr.arg, str) \
                     and instr.arg in special:
@@ -132,6 +173,8 @@ def _slots_by_kind(code: types.CodeType, body: list, shared: tuple) -> list:
             elif isinstance(instr, Instr) and isinstance(instr.arg, CellVar) and instr.arg.name in shared:
                 instr = instr.copy()
                 instr.arg = special[instr.arg.name]
+            if where is not None:
+                origin[id(instr)] = (instr, where[1])
             out.append(instr)
     return out
 

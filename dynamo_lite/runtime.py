@@ -36,6 +36,25 @@ _VARARGS, _VARKEYWORDS = 0x04, 0x08
 
 
 # ============================================================================================
+# loops with a graph break inside
+# ============================================================================================
+class Continue(tuple):
+    """(resume function, its arguments...): what a driven resume function's replacement code
+    returns at a graph break instead of calling the next resume function (resume.py)."""
+    __slots__ = ()
+
+
+def drive(fn, *args):
+    """Run the resume functions of a loop with a break inside, one after another, until one
+    returns the frame's result: the loop runs as Python here, each stretch between breaks from
+    its cached graphs, and the Python stack stays one frame deep whatever the iteration count."""
+    result = fn(*args)
+    while type(result) is Continue:
+        result = result[0](*result[1:])
+    return result
+
+
+# ============================================================================================
 # calling a compiled graph
 # ============================================================================================
 

@@ -66,11 +66,11 @@ def _guard(tracer, guard):
 def _build(tracer, value, source) -> Value:
     if isinstance(value, torch.Tensor):
         return _wrap_tensor(tracer, value, source)
-    if type(value) is float and source is not None:
-        guard_expr = tracer.dynamic_float(source)
-        if guard_expr:              # seen changing: a graph input, still a float (ShapeEnv guards its uses)
-            _guard(tracer, TypeMatch(source, float))
-            return tracer.graph.add_float_input(value, source, guard_expr)
+    if type(value) in (int, float) and source is not None:
+        guard_expr = tracer.dynamic_scalar(source)
+        if guard_expr:              # seen changing: a graph input, still an int/float (ShapeEnv guards its uses)
+            _guard(tracer, TypeMatch(source, type(value)))
+            return tracer.graph.add_scalar_input(value, source, guard_expr)
     if is_constant(value):
         if source is not None:
             _guard(tracer, ConstantMatch(source, value) if type(value) in (int, float, bool, str, type(None),

@@ -201,10 +201,71 @@ def test_a_backend_that_does_not_take_floats_keeps_them_constant():
     def no_floats(gm, example_inputs):
         seen.append([type(v).__name__ for v in example_inputs])
         return gm.forward
-    no_floats.accepts_float_inputs = False
+    no_floats.accepts_scalar_inputs = False
 
     captured = dl.capture(_scaled_step, backend=no_floats)
     for i in range(4):
         x = torch.randn(4)
         torch.testing.assert_close(captured(x, 1.0 + i, 0.5)[0], _scaled_step(x, 1.0 + i, 0.5)[0])
     assert seen == [["Tensor"]] * 4, seen
+
+
+# -- Python ints that change between calls -----------------------------------------------------
+
+def _int_uses(x, n, items):
+    y = x * n + n // 2                  # arithmetic stays in the graph (SymInt)
+    picked = items[n % len(items)]      # indexing a list needs the value: specialized under a guard
+    return y, picked, n + 1
+
+
+def test_an_int_that_changes_becomes_a_graph_input():
+    backend = CountingBackend()
+    captured = dl.capture(lambda x, n: (x * n + n // 2, n * 3), backend=backend)
+    for n in range(2, 12):
+        x = torch.randn(4)
+        got = captured(x, n)
+        torch.testing.assert_close(got[0], x * n + n // 2)
+        assert got[1] == n * 3 and type(got[1]) is int
+    assert backend.count == 2, "static first, then one graph taking the int as an input"
+    placeholders = [n.name for n in backend.graphs[-1].graph.nodes if n.op == "placeholder"]
+    assert placeholders == ["l_x", "l_n"], placeholders
+
+
+def test_a_dynamic_int_that_indexes_a_list_is_specialized_correctly():
+    backend = CountingBackend()
+    captured = dl.capture(_int_uses, backend=backend)
+    items = ["a", "b", "c"]
+    for n in (2, 3, 4, 5, 2, 3, 7):
+        x = torch.randn(4)
+        got, expected = captured(x, n, items), _int_uses(x, n, items)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1:] == expected[1:]
+    assert backend.count <= 5
+
+
+def test_a_bool_stays_a_constant():
+    backend = CountingBackend()
+    captured = dl.capture(lambda x, flag: x + 1 if flag else x - 1, backend=backend)
+    for flag in (True, False, True, False):
+        x = torch.randn(3)
+        torch.testing.assert_close(captured(x, flag), x + 1 if flag else x - 1)
+    assert backend.count == 2
+
+
+def test_an_augmented_assignment_to_a_dynamic_number_does_not_change_earlier_reads():
+    """`n += 1` on a graph-input int or float makes a new value: the value read before it (returned
+    here) keeps its own (fx prints an in-place node as `n += 1; m = n`, which rebinds `n`)."""
+    def f(x, n, scale):
+        before, before_scale = n, scale
+        n += 10
+        scale *= 2.0
+        return x * n * scale, before, n, before_scale, scale
+
+    backend = CountingBackend()
+    captured = dl.capture(f, backend=backend)
+    for k in range(2, 7):
+        x = torch.randn(3)
+        got, expected = captured(x, k, 0.5 * k), f(x, k, 0.5 * k)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1:] == expected[1:], (got[1:], expected[1:])
+    assert backend.count == 2

@@ -60,12 +60,16 @@ def test_recaptures_are_reported_with_reasons():
 
 
 def test_frame_that_runs_eagerly_explains_why():
-    def looped(x):
-        for i in range(2):
-            print(i)
+    def handles(x):
+        try:
+            x = x + 1
+            int("not a number")
+        except ValueError:
+            print("handling")      # a break while an exception is handled: not resumable
             x = x + 1
         return x
 
-    report = dl.explain(looped)(torch.ones(2))
+    report = dl.explain(handles)(torch.ones(2))
     assert report.graph_count == 0
-    assert not report.breaks[0].resumed and "loop" in report.breaks[0].eager_reason
+    assert not report.breaks[0].resumed and "except/finally" in report.breaks[0].eager_reason
+    assert report.breaks[0].eager_kind_id == "DL022" and "[DL022 break-in-handler]" in str(report)

@@ -180,7 +180,7 @@ def test_cache_size_limit_warns_once_and_runs_eagerly(monkeypatch):
     monkeypatch.setattr(dl.config, "cache_size_limit", 8)
 
     def f(x, n):
-        return x + n
+        return x + len(n)       # a str is guarded by value (an int would become a graph input)
 
     backend = CountingBackend()
     captured = dl.capture(f, backend=backend)
@@ -188,12 +188,12 @@ def test_cache_size_limit_warns_once_and_runs_eagerly(monkeypatch):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in range(12):
-            torch.testing.assert_close(captured(x, n), x + n)
+            torch.testing.assert_close(captured(x, "a" * n), x + n)
     assert backend.count == 8
     limit_warnings = [w for w in caught if "config.cache_size_limit=" in str(w.message)]
     assert len(limit_warnings) == 1 and "L['n'] changed" in str(limit_warnings[0].message)
     for n in range(12):   # captured variants still used, others eager, all right
-        torch.testing.assert_close(captured(x, n), x + n)
+        torch.testing.assert_close(captured(x, "a" * n), x + n)
     assert backend.count == 8
 
 

@@ -17,6 +17,7 @@ import typing
 
 import pytest
 import torch
+import dynamo_lite as dl
 
 from dyn_programs import open_issue, standard
 from harness import CountingBackend, Graphs, capture, check, check_calls, skip_in_reference
@@ -1361,3 +1362,45 @@ def test_object_with_torch_function_is_tensor_like():
         return x - 1
 
     check(fn, torch.randn(3), MyTensor(), graphs=1)
+
+
+class _Counted:
+    made = 0
+
+    def __init__(self, w):
+        type(self).made += 1          # the trace writes to the class: its version tag moves each call
+        self.w = w
+
+    def forward(self, t):
+        return t * self.w
+
+
+class _CountedChild(_Counted):
+    def forward(self, t):
+        return super().forward(t) + 1
+
+
+def _use_counted(x):
+    return _CountedChild(3.0).forward(x) + _Counted(0.5).forward(x)
+
+
+def test_a_method_replaced_on_a_class_the_trace_writes_to_recaptures():
+    """A class whose counter the captured code bumps cannot be guarded by its version tag; its
+    other attributes still are: replacing a method reached through super() and through an
+    instance made in the trace is seen (the counter itself is a graph input after it changes)."""
+    original = _Counted.forward
+    captured = dl.capture(_use_counted)
+    try:
+        for i in range(5):
+            if i == 3:
+                _Counted.forward = lambda self, t: t * self.w - 1
+            x = torch.randn(3)
+            before = (_Counted.made, _CountedChild.made)
+            expected = _use_counted(x)
+            made_by_eager = (_Counted.made - before[0], _CountedChild.made - before[1])
+            got = captured(x)
+            torch.testing.assert_close(got, expected)
+            assert (_Counted.made - before[0], _CountedChild.made - before[1]) == (2 * made_by_eager[0],
+                                                                                  2 * made_by_eager[1])
+    finally:
+        _Counted.forward = original

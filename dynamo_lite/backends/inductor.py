@@ -11,5 +11,5 @@ def inductor(gm, example_inputs):
     return compile_fx(gm, example_inputs)
 
 
-# Graphs for it keep Python floats constant (dynamic floats are not handed to torch's compiler).
-inductor.accepts_float_inputs = False
+# Graphs for it keep Python ints and floats constant (dynamic scalars are not handed to torch's compiler).
+inductor.accepts_scalar_inputs = False

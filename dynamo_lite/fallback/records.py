@@ -35,6 +35,7 @@ class FrameRecord:
     op_count: int = 0
     break_offset: Optional[int] = None              # status "break": the instruction run eagerly
     fallback_reason: str = ""                        # status "fallback": why the break could not resume
+    fallback_kind: Optional[BreakKind] = None        # ... as a kind of the registry (None: `kind` itself)
     qualname: str = ""
     backend: str = ""
     seq: int = field(default_factory=lambda: next(_SEQUENCE))   # order of creation, for explain()

@@ -4,7 +4,7 @@ guards.py holds the guard kinds (frozen dataclasses over Sources that render as 
 compile.py turns a guard set into one check function (and a verbose checker that names the
 first failing guard).
 """
-from .guards import (AliasMatch, AttrAbsent, CachedCallMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, DistinctMatch, FunctionMatch,
+from .guards import (AliasMatch, AttrAbsent, CachedCallMatch, ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, DistinctMatch, FunctionMatch,
                      GlobalStateMatch, Guard, IdMatch,
                      LengthMatch, MembershipMatch, NoHooksMatch, NoModesMatch, QueryMatch, ShapeEnvMatch, SubclassesMatch,
                      TensorMatch, TypeMatch, weakref_able)
@@ -12,5 +12,5 @@ from .compile import CompiledGuards, compile_guards
 
 __all__ = ["Guard", "AttrAbsent", "TensorMatch", "TypeMatch", "IdMatch", "ConstantMatch", "LengthMatch", "DictKeysMatch",
            "MembershipMatch", "GlobalStateMatch", "NoHooksMatch", "AliasMatch", "DistinctMatch", "ShapeEnvMatch",
-           "FunctionMatch", "ClassVersionMatch", "SubclassesMatch", "CachedCallMatch", "NoModesMatch", "QueryMatch", "weakref_able", "CompiledGuards",
+           "FunctionMatch", "ClassAttrsMatch", "ClassVersionMatch", "SubclassesMatch", "CachedCallMatch", "NoModesMatch", "QueryMatch", "weakref_able", "CompiledGuards",
            "compile_guards"]

@@ -520,6 +520,54 @@ class QueryMatch(Guard):
 
 
 @dataclass(frozen=True, eq=False)
+class ClassAttrsMatch(Guard):
+    """Every attribute of the class `key` and of its Python bases is the object it was at capture,
+    none added or removed, except those the trace itself writes (`type(self).count += 1`), whose
+    values their own guards check. It stands in for ClassVersionMatch on a class the trace writes
+    to, whose version tag the replayed write moves on every call: a method replaced between calls
+    (`Base.forward = other`) must still be seen, also where the trace looked it up through
+    `super()` or an instance it made."""
+    key: type
+    entries: tuple          # ((class, names the trace writes, ((name, value), ...)), ...)
+    source: Source = field(default=None)
+
+    @staticmethod
+    def of(key: type, written: dict) -> "ClassAttrsMatch":
+        entries = []
+        for cls in key.__mro__:
+            if cls.__flags__ & _HEAPTYPE:
+                skip = frozenset(written.get(cls, ()))
+                entries.append((cls, skip, tuple((k, v) for k, v in vars(cls).items() if k not in skip)))
+        return ClassAttrsMatch(key, tuple(entries))
+
+    def code(self, scope, const):
+        return f"{const(class_attrs_unchanged)}({const(self.entries)})"
+
+    def describe(self):
+        return f"the attributes of class {self.key.__qualname__} (and its bases) unchanged, but those the code writes"
+
+    def why_not(self, value):
+        return f"an attribute of class {self.key.__qualname__} (or of a base class) changed"
+
+
+_HEAPTYPE = 1 << 9
+
+
+def class_attrs_unchanged(entries) -> bool:
+    for cls, written, attrs in entries:
+        d = cls.__dict__
+        if len(d) - sum(1 for name in written if name in d) != len(attrs):
+            return False
+        for name, value in attrs:
+            if d.get(name, _ABSENT) is not value:
+                return False
+    return True
+
+
+_ABSENT = object()
+
+
+@dataclass(frozen=True, eq=False)
 class ClassVersionMatch(Guard):
     """No attribute of the class `key` or of its bases changed since capture (methods, properties,
     class attributes, special methods): CPython's version tag of the class is the same. One such

@@ -62,10 +62,12 @@ class FrameEvent:
     location: str
     fallback_reason: str = ""
     source: str = ""                  # the line of code at `location` (so reports need not have the file)
+    fallback_kind_id: str = ""        # status "fallback": the registry kind of why it could not resume
 
     def describe(self) -> str:
         what = {"break": "break", "fallback": "eager", "error": "ERROR"}.get(self.status, self.status)
-        why = f" (ran eagerly: {self.fallback_reason})" if self.fallback_reason else ""
+        kind = f"[{self.fallback_kind_id}] " if self.fallback_kind_id else ""
+        why = f" (ran eagerly: {kind}{self.fallback_reason})" if self.fallback_reason else ""
         return f"{what}: [{self.kind_id} {self.kind_name}] {self.function} at {self.location}: {self.detail}{why}"
 
 
@@ -240,7 +242,8 @@ def _dl_frames(run: EngineRun, records) -> None:
         run.events.append(FrameEvent(
             getattr(r, "qualname", "") or r.name, r.status, kind_id, kind_name,
             " ".join(str(r.detail).split())[:300], r.location,
-            " ".join(str(getattr(r, "fallback_reason", "") or "").split())[:200], source_line(r.location)))
+            " ".join(str(getattr(r, "fallback_reason", "") or "").split())[:200], source_line(r.location),
+            r.fallback_kind.id if getattr(r, "fallback_kind", None) else ""))
 
 
 def source_line(location: str) -> str:

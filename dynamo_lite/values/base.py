@@ -32,8 +32,9 @@ from typing import Any, Optional
 import torch
 
 from .. import config
-from ..breaks import (INSTRUCTION_LIMIT, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_MUTATION,
-                      UNSUPPORTED_VALUE, TracedException, Unsupported, user_error)
+from ..breaks import (BUILTIN_TYPE_METHOD, C_FUNCTION, INSTRUCTION_LIMIT, TENSOR_TO_PYTHON, UNKNOWN_CALL,
+                      UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, BreakKind, TracedException,
+                      Unsupported, user_error)
 from ..fallback import skip
 from ..guards import AttrAbsent
 from ..modelled import call_modelled
@@ -73,6 +74,28 @@ def kind_name(v: "Value") -> str:
         return type(v.value).__name__
     return type(v).__name__.replace("Value", "").lower() or "value"
 
+
+
+def unknown_call_kind(fn, owner: Optional[type] = None) -> BreakKind:
+    """Which registry kind a call the tracer cannot model is: a method of a built-in type (or a
+    built-in function), a C function or method of a library, or else (Python code, a callable
+    object) an unknown call."""
+    if isinstance(fn, types.FunctionType) or isinstance(fn, types.MethodType) \
+            and isinstance(fn.__func__, types.FunctionType):
+        return UNKNOWN_CALL
+    if owner is None:
+        bound_to = getattr(fn, "__self__", None)
+        owner = getattr(fn, "__objclass__", None) or (
+            type(bound_to) if bound_to is not None and not isinstance(bound_to, types.ModuleType) else None)
+    if getattr(fn, "__module__", None) == "builtins" or getattr(owner, "__module__", None) == "builtins":
+        return BUILTIN_TYPE_METHOD
+    if isinstance(fn, _C_CALLABLES):
+        return C_FUNCTION
+    return UNKNOWN_CALL
+
+
+_C_CALLABLES = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+                types.MethodWrapperType, types.ClassMethodDescriptorType)
 
 class Value:
     __slots__ = ("source",)
@@ -151,7 +174,8 @@ class Value:
                 return result
         if isinstance(method, types.FunctionType):
             return frame.wrap(method, None).call(frame, [self, *args], kwargs)
-        raise Unsupported(UNKNOWN_CALL, f"method {getattr(method, '__name__', method)} of {type(self).__name__}")
+        raise Unsupported(unknown_call_kind(method, self.python_type()),
+                          f"method {getattr(method, '__name__', method)} of {self.python_type().__name__}")
 
     # ---- containers -------------------------------------------------------------------------
     def getitem(self, frame, key: "Value") -> "Value":

@@ -31,7 +31,8 @@ from ..modelled import modelled
 from ..runtime import AUTOCAST_DEVICES
 from ..semantics import unpack
 from ..sources import AttrSource
-from .base import HEAPTYPE, Const, MethodValue, Value, consumed, fold, is_constant, missing_attribute, pinned_real
+from .base import (HEAPTYPE, Const, MethodValue, Value, consumed, fold, is_constant, missing_attribute, pinned_real,
+                   unknown_call_kind)
 from .containers import SeqValue, is_plain_list_subclass
 from .contexts import AutocastValue, GradModeValue
 from .dict_objects import construct as construct_dict_object
@@ -201,7 +202,7 @@ class CallableValue(Value):
         if isinstance(f, _C_METHODS) and args:
             # a C method called unbound, `list.append(xs, 1)`: its first argument decides
             return args[0].call_method(frame, f, args[1:], kwargs)
-        raise Unsupported(UNKNOWN_CALL, f"{getattr(f, '__module__', '') or ''}.{getattr(f, '__qualname__', f)}")
+        raise Unsupported(unknown_call_kind(f), f"{getattr(f, '__module__', '') or ''}.{getattr(f, '__qualname__', f)}")
 
 
 def _cached_call(frame, f, args: list, kwargs: dict) -> Value:

@@ -13,7 +13,7 @@ import operator
 
 import torch
 
-from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE,
+from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, TORCH_NON_TENSOR_OP, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE,
                       Unsupported, user_error)
 from ..guards import QueryMatch
 from ..modelled import call_modelled
@@ -156,6 +156,11 @@ class SymValue(GraphValue):
     def python_type(self):
         return {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}.get(type(self.example), int)
 
+    def binary(self, frame, fn, other):
+        # numbers are immutable: `n += 1` is `n = n + 1` (an fx `operator.iadd` node would print
+        # as `n += 1; m = n`, rebinding the name `n` that later nodes and outputs still read)
+        return super().binary(frame, plain(fn), other)
+
     def as_python(self):
         return _SPECIALIZE[type(self.example)](self.example)   # ShapeEnv records the guard
 
@@ -290,7 +295,7 @@ def torch_call(frame, f, args: list, kwargs: dict) -> Value:
     if name.startswith(_GLOBAL_STATE_PREFIXES) or module.startswith(("torch.cuda", "torch.random", "torch.distributed",
                                                                      "torch.autograd", "torch.utils", "torch.jit",
                                                                      "torch.testing", "torch.hub", "torch.backends")):
-        raise Unsupported(UNKNOWN_CALL, f"{module}.{name} changes global state or is not a tensor op")
+        raise Unsupported(TORCH_NON_TENSOR_OP, f"{module}.{name} changes global state or is not a tensor op")
     if module.startswith("torch.nn.modules"):
         raise Unsupported(UNKNOWN_CALL, f"{module}.{name}")
     result = graph.call("call_function", f, tuple(args), kwargs)

@@ -91,9 +91,9 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
     return compile_graph(gm, example_inputs)
 
 
-# Python floats as graph inputs (dynamic floats) are not lowered yet: such floats stay constants
+# Python ints and floats as graph inputs (dynamic scalars) are not lowered yet: they stay constants
 # in graphs for this backend (convert_frame reads this).
-triton_backend.accepts_float_inputs = False
+triton_backend.accepts_scalar_inputs = False
 
 def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
     """An in-place write eager may refuse: into a tensor whose elements share memory (an

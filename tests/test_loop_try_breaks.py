@@ -1,0 +1,344 @@
+"""Graph breaks inside loops and try blocks resume (TorchDynamo runs such frames eagerly).
+
+Inside a loop, the code before the loop and each stretch of the body between breaks become
+graphs; the loop itself runs as Python (runtime.drive calls the resume functions one after the
+other), and later iterations reuse the cached graphs. Inside a try block, an exception raised by
+the break's own instruction or by the resumed code reaches the except/finally blocks as in eager.
+
+Every test is differential (harness.check: values, exceptions, printed output, mutated inputs,
+graph counts, and a second call that must capture nothing new).
+"""
+import sys
+
+import pytest
+import torch
+
+import dynamo_lite as dl
+from dynamo_lite.fallback.records import RECORDS
+from harness import CountingBackend, Graphs, check, reset
+
+DRIVEN = "dynamo_lite resumes after a break inside a loop/try block; TorchDynamo runs the frame eagerly"
+
+
+def graphs(n: int) -> Graphs:
+    return Graphs(dl=n, torch=None, why=DRIVEN)
+
+
+def x44():
+    return torch.randn(4, 4)
+
+
+# ---- loops ------------------------------------------------------------------------------------
+
+def loop_over_range(x, n):
+    x = x + 1
+    for i in range(n):
+        x = x * 2
+        print("step", i)
+        x = x - 1
+    return x.sin()
+
+
+def test_for_range_resumes_and_reuses_graphs_whatever_the_iteration_count():
+    # before the loop + the first stretch, after the print, the next iteration's first stretch
+    # (recaptured once: the loop counter becomes a graph input after its first change), the exit
+    few = check(loop_over_range, x44(), 3, graphs=graphs(5)).backend.count
+    many = check(loop_over_range, x44(), 12, graphs=graphs(5)).backend.count
+    assert few == many
+
+
+_DEPTHS = []
+
+
+@dl.disable
+def _record_stack_depth():
+    """A graph break (a disabled function) that notes how deep the Python stack is."""
+    depth, f = 0, sys._getframe()
+    while f is not None:
+        depth, f = depth + 1, f.f_back
+    _DEPTHS.append(depth)
+
+
+def loop_probing_the_stack(x, n):
+    for _ in range(n):
+        x = x * 0.5 + 1
+        _record_stack_depth()
+    return x
+
+
+def test_the_python_stack_does_not_grow_with_the_iterations():
+    """Each break in the loop continues through runtime.drive, not one resume call deeper: 3,000
+    iterations (more than the recursion limit's worth of frames) run at a constant depth."""
+    reset()
+    x = x44()
+    expected = loop_probing_the_stack(x, 3000)
+    _DEPTHS.clear()
+    got = dl.capture(loop_probing_the_stack)(x, 3000)
+    torch.testing.assert_close(got, expected)
+    assert len(_DEPTHS) == 3000 and max(_DEPTHS) == min(_DEPTHS[2:]), (min(_DEPTHS), max(_DEPTHS))
+
+
+def loop_while(x):
+    i = 0
+    while i < 4:
+        x = x + i
+        print(i)
+        i += 1
+    return x
+
+
+def loop_break_continue(x):
+    for i in range(6):
+        if i == 1:
+            continue
+        x = x * 1.5
+        print("v", i)
+        if i == 4:
+            break
+        x = x + 1
+    return x
+
+
+def nested_loops(x):
+    for i in range(3):
+        for j in range(2):
+            x = x + i * j
+            print(i, j)
+        x = x.cos()
+    return x
+
+
+def loop_over_list(x, ws):
+    for w in ws:
+        x = x @ w
+        print(tuple(x.shape))
+    return x
+
+
+def loop_enumerate_zip(x, ws):
+    for k, (a, b) in enumerate(zip(ws, ws[1:])):
+        x = x @ a @ b
+        print(k)
+    return x
+
+
+def loop_over_dict(x):
+    scales = {"a": 1.0, "b": 2.0, "c": 0.5}
+    for name, scale in scales.items():
+        x = x * scale
+        print(name)
+    return x
+
+
+def loop_over_tensor_rows(x):
+    total = 0
+    for row in x:
+        total = total + row.sum()
+        print("row")
+    return total
+
+
+def loop_data_dependent_branch(x):
+    for _ in range(3):
+        if x.sum() > 0:
+            x = x - 1
+        else:
+            x = x + 2
+    return x
+
+
+def loop_returns_inside(x):
+    for i in range(5):
+        x = x + 1
+        print(i)
+        if i == 2:
+            return x * 10
+    return x
+
+
+def loop_raises_inside(x):
+    for i in range(3):
+        x = x + 1
+        print(i)
+        if i == 1:
+            raise ValueError(f"boom {i}")
+    return x
+
+
+def loop_mutates_inputs(x, log):
+    for i in range(3):
+        x.add_(1)
+        print(i)
+        log.append(i)
+    return x
+
+
+def loop_with_item(x):
+    total = 0.0
+    for i in range(3):
+        total += (x * i).sum().item()
+        x = x + total
+    return x, total
+
+
+ws3 = lambda: [torch.randn(4, 4) for _ in range(3)]   # noqa: E731
+
+
+LOOP_SHAPES = [
+    (loop_while, (x44,), 4),
+    (loop_break_continue, (x44,), 5),
+    (nested_loops, (x44,), 6),
+    (loop_over_list, (x44, ws3), 2),
+    (loop_enumerate_zip, (x44, ws3), 2),
+    (loop_over_dict, (x44,), 3),
+    (loop_over_tensor_rows, (x44,), 2),
+    (loop_data_dependent_branch, (x44,), 5),
+    (loop_returns_inside, (x44,), 5),
+    (loop_raises_inside, (x44,), 3),
+    (loop_mutates_inputs, (x44, list), 3),
+    (loop_with_item, (x44,), 6),
+]
+
+
+def test_a_frame_with_a_break_in_a_loop_is_not_run_eagerly():
+    reset()
+    backend = CountingBackend()
+    dl.capture(loop_while, backend=backend)(x44())
+    records = [r for r in RECORDS if r.name == "loop_while"]
+    assert records and not [r for r in records if r.status == "fallback"]
+    assert any(r.status == "break" for r in records)
+
+
+# ---- try blocks -------------------------------------------------------------------------------
+
+def try_print(x):
+    try:
+        x = x + 1
+        print("in try")
+        x = x * 2
+    except ValueError:
+        x = x - 1
+    return x
+
+
+def try_break_instruction_raises(x):
+    try:
+        x = x + 1
+        x = x * int("nope")            # a break (int of a str) whose own instruction raises
+    except ValueError as e:
+        x = x - len(str(e))
+    return x
+
+
+def try_resumed_code_raises(x, log):
+    try:
+        x = x + 1
+        print("a")
+        log.append(1)
+        raise KeyError("k")
+    except KeyError:
+        x = x * 3
+    finally:
+        log.append(2)
+    return x
+
+
+def try_finally_return(x, log):
+    try:
+        x = x + 1
+        print("body")
+        return x * 2
+    finally:
+        log.append("finally")          # runs after the return value is computed
+
+
+def try_inside_loop(x):
+    for i in range(4):
+        try:
+            x = x + i
+            print(i)
+            if i == 2:
+                int("x")
+        except ValueError:
+            x = x * 0.5
+            continue
+        x = x - 1
+    return x
+
+
+def loop_inside_try(x):
+    try:
+        for i in range(3):
+            x = x + 1
+            print(i)
+        int("bad")
+    except ValueError:
+        x = x * 7
+    return x
+
+
+def nested_try_finally(x):
+    try:
+        try:
+            x = x + 1
+            print("inner")
+            {}["missing"]
+        finally:
+            x = x * 2
+    except KeyError as e:
+        x = x - len(repr(e))
+    return x
+
+
+def try_uncaught_exception_type(x):
+    try:
+        x = x + 1
+        print("in try")
+        raise TypeError("not caught here")
+    except ValueError:
+        x = x * 0
+    return x
+
+
+TRY_SHAPES = [
+    (try_print, (x44,), 2),
+    (try_break_instruction_raises, (x44,), 1),
+    (try_resumed_code_raises, (x44, list), 2),
+    (try_finally_return, (x44, list), 2),
+    (try_inside_loop, (x44,), 6),
+    (loop_inside_try, (x44,), 4),
+    (nested_try_finally, (x44,), 2),
+    (try_uncaught_exception_type, (x44,), 1),
+]
+
+
+@pytest.mark.parametrize("fn, make_args, count", LOOP_SHAPES + TRY_SHAPES, ids=lambda v: getattr(v, "__name__", None)
+                         if callable(v) and not isinstance(v, tuple) else None)
+def test_loop_and_try_shapes(fn, make_args, count):
+    """Each shape matches eager (values, printed output, exceptions, mutated inputs), makes
+    `count` graphs and reuses them on the second call, and no frame of it runs eagerly."""
+    torch.manual_seed(0)
+    check(fn, *[m() for m in make_args], graphs=graphs(count))
+    ran_eagerly = [(r.qualname, r.fallback_reason) for r in RECORDS
+                   if r.name == fn.__name__ and r.status == "fallback"]
+    assert not ran_eagerly
+
+
+def break_in_except_body(x):
+    try:
+        x = x + 1
+        int("bad")
+    except ValueError:
+        print("handling")              # sys.exc_info() / a bare raise here need the handled exception
+        x = x * 2
+    return x
+
+
+def test_a_break_in_an_except_block_runs_the_frame_eagerly_with_its_kind():
+    check(break_in_except_body, x44(), graphs=Graphs(dl=0, torch=None, why=DRIVEN))
+    records = [r for r in RECORDS if r.name == "break_in_except_body" and r.status == "fallback"]
+    assert records and records[-1].fallback_kind.id == "DL022"
+    report = dl.explain(break_in_except_body)(x44())
+    eager = [b for b in report.breaks if not b.resumed]
+    assert eager and eager[0].eager_kind_id == "DL022"
+    assert "[DL022 break-in-handler]" in str(report)
