@@ -1,10 +1,12 @@
 """`dynamo_lite.explain(fn)(*args)`: run fn for real under capture and report what happened.
 
-The report lists every graph (fx code, op counts, guards as readable Python), every graph break
-and every frame that ran eagerly (kind id, one-line explanation, a hint to act on, the user's
-`file:line` with the source line and the inlined call stack), recaptures with their reasons,
-and capture time per frame. It prints with rich in a terminal, renders as HTML in Jupyter
-(`_repr_html_`) and serializes with `.to_json()`.
+The report lists every graph (fx code, op counts), every graph break and every frame that ran
+eagerly (kind id, one-line explanation, a hint to act on, the user's `file:line` with the source
+line and the inlined call stack), and for each frame what we built: its guards as the Python
+function that checks them (with the frame's own names), its replacement code as labelled
+bytecode (code_listing.py), capture time, and, per code object, the history of its recaptures
+(which guard failed, its old and new value). It prints with rich in a terminal, renders as HTML
+in Jupyter (`_repr_html_`) and serializes with `.to_json()`.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import linecache
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
+from .code_listing import listing
 from .fallback.records import RECORDS, FrameRecord
 
 
@@ -50,6 +53,12 @@ class FrameInfo:
     status: str                   # captured / break / fallback / error
     capture_ms: float
     recompile_reason: Optional[str] = None
+    index: int = 0                # 1, 2, ... in the order captured
+    graphs: list = field(default_factory=list)      # indices of its graphs in ExplainReport.graphs
+    guard_code: str = ""          # the guards as the Python function that checks them
+    code: str = ""                # the replacement code as labelled bytecode; "": the frame's own code runs
+    recapture: Optional[dict] = None   # guard, old, new, reason: why this capture replaced none of the earlier
+    detail: str = ""
 
 
 @dataclass
@@ -81,6 +90,14 @@ class ExplainReport:
     @property
     def capture_ms(self) -> float:
         return sum(f.capture_ms for f in self.frames)
+
+    def history(self) -> dict:
+        """{frame: [its FrameInfos, first capture first]} for each code object captured more than once."""
+        by_code: dict = {}
+        for f in self.frames:
+            by_code.setdefault((f.frame, f.location), []).append(f)
+        return {frame: captures for (frame, _), captures in by_code.items()
+                if len(captures) > 1 or captures[0].recapture}
 
     def summary(self) -> str:
         return (f"{self.graph_count} graph(s), {self.break_count} graph break(s), {self.op_count} op(s), "
@@ -118,16 +135,30 @@ def _ops(gm) -> dict:
     return dict(counts.most_common())
 
 
+def _frame_info(r: FrameRecord, index: int, graph_indices: list) -> FrameInfo:
+    frame = r.qualname or r.name
+    info = FrameInfo(frame, f"{r.filename}:{r.firstlineno}", r.status, round(r.capture_seconds * 1e3, 3),
+                     r.recompile_reason, index, graph_indices, detail=r.detail)
+    if r.recapture is not None:
+        info.recapture = asdict(r.recapture)
+    if r.guards is not None and hasattr(r.guards, "readable"):
+        info.guard_code = r.guards.readable(frame)[0]
+    if r.code is not None:
+        names = ", ".join(f"graph {i}" for i in graph_indices)
+        info.code = listing(r.code, names or None)
+    return info
+
+
 def report_from_records(function: str, backend: str, records: list[FrameRecord]) -> ExplainReport:
     report = ExplainReport(function, backend)
     for r in records:
         frame = r.qualname or r.name
-        report.frames.append(FrameInfo(frame, f"{r.filename}:{r.firstlineno}", r.status,
-                                       round(r.capture_seconds * 1e3, 3), r.recompile_reason))
+        first_graph = len(report.graphs) + 1
         for gm in r.graphs:
             guards = [g.describe() for g in r.guards.guards] if r.guards is not None else []
             report.graphs.append(GraphInfo(len(report.graphs) + 1, frame, f"{r.filename}:{r.firstlineno}",
                                            sum(_ops(gm).values()), _ops(gm), gm.code.strip(), guards))
+        report.frames.append(_frame_info(r, len(report.frames) + 1, list(range(first_graph, len(report.graphs) + 1))))
         if r.status in ("break", "fallback") and r.kind is not None and not any(
                 b.kind_id == r.kind.id and b.location == r.location for b in report.breaks):
             # (a break inside an inlined call is met twice: at the caller's call site, then in the
