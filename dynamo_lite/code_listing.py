@@ -35,7 +35,7 @@ def listing(code: types.CodeType, graph_name: Optional[str] = None) -> str:
             text = linecache.getline(code.co_filename, lineno).strip()
             lines.append(f"# line {lineno}: {text}" if text else f"# line {lineno}")
         label = f"{labels[inst.offset]}:" if inst.offset in labels else ""
-        lines.append(f"{label:<6}{inst.opname:<22}{_argument(inst, labels, graph_name)}".rstrip())
+        lines.append(f"{label:<6}{inst.opname:<21} {_argument(inst, labels, graph_name)}".rstrip())
     if len(table):
         lines.append("# exception table: a raise in [from, to) goes to the handler, stack cut to depth")
     end = f"L{len(labels) + 1}"

@@ -56,7 +56,7 @@ class CompiledGuards:
         except Exception:
             return guard.describe(), "could not be read"
 
-    def readable(self, name: str = "guard") -> tuple[str, dict]:
+    def readable(self, name: str = "") -> tuple[str, dict]:
         """The check as the Python function a user reads: one guard per line, the frame's own names
         (`x`, `self.weight`, a global by its name), the C++ tensor check as the Python it tests, and
         constants by name (`torch.float32`, `float`, the user's class `M`); a constant without one
