@@ -21,6 +21,7 @@ import itertools
 import json
 import os
 import time
+import warnings
 
 from . import config
 from .explain_report import report_from_records
@@ -39,8 +40,11 @@ def write_record(record: FrameRecord) -> None:
     try:
         write_frame(directory, record)
     except Exception as e:       # a full disk or a read-only folder must not stop the program
-        records.warn_once(("trace_dir", directory), f"dynamo_lite: cannot write the trace directory {directory!r} "
-                                                    f"({type(e).__name__}: {e}); tracing to it is skipped")
+        with warnings.catch_warnings():      # (capture silences warnings while it runs; this one is for the user)
+            warnings.simplefilter("always")
+            records.warn_once(("trace_dir", directory), f"dynamo_lite: cannot write the trace directory "
+                                                        f"{directory!r} ({type(e).__name__}: {e}); the program goes "
+                                                        f"on without it")
 
 
 def write_frame(directory: str, record: FrameRecord) -> str:

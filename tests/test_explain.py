@@ -98,7 +98,6 @@ def _readable_check(record):
 
 
 def test_guards_are_shown_as_the_function_that_checks_them_with_the_users_names(capsys):
-    from dynamo_lite.fallback.records import RECORDS
     model, x = Scaled(), torch.randn(3)
     expected = model(x, 2.0)
     eager_out = capsys.readouterr().out
