@@ -20,7 +20,8 @@ h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 1.6em; border-bottom
 table { border-collapse: collapse; font-size: 0.9em; }
 th, td { text-align: left; padding: 0.3em 0.7em; border-bottom: 1px solid #e5e8ee; vertical-align: top; }
 th { background: #f2f4f8; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-pre { background: #f6f8fa; border: 1px solid #e1e4e8; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+pre { background: #f6f8fa; border: 1px solid #e1e4e8; padding: 0.8em; font-size: 0.85em;
+      white-space: pre-wrap; overflow-wrap: anywhere; }
 .status-captured { color: #1a7f37; } .status-break { color: #9a6700; }
 .status-fallback, .status-error { color: #cf222e; }
 .cards { display: flex; gap: 1em; margin: 1em 0; } .card { border: 1px solid #d8dde6; padding: 0.5em 1em; }
@@ -76,7 +77,7 @@ def index_page(frames: list) -> str:
         recapture = (f.get("recapture") or {}).get("guard", "")
         rows.append(
             f"<tr><td class=\"num\">{n}</td><td><a href=\"{_e(f['folder'])}/index.html\">{_e(f['frame'])}</a></td>"
-            f"<td class=\"muted\">{_e(f['location'])}</td><td class=\"status-{_e(f['status'])}\">{_e(f['status'])}</td>"
+            f"<td class=\"muted\" title=\"{_e(f['location'])}\">{_e(os.path.basename(f['location']))}</td><td class=\"status-{_e(f['status'])}\">{_e(f['status'])}</td>"
             f"<td class=\"num\">{len(f['graphs'])}</td><td class=\"num\">{sum(g['op_count'] for g in f['graphs'])}</td>"
             f"<td class=\"num\">{f['guard_count']}</td><td>{_e(kind)}</td><td><code>{_e(recapture)}</code></td>"
             f"<td class=\"num\">{f['timings']['capture_ms']:.1f}</td></tr>")
@@ -117,9 +118,9 @@ def frame_page(directory: str, frame: dict) -> str:
         parts.append(f"<h2 id=\"recapture\">Recaptured</h2><table><tr><th>guard that failed</th>"
                      f"<th>old value</th><th>new value</th></tr><tr><td><code>{_e(r['guard'])}</code></td>"
                      f"<td>{_e(r['old'])}</td><td>{_e(r['new'])}</td></tr></table>")
-    for g in frame["graphs"]:
+    for n, g in enumerate(frame["graphs"], 1):
         ops = ", ".join(f"{k} x{v}" for k, v in g["ops"].items())
-        parts.append(f"<h2 class=\"graph\">Graph {_e(g['file'])}: {g['op_count']} op(s)</h2>"
+        parts.append(f"<h2 class=\"graph\">Graph {n} ({_e(g['file'])}): {g['op_count']} op(s)</h2>"
                      f"<p class=\"muted\">{_e(ops)}</p><pre>{_e(_read(directory, frame, g['file']))}</pre>")
     guards = _read(directory, frame, "guards.py")
     if guards:

@@ -215,3 +215,24 @@ def test_recapture_history_names_the_guard_that_failed_with_old_and_new_value(ca
     text = str(report)
     assert "Recapture history" in text and "type(n) is int and n == 2" in text
     assert "size=[4]" in text
+
+
+def by_mode(x, mode):
+    print("mode", mode)
+    return x + 1 if mode.startswith("fast") else x - 1
+
+
+def test_a_long_guard_is_wrapped_at_its_own_ands_only_and_still_checks_the_same():
+    from dynamo_lite.fallback.records import RECORDS
+    mode = "fast and (loose) ' and \" quoted and long enough to wrap the guard line"
+    captured = dl.capture(by_mode)
+    torch.testing.assert_close(captured(torch.ones(2), mode), by_mode(torch.ones(2), mode))
+    record = next(r for r in RECORDS if r.qualname == "by_mode" and r.guards is not None)
+    source, names = record.guards.readable("by_mode")
+    assert f"mode == {mode!r}" in source                    # the string's own " and "s are not split
+    namespace = {"torch": torch, "math": math, **names}
+    exec(compile(source, "<shown guards>", "exec"), namespace)
+    shown = namespace["guard_by_mode"]
+    for args in [(torch.ones(2), mode), (torch.ones(2), mode + "!"), (torch.ones(2), 3)]:
+        assert shown(*args) == record.guards.check(by_mode, *args)
+    assert shown(torch.ones(2), mode) is True

@@ -63,7 +63,7 @@ class CompiledGuards:
         is `const_N`, shown in a comment. Returns (source, {name: object} of the names it uses
         besides torch, math and the frame's globals): running that source gives the check's answers."""
         params, namer, scope = self._readable_scope()
-        lines = [f"({g.code(scope, namer)})" for g in self.guards] or ["True"]
+        lines = [f"({_wrapped(g.code(scope, namer))})" for g in self.guards] or ["True"]
         head = [f"def {_identifier(name)}({', '.join(params.values())}):"]
         stack = [p for a, p in params.items() if a.startswith(STACK_ARG_PREFIX)]
         if stack:
@@ -85,6 +85,33 @@ class CompiledGuards:
         params = readable_arg_names(self.arg_names)
         namer = _ConstNamer(taken=set(params.values()))
         return params, namer, Scope(params, fn_name="fn", const=namer, readable=True)
+
+
+def _wrapped(expr: str, width: int = 90) -> str:
+    """A long guard split at its top-level `and`s, one part a line (inside the guard's parentheses)."""
+    if len(expr) <= width:
+        return expr
+    parts, depth, quote, start, i = [], 0, None, 0, 0
+    while i < len(expr):
+        c = expr[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and expr.startswith(" and ", i):
+            parts.append(expr[start:i])
+            start = i + 5
+            i += 4
+        i += 1
+    parts.append(expr[start:])
+    return "\n             and ".join(parts)
 
 
 def readable_arg_names(arg_names) -> dict[str, str]:
