@@ -357,7 +357,7 @@ def _capture(code, func, args, options, entries, recompile_reason, recapture=Non
     record.capture_seconds = time.perf_counter() - start
     _drop_versions_of_written_classes(tracer)
     guards = compile_guards(tracer.guards, _arg_names(code), func.__globals__, code.co_name)
-    record.guards, record.code = guards, (new_code if new_code is not code else None)
+    record.guards, record.code_ref = guards, (weakref.ref(new_code) if new_code is not code else None)
     records.add(record)
     entries.insert(0, CacheEntry(guards.check, new_code, guards, record))
     _drop_entry_when_objects_die(code, guards)

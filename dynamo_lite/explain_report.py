@@ -144,9 +144,12 @@ def _frame_info(r: FrameRecord, index: int, graph_indices: list) -> FrameInfo:
         info.recapture = asdict(r.recapture)
     if r.guards is not None and hasattr(r.guards, "readable"):
         info.guard_code = r.guards.readable(frame)[0]
-    if r.code is not None:
+    code = r.code
+    if code is not None:
         names = ", ".join(f"graph {i}" for i in graph_indices)
-        info.code = listing(r.code, names or None)
+        info.code = listing(code, names or None)
+    elif r.code_ref is not None:
+        info.code = "# (no longer cached: an object its guards identify has died)"
     return info
 
 

@@ -43,7 +43,7 @@ class FrameRecord:
     guards: Any = None                               # CompiledGuards
     recompile_reason: Optional[str] = None
     recapture: Optional[Recapture] = None
-    code: Any = None                                 # the replacement code; None: the frame's own code runs
+    code_ref: Any = None                             # weakref to the replacement code; None: the frame's own code runs
     capture_seconds: float = 0.0
     op_count: int = 0
     break_offset: Optional[int] = None              # status "break": the instruction run eagerly
@@ -58,6 +58,11 @@ class FrameRecord:
             f, line, _ = self.user_stack[-1]
             return f"{f}:{line}"
         return f"{self.filename}:{self.firstlineno}"
+
+    @property
+    def code(self):
+        """The replacement code while its cache entry lives (a record must not keep it alive), else None."""
+        return self.code_ref() if self.code_ref is not None else None
 
     @property
     def source_line(self) -> str:
