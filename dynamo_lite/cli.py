@@ -1,7 +1,7 @@
 """The `dynamo-lite` command: `report` (graph-break statistics over a corpus of models; `report
 diff OLD.json NEW.json` compares two runs; `report html REPORT.json` writes the HTML page of one),
-`explain MODEL` (the full explain report of one corpus model) and `demo` (capture small models
-and print their graphs)."""
+`explain MODEL` (the full explain report of one corpus model), `trace DIR` (the browsable pages
+of a DYNAMO_LITE_TRACE directory) and `demo` (capture small models and print their graphs)."""
 from __future__ import annotations
 
 import argparse
@@ -48,6 +48,9 @@ def main(argv=None) -> int:
                         help="spread the models over a Ray cluster: ADDRESS as ray.init takes it (auto, HOST:PORT, "
                              "ray://HOST:10001); a new local cluster of this machine's cores when omitted. Needs "
                              "pip install -r requirements/ray.txt -c requirements/ci.txt")
+    trace = sub.add_parser("trace", help="write DIR/index.html: the browsable pages of a trace directory "
+                                         "(a program run with DYNAMO_LITE_TRACE=DIR)")
+    trace.add_argument("directory", help="the trace directory")
     sub.add_parser("demo", help="capture a few small models and print their graphs and guards")
     args = parser.parse_args(argv)
     if args.command == "report":
@@ -61,6 +64,8 @@ def main(argv=None) -> int:
         return _list(args.pattern, suites, args.paths)
     if args.command == "explain":
         return _explain(args.model, args.backend, args.json_path)
+    if args.command == "trace":
+        return _trace(args.directory)
     if args.command == "report" and args.html_path:    # say so before the run, not after it
         from .report.html import PlotlyMissing, require_plotly
         try:
@@ -105,6 +110,17 @@ def _list(pattern, suites, paths) -> int:
                                                                  if missing else "")
               + f"  {doc}" + (f"  [{problem}]" if problem else ""))
     print(f"total {len(entries)} models")
+    return 0
+
+
+def _trace(directory: str) -> int:
+    from .trace_html import build
+    try:
+        path = build(directory)
+    except (FileNotFoundError, NotADirectoryError) as e:
+        print(f"dynamo-lite trace: {e}", file=sys.stderr)
+        return 2
+    print(path)
     return 0
 
 

@@ -54,6 +54,9 @@ POP_JUMP_IF_NOT_NONE = {name for name in dis.opmap if name.startswith("POP_JUMP"
 UNCONDITIONAL_JUMPS = {name for name in ("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
                                          "JUMP_ABSOLUTE", "JUMP") if name in dis.opmap}
 JUMP_OPS = POP_JUMP_IF_TRUE | POP_JUMP_IF_FALSE | POP_JUMP_IF_NONE | POP_JUMP_IF_NOT_NONE | UNCONDITIONAL_JUMPS
+# Every opcode whose `dis` argval is the offset it may jump to (FOR_ITER, SEND, ... included):
+# 3.13 lists them in dis.hasjump, earlier versions in hasjrel and hasjabs.
+JUMP_TARGET_OPCODES = frozenset(getattr(dis, "hasjump", ())) | frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 
 # CALL_INTRINSIC_1 operands (3.12), by name.
 INTRINSIC_1 = {i: name for i, name in enumerate(getattr(dis, "_intrinsic_1_descs", []))}

@@ -1,11 +1,12 @@
 """Typed settings, read once from the environment.
 
 `dynamo_lite.config.cache_size_limit = 4` at run time, or DYNAMO_LITE_LOG=graph_breaks,recompiles
-in the environment for logging.
+in the environment for logging, DYNAMO_LITE_TRACE=DIR for a trace directory (trace_dir.py).
 """
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 LOG_ARTIFACTS = ("graph_breaks", "guards", "recompiles", "bytecode", "graph", "fallbacks")
 
@@ -30,6 +31,8 @@ inline_depth_limit: int = 40
 instruction_limit: int = 200_000
 #: What DYNAMO_LITE_LOG asked for.
 log: frozenset[str] = _log_from_env()
+#: Where each captured frame's graphs, guards, breaks and code are written (DYNAMO_LITE_TRACE); None: nowhere.
+trace_dir: Optional[str] = os.environ.get("DYNAMO_LITE_TRACE") or None
 
 
 _LIMITS = {"cache_size_limit": 1, "inline_depth_limit": 0, "instruction_limit": 1}
@@ -67,6 +70,8 @@ class _ValidatedConfig(__import__("types").ModuleType):
             if unknown:
                 raise ValueError(f"unknown log artifacts {sorted(unknown)}; choose from {', '.join(LOG_ARTIFACTS)}")
             _route_logs(value)
+        if name == "trace_dir" and value is not None and not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"dynamo_lite.config.trace_dir must be a folder's path or None, got {value!r}")
         super().__setattr__(name, value)
 
 

@@ -290,9 +290,12 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
             and not any(e.guards is _NESTED_BUILTIN_GUARDS for e in entries):
         entries.append(CacheEntry(_nested_builtin_module, code, _NESTED_BUILTIN_GUARDS, None))
         return None
-    recompile_reason = None
+    recompile_reason = recapture = None
     if entries:
-        recompile_reason, failing = _closest_failure(entries, func, args)
+        recompile_reason, failing, checked = _closest_failure(entries, func, args)
+        if failing is not None:
+            recapture = records.Recapture(checked.readable_guard(failing), *checked.old_and_new(failing, func, args),
+                                          recompile_reason)
         _note_recapture(code, failing, recompile_reason)
         if options.dynamic is None:
             note_changed_inputs(code, entries, func, args)
@@ -312,14 +315,15 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
     # are rare; calls of captured code never take this lock.
     with _CAPTURE_LOCK, warnings.catch_warnings(), _quiet_torch_logs():
         warnings.simplefilter("ignore")    # tracing must not print into the user's program
-        return _capture(code, func, args, options, entries, recompile_reason)
+        return _capture(code, func, args, options, entries, recompile_reason, recapture)
 
 
-def _capture(code, func, args, options, entries, recompile_reason):
+def _capture(code, func, args, options, entries, recompile_reason, recapture=None):
     start = time.perf_counter()
     tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code), options.scalar_inputs)
     record = FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "captured",
-                         recompile_reason=recompile_reason, qualname=code.co_qualname, backend=options.backend_name)
+                         recompile_reason=recompile_reason, recapture=recapture, qualname=code.co_qualname,
+                         backend=options.backend_name)
     try:
         frame = tracer.root_frame()
         result = tracer.run(frame)
@@ -355,7 +359,7 @@ def _capture(code, func, args, options, entries, recompile_reason):
     record.capture_seconds = time.perf_counter() - start
     _drop_versions_of_written_classes(tracer)
     guards = compile_guards(tracer.guards, _arg_names(code), func.__globals__, code.co_name)
-    record.guards = guards
+    record.guards, record.code_ref = guards, (weakref.ref(new_code) if new_code is not code else None)
     records.add(record)
     entries.insert(0, CacheEntry(guards.check, new_code, guards, record))
     _drop_entry_when_objects_die(code, guards)
@@ -397,16 +401,17 @@ def recapture_reason(entries, func, args) -> Optional[str]:
 
 
 def _closest_failure(entries, func, args) -> tuple:
-    """(reason, the guard that failed) for the entry that came closest (passed the most guards)."""
-    best, guard = None, None
+    """(reason, the guard that failed, its entry's CompiledGuards) for the entry that came closest
+    (passed the most guards)."""
+    best, guard, checked = None, None, None
     for entry in entries:
         if entry.record is None:
             continue
         passed, reason = entry.guards.failure(func, args)
         if best is None or passed > best[0]:
-            best = (passed, reason)
+            best, checked = (passed, reason), entry.guards
             guard = entry.guards.guards[passed] if passed < len(entry.guards.guards) else None
-    return (best[1] if best else None), guard
+    return (best[1] if best else None), guard, checked
 
 
 # How often each code object was recaptured because of one guard: {code: {guard key: count}}.

@@ -1,5 +1,6 @@
 """The Python side of the hook: `capture` turns the hook on around a call, `reset` forgets every
-capture, `disable` marks functions never to capture."""
+capture, `disable` marks functions never to capture. It also wires the trace directory's writer
+to the capture records."""
 from __future__ import annotations
 
 import functools
@@ -13,6 +14,11 @@ from .backends import lookup_backend
 from .compat import SUPPORTED, unsupported_version_message
 from .convert_frame import AUTO_DYNAMIC, RECAPTURES, TOUCHED_CODES, WRAPPER_CODES, CaptureOptions, make_callback
 from .fallback import records
+from .trace_dir import write_record
+
+# Each record of a capture also goes to the trace directory, when config.trace_dir names one.
+if write_record not in records.SINKS:
+    records.SINKS.append(write_record)
 
 
 def capture(fn_or_module=None, *, backend="eager", fullgraph: bool = False, dynamic: Optional[bool] = None):

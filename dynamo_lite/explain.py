@@ -1,151 +1,19 @@
-"""`dynamo_lite.explain(fn)(*args)`: run fn for real under capture and report what happened.
-
-The report lists every graph (fx code, op counts, guards as readable Python), every graph break
-and every frame that ran eagerly (kind id, one-line explanation, a hint to act on, the user's
-`file:line` with the source line and the inlined call stack), recaptures with their reasons,
-and capture time per frame. It prints with rich in a terminal, renders as HTML in Jupyter
-(`_repr_html_`) and serializes with `.to_json()`.
-"""
+"""`dynamo_lite.explain(fn)(*args)`: run fn for real under capture, from a clean cache, and return
+the ExplainReport of what happened (explain_report.py; explain_render.py prints it)."""
 from __future__ import annotations
 
-import collections
-import json
-import linecache
-from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
-from .fallback.records import RECORDS, FrameRecord
+from .eval_frame import capture, reset
+from .explain_report import ExplainReport, report_from_records
+from .fallback.records import RECORDS
 
-
-@dataclass
-class BreakInfo:
-    kind_id: str
-    kind_name: str
-    explanation: str
-    hint: str
-    detail: str
-    frame: str
-    location: str                 # file:line of the user's line that broke
-    source_line: str
-    user_stack: list              # [(file, line, function, source)], outermost first (inlined calls)
-    resumed: bool                 # True: a graph break that resumed; False: the frame ran eagerly
-    eager_reason: str = ""        # when not resumed: why the frame could not resume
-    eager_kind_id: str = ""       # ... its kind in the registry (breaks.KINDS), '' when it is the break's own
-
-
-@dataclass
-class GraphInfo:
-    index: int
-    frame: str
-    location: str
-    op_count: int
-    ops: dict
-    code: str
-    guards: list
-
-
-@dataclass
-class FrameInfo:
-    frame: str
-    location: str
-    status: str                   # captured / break / fallback / error
-    capture_ms: float
-    recompile_reason: Optional[str] = None
-
-
-@dataclass
-class ExplainReport:
-    function: str
-    backend: str
-    graphs: list = field(default_factory=list)
-    breaks: list = field(default_factory=list)
-    frames: list = field(default_factory=list)
-    errors: list = field(default_factory=list)
-
-    # ---- summary -------------------------------------------------------------------------
-    @property
-    def graph_count(self) -> int:
-        return len(self.graphs)
-
-    @property
-    def break_count(self) -> int:
-        return len(self.breaks)
-
-    @property
-    def op_count(self) -> int:
-        return sum(g.op_count for g in self.graphs)
-
-    @property
-    def recompiles(self) -> list:
-        return [(f.frame, f.recompile_reason) for f in self.frames if f.recompile_reason]
-
-    @property
-    def capture_ms(self) -> float:
-        return sum(f.capture_ms for f in self.frames)
-
-    def summary(self) -> str:
-        return (f"{self.graph_count} graph(s), {self.break_count} graph break(s), {self.op_count} op(s), "
-                f"{len(self.recompiles)} recapture(s), capture {self.capture_ms:.1f} ms, backend {self.backend}")
-
-    # ---- output ----------------------------------------------------------------------------
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data.update(graph_count=self.graph_count, break_count=self.break_count, op_count=self.op_count,
-                    capture_ms=self.capture_ms, recompiles=[list(r) for r in self.recompiles])
-        return data
-
-    def to_json(self, indent: int = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, default=str)
-
-    def __rich_console__(self, console, options):
-        from .explain_render import render
-        yield from render(self)
-
-    def __str__(self) -> str:
-        from .explain_render import to_text
-        return to_text(self)
-
-    def _repr_html_(self) -> str:
-        from .explain_render import to_html
-        return to_html(self)
-
-
-def _ops(gm) -> dict:
-    counts = collections.Counter()
-    for node in gm.graph.nodes:
-        if node.op in ("call_function", "call_method", "call_module"):
-            target = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
-            counts[target] += 1
-    return dict(counts.most_common())
-
-
-def report_from_records(function: str, backend: str, records: list[FrameRecord]) -> ExplainReport:
-    report = ExplainReport(function, backend)
-    for r in records:
-        frame = r.qualname or r.name
-        report.frames.append(FrameInfo(frame, f"{r.filename}:{r.firstlineno}", r.status,
-                                       round(r.capture_seconds * 1e3, 3), r.recompile_reason))
-        for gm in r.graphs:
-            guards = [g.describe() for g in r.guards.guards] if r.guards is not None else []
-            report.graphs.append(GraphInfo(len(report.graphs) + 1, frame, f"{r.filename}:{r.firstlineno}",
-                                           sum(_ops(gm).values()), _ops(gm), gm.code.strip(), guards))
-        if r.status in ("break", "fallback") and r.kind is not None and not any(
-                b.kind_id == r.kind.id and b.location == r.location for b in report.breaks):
-            # (a break inside an inlined call is met twice: at the caller's call site, then in the
-            # callee's own frame; the first report has the whole inlined call stack)
-            stack = [(f, line, fn, linecache.getline(f, line).strip()) for f, line, fn in r.user_stack]
-            report.breaks.append(BreakInfo(r.kind.id, r.kind.name, r.kind.explanation, r.kind.hint, r.detail, frame,
-                                           r.location, r.source_line, stack, r.status == "break",
-                                           r.fallback_reason, r.fallback_kind.id if r.fallback_kind else ""))
-        if r.status == "error":
-            report.errors.append(f"{frame}: {r.detail}")
-    return report
+__all__ = ["explain", "ExplainReport"]
 
 
 def explain(fn: Callable, *, backend="eager", dynamic: Optional[bool] = None) -> Callable[..., ExplainReport]:
     """`explain(fn)(*args, **kwargs)` runs fn once under capture (from a clean cache) and returns
     an ExplainReport. The function really runs; its output is on `report.output`."""
-    from .eval_frame import capture, reset
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
 
     def run(*args, **kwargs) -> ExplainReport:

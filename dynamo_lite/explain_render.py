@@ -1,5 +1,7 @@
 """Rendering an ExplainReport: rich renderables for terminals, plain text, and HTML for notebooks.
-Kept apart from the report model so that importing dynamo_lite does not import rich."""
+Breaks first, then each frame with its graphs, guard function and replacement code, then the
+recapture history. Kept apart from the report model so that importing dynamo_lite does not
+import rich."""
 from __future__ import annotations
 
 import linecache
@@ -26,7 +28,6 @@ def render(report):
     from rich.panel import Panel
     from rich.table import Table
     from rich.text import Text
-    from rich.syntax import Syntax
 
     yield Text(f"dynamo_lite.explain: {report.function}", style="bold")
     yield Text(report.summary())
@@ -49,19 +50,48 @@ def render(report):
             parts.append(Text.assemble(("inlined call stack: ", "bold"), chain))
         from rich.console import Group
         yield Panel(Group(*parts), expand=False)
-    for g in report.graphs:
-        ops = ", ".join(f"{k} x{v}" for k, v in list(g.ops.items())[:8])
-        yield Text(f"\nGraph {g.index}: {g.frame} ({g.location}), {g.op_count} op(s): {ops}", style="bold")
-        yield Syntax(g.code, "python", theme="ansi_dark", word_wrap=True)
-        if g.guards:
-            yield Text("guards: " + "; ".join(g.guards), style="dim")
-    if report.recompiles:
-        table = Table("frame", "recapture reason", title="Recaptures")
-        for frame, reason in report.recompiles:
-            table.add_row(frame, reason)
+    graphs = {g.index: g for g in report.graphs}
+    for f in report.frames:
+        yield from _frame(f, graphs)
+    history = report.history()
+    if history:
+        table = Table("code object", "capture", "guard that failed", "old value", "new value",
+                      title="Recapture history", title_justify="left")
+        for frame, captures in history.items():
+            for n, f in enumerate(captures, 1):
+                r = f.recapture
+                if r is None:
+                    table.add_row(frame, str(n), "(first capture)" if n == 1 else f.recompile_reason or "", "", "")
+                else:
+                    table.add_row(frame, str(n), r["guard"], r["old"], r["new"])
         yield table
     if report.errors:
         yield Text("Internal errors (frames ran eagerly): " + "; ".join(report.errors), style="yellow")
+
+
+def _frame(f, graphs):
+    """One frame: its graphs, its guards as the function that checks them, its replacement code."""
+    from rich.syntax import Syntax
+    from rich.text import Text
+    status = {"captured": "captured", "break": "captured up to a graph break",
+              "fallback": "runs eagerly", "error": "internal error, runs eagerly"}.get(f.status, f.status)
+    yield Text(f"\nFrame {f.index}: {f.frame} ({f.location}), {status}, capture {f.capture_ms:.1f} ms",
+               style="bold")
+    if f.recapture:
+        yield Text(f"recaptured: {f.recapture['reason']}", style="yellow")
+    for i in f.graphs:
+        g = graphs[i]
+        ops = ", ".join(f"{k} x{v}" for k, v in list(g.ops.items())[:8])
+        yield Text(f"Graph {g.index}, {g.op_count} op(s): {ops}", style="bold")
+        yield Syntax(g.code, "python", theme="ansi_dark", word_wrap=True)
+    if f.guard_code:
+        yield Text("Guards, checked before each reuse:", style="bold")
+        yield Syntax(f.guard_code.rstrip(), "python", theme="ansi_dark", word_wrap=True)
+    if f.code:
+        yield Text("Replacement code:", style="bold")
+        yield Syntax(f.code, "python", theme="ansi_dark", word_wrap=True)
+    elif f.status != "error":
+        yield Text("Replacement code: none, the frame's own code runs", style="dim")
 
 
 def to_text(report, width: int = 110) -> str:

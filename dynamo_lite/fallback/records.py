@@ -1,5 +1,6 @@
-"""What happened to each frame we looked at: captured (with graphs and guards), or run eagerly
-and why. explain() and logging read these records."""
+"""What happened to each frame we looked at: captured (with graphs, guards and the replacement
+code), or run eagerly and why, and for a recapture which guard failed on what. explain(), logging
+and the trace directory (`DYNAMO_LITE_TRACE`, a sink of `add`) read these records."""
 from __future__ import annotations
 
 import collections
@@ -8,7 +9,7 @@ import linecache
 import logging
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .. import config
 from ..breaks import BreakKind
@@ -17,6 +18,16 @@ log = logging.getLogger("dynamo_lite")
 
 
 _SEQUENCE = itertools.count()
+
+
+@dataclass
+class Recapture:
+    """Why a code object was captured again: the guard of the cached entry that came closest,
+    the value it held on to (`old`) and the one it met (`new`), and its reason sentence."""
+    guard: str        # the guard as Python, with the frame's names (`type(n) is int and n == 2`)
+    old: str
+    new: str
+    reason: str
 
 
 @dataclass
@@ -31,6 +42,8 @@ class FrameRecord:
     graphs: list = field(default_factory=list)       # fx GraphModules handed to the backend
     guards: Any = None                               # CompiledGuards
     recompile_reason: Optional[str] = None
+    recapture: Optional[Recapture] = None
+    code_ref: Any = None                             # weakref to the replacement code; None: the frame's own code runs
     capture_seconds: float = 0.0
     op_count: int = 0
     break_offset: Optional[int] = None              # status "break": the instruction run eagerly
@@ -48,6 +61,11 @@ class FrameRecord:
         return f"{self.filename}:{self.firstlineno}"
 
     @property
+    def code(self):
+        """The replacement code while its cache entry lives (a record must not keep it alive), else None."""
+        return self.code_ref() if self.code_ref is not None else None
+
+    @property
     def source_line(self) -> str:
         if self.user_stack:
             f, line, _ = self.user_stack[-1]
@@ -57,10 +75,14 @@ class FrameRecord:
 
 RECORDS: "collections.deque[FrameRecord]" = collections.deque(maxlen=10_000)
 _warned: set = set()
+# Called with each record added; they must not raise (the trace directory's writer).
+SINKS: "list[Callable[[FrameRecord], None]]" = []
 
 
 def add(record: FrameRecord) -> None:
     RECORDS.append(record)
+    for sink in SINKS:
+        sink(record)
     if record.status in ("fallback", "break") and "graph_breaks" in config.log:
         kind = f"[{record.kind.id} {record.kind.name}]" if record.kind else ""
         what = "graph break" if record.status == "break" else f"frame ran eagerly ({record.fallback_reason})"

@@ -3,17 +3,23 @@
 The check is generated Python: `def ___guard(___fn, <frame args>): return g1 and g2 and ...`, with
 its source kept for explain. The C hook calls it with the frame's function and arguments as
 positional arguments (no dict is built). `first_failure` evaluates the guards one by one to name
-the first that fails: that is the recompile reason.
+the first that fails: that is the recompile reason; `old_and_new` words what that guard held on
+to and what it met. `readable` renders the same guards as the function a user reads, with the
+frame's own names (`x`, `self.weight`) and constants by name (`torch.float32`).
 """
 from __future__ import annotations
 
 import keyword
 import math
-from dataclasses import dataclass
+import types
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..sources import GlobalSource, Scope
-from .guards import Guard
+import torch
+
+from ..code_facts import STACK_ARG_PREFIX
+from ..sources import GlobalSource, Scope, is_literal
+from .guards import Guard, short_repr
 
 
 @dataclass
@@ -22,6 +28,7 @@ class CompiledGuards:
     check: Callable[..., bool]
     source_code: str
     _exprs: list[Callable]
+    arg_names: tuple = field(default=())       # the frame's arguments, as the check takes them
 
     def first_failure(self, fn, args: tuple) -> Optional[str]:
         """The reason the first failing guard gives, or None if all pass."""
@@ -37,6 +44,152 @@ class CompiledGuards:
             if not ok:
                 return i, _reason(guard, fn, args, self)
         return len(self.guards), None
+
+    def old_and_new(self, guard: Guard, fn, args: tuple) -> tuple[str, str]:
+        """What `guard` held on to and the value it met now, worded alike (a recapture's history)."""
+        try:
+            value = _resolve(guard, fn, args, self)
+        except Exception:
+            value = None
+        try:
+            return guard.expected(), guard.shown(value)
+        except Exception:
+            return guard.describe(), "could not be read"
+
+    def readable(self, name: str = "") -> tuple[str, dict]:
+        """The check as the Python function a user reads: one guard per line, the frame's own names
+        (`x`, `self.weight`, a global by its name), the C++ tensor check as the Python it tests, and
+        constants by name (`torch.float32`, `float`, the user's class `M`); a constant without one
+        is `const_N`, shown in a comment. Returns (source, {name: object} of the names it uses
+        besides torch, math and the frame's globals): running that source gives the check's answers."""
+        params, namer, scope = self._readable_scope()
+        lines = [f"({_wrapped(g.code(scope, namer))})" for g in self.guards] or ["True"]
+        head = [f"def {_identifier(name)}({', '.join(params.values())}):"]
+        stack = [p for a, p in params.items() if a.startswith(STACK_ARG_PREFIX)]
+        if stack:
+            head.append(f"    # {', '.join(stack)}: what the code before the graph break left on its stack")
+        head += [f"    # {const} = {short_repr(obj)}" for const, obj in namer.unnamed()]
+        body = "\n        and ".join(lines)
+        return "\n".join(head) + f"\n    return (\n        {body}\n    )\n", namer.namespace()
+
+
+    def readable_guard(self, guard: Guard) -> str:
+        """One guard as `readable` spells it (`type(n) is int and n == 2`)."""
+        _, namer, scope = self._readable_scope()
+        try:
+            return guard.code(scope, namer)
+        except Exception:
+            return guard.describe()
+
+    def _readable_scope(self):
+        params = readable_arg_names(self.arg_names)
+        namer = _ConstNamer(taken=set(params.values()))
+        return params, namer, Scope(params, fn_name="fn", const=namer, readable=True)
+
+
+def _wrapped(expr: str, width: int = 90) -> str:
+    """A long guard split at its top-level `and`s, one part a line (inside the guard's parentheses)."""
+    if len(expr) <= width:
+        return expr
+    parts, depth, quote, start, i = [], 0, None, 0, 0
+    while i < len(expr):
+        c = expr[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and expr.startswith(" and ", i):
+            parts.append(expr[start:i])
+            start = i + 5
+            i += 4
+        i += 1
+    parts.append(expr[start:])
+    return "\n             and ".join(parts)
+
+
+def readable_arg_names(arg_names) -> dict[str, str]:
+    """The frame's argument names as the user knows them: a resume function's stack items
+    (`___stack0`) become `stack0`, names that are no identifiers `argN`."""
+    names: dict[str, str] = {}
+    for i, arg in enumerate(arg_names):
+        shown = arg
+        if arg.startswith(STACK_ARG_PREFIX):
+            shown = "stack" + arg[len(STACK_ARG_PREFIX):]
+        elif not arg.isidentifier() or keyword.iskeyword(arg):
+            shown = f"arg{i}"
+        while shown in names.values():
+            shown += "_"
+        names[arg] = shown
+    return names
+
+
+def _identifier(text: str) -> str:
+    """`forward.<resume at line 8>` -> `guard_forward_resume_at_line_8`."""
+    words = "".join(c if c.isalnum() else " " for c in text).split()
+    return "guard_" + "_".join(words) if words else "guard"
+
+
+class _ConstNamer:
+    """Names constants for `readable`: literals as themselves, torch objects by their path under
+    `torch`, builtins and the user's classes and functions by name, the rest `const_N`."""
+
+    def __init__(self, taken: set):
+        self._taken = set(taken)
+        self._by_id: dict[int, str] = {}
+        self._objects: dict[str, object] = {}
+        self._unnamed: list[str] = []
+
+    def __call__(self, value) -> str:
+        if is_literal(value):
+            return repr(value)
+        if id(value) not in self._by_id:
+            self._by_id[id(value)] = self._name(value)
+        return self._by_id[id(value)]
+
+    def _name(self, value) -> str:
+        if isinstance(value, torch.dtype):
+            return str(value)
+        if isinstance(value, torch.device):
+            return f"torch.device({str(value)!r})"
+        module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+        if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)) and module and qualname:
+            if module == "builtins" and qualname.isidentifier():
+                return qualname
+            if module.split(".")[0] == "torch":       # the shortest path that reaches it: torch.nn.Parameter
+                parts = module.split(".")
+                for path in (".".join(parts[:n] + [qualname]) for n in range(1, len(parts) + 1)):
+                    if _resolves(path, value):
+                        return path
+            if qualname.isidentifier() and qualname not in self._taken and                     self._objects.get(qualname, value) is value:
+                self._objects[qualname] = value
+                return qualname
+        name = f"const_{len(self._unnamed)}"
+        self._unnamed.append(name)
+        self._objects[name] = value
+        return name
+
+    def unnamed(self) -> list:
+        return [(name, self._objects[name]) for name in self._unnamed]
+
+    def namespace(self) -> dict:
+        return dict(self._objects)
+
+
+def _resolves(path: str, value) -> bool:
+    obj = torch
+    try:
+        for part in path.split(".")[1:]:
+            obj = getattr(obj, part)
+    except AttributeError:
+        return False
+    return obj is value
 
 
 def _reason(guard, fn, args, compiled) -> str:
@@ -104,7 +257,7 @@ def compile_guards(guards: list[Guard], arg_names: list[str], globals_dict: dict
         ns = {"___G": globals_dict, **_GUARD_MODULES, **consts}
         exec(compile(one, "<dynamo_lite guard>", "exec"), ns)
         singles.append(ns["___one"])
-    compiled = CompiledGuards(guards, check, src, singles)
+    compiled = CompiledGuards(guards, check, src, singles, tuple(arg_names))
 
     def value_of(source, fn, args):
         ns = {"___G": globals_dict, **_GUARD_MODULES, **consts}

@@ -1,5 +1,6 @@
 """Guard kinds. Each renders a Python boolean expression over its Source (`code`) and can explain
-why a value fails it (`why_not`), which becomes the recompile reason users read."""
+why a value fails it (`why_not`), which becomes the recompile reason users read; `expected` and
+`shown` word the old and the new value of a recapture alike."""
 from __future__ import annotations
 
 import types
@@ -24,6 +25,24 @@ class Guard:
 
     def why_not(self, value) -> str:
         return f"{self.describe()} no longer holds"
+
+    def expected(self) -> str:
+        """What the guard holds on to, in the words `shown` uses: a recapture's old value."""
+        return self.describe()
+
+    def shown(self, value) -> str:
+        """A value that failed the guard, worded as `expected` is: a recapture's new value."""
+        if getattr(self, "source", None) is None:      # a guard over no one value (shape relations)
+            return "no longer holds"
+        return short_repr(value)
+
+
+def short_repr(value, limit: int = 80) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__qualname__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 try:
@@ -67,9 +86,10 @@ class TensorMatch(Guard):
 
     def code(self, scope, const):
         x = self.source.expr(scope)
-        if TensorCheck is not None:     # the C++ check: one call instead of ~6 attribute reads
+        if TensorCheck is not None and not scope.readable:     # the C++ check: one call instead of ~6 attribute reads
             check = TensorCheck(self.cls, self.dtype, self.device, self.shape, self.stride, self.requires_grad)
             return f"{const(check)}({x})"
+        # (the C++ check tests exactly this; explain shows this form: scope.readable)
         head = f"type({x}) is {const(self.cls)} and {x}.dtype is {const(self.dtype)} and {x}.device == {const(self.device)}"
         tail = f"{x}.requires_grad is {self.requires_grad}"
         if None not in self.shape and None not in self.stride:
@@ -104,6 +124,21 @@ class TensorMatch(Guard):
         if t.requires_grad != self.requires_grad:
             return f"tensor {name} requires_grad: expected {self.requires_grad}, got {t.requires_grad}"
         return super().why_not(t)
+
+    def expected(self):
+        return _tensor_words(self.cls, self.dtype, self.device, self.shape, self.stride, self.requires_grad)
+
+    def shown(self, t):
+        if not isinstance(t, torch.Tensor):
+            return f"a {type(t).__qualname__}: {short_repr(t)}"
+        return _tensor_words(type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+
+
+def _tensor_words(cls, dtype, device, shape, stride, requires_grad) -> str:
+    def dims(values):
+        return "[" + ", ".join("*" if v is None else str(v) for v in values) + "]"
+    return (f"{cls.__name__}({str(dtype).replace('torch.', '')}, {device}, size={dims(shape)}, "
+            f"stride={dims(stride)}{', requires_grad' if requires_grad else ''})")
 
 
 @dataclass(frozen=True, eq=False)
@@ -156,6 +191,12 @@ class TypeMatch(Guard):
     def why_not(self, value):
         return f"type of {self.source.name()}: expected {self.cls.__qualname__}, got {type(value).__qualname__}"
 
+    def expected(self):
+        return f"a {self.cls.__qualname__}"
+
+    def shown(self, value):
+        return f"a {type(value).__qualname__}"
+
 
 @dataclass(frozen=True, eq=False)
 class IdMatch(Guard):
@@ -190,6 +231,13 @@ class IdMatch(Guard):
     def why_not(self, value):
         return f"{self.source.name()} is a different object than when captured"
 
+    def expected(self):
+        obj = self.obj
+        return f"{getattr(obj, '__qualname__', None) or type(obj).__qualname__} at {self.obj_id:#x}"
+
+    def shown(self, value):
+        return f"{getattr(value, '__qualname__', None) or type(value).__qualname__} at {id(value):#x}"
+
 
 @dataclass(frozen=True, eq=False)
 class ConstantMatch(Guard):
@@ -211,6 +259,9 @@ class ConstantMatch(Guard):
     def why_not(self, value):
         return f"{self.source.name()} changed: {self.value!r} -> {value!r}"
 
+    def expected(self):
+        return short_repr(self.value)
+
 
 @dataclass(frozen=True, eq=False)
 class LengthMatch(Guard):
@@ -229,6 +280,15 @@ class LengthMatch(Guard):
         if type(value) is not self.cls:
             return f"type of {self.source.name()}: expected {self.cls.__qualname__}, got {type(value).__qualname__}"
         return f"len({self.source.name()}) changed: {self.length} -> {len(value)}"
+
+    def expected(self):
+        return f"a {self.cls.__qualname__} of length {self.length}"
+
+    def shown(self, value):
+        try:
+            return f"a {type(value).__qualname__} of length {len(value)}"
+        except TypeError:
+            return f"a {type(value).__qualname__}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -254,6 +314,15 @@ class DictKeysMatch(Guard):
         if type(value) is not self.cls:
             return f"type of {self.source.name()}: expected {self.cls.__qualname__}, got {type(value).__qualname__}"
         return f"keys of {self.source.name()} changed: {list(self.keys)!r} -> {list(value)!r}"
+
+    def expected(self):
+        return f"a {self.cls.__qualname__} with keys {short_repr(list(self.keys))}"
+
+    def shown(self, value):
+        try:
+            return f"a {type(value).__qualname__} with keys {short_repr(list(value))}"
+        except TypeError:
+            return f"a {type(value).__qualname__}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -405,6 +474,12 @@ class GlobalStateMatch(Guard):
             if expected != actual:
                 return f"{text} changed: {expected} -> {actual}"
         return super().why_not(value)
+
+    def expected(self):
+        return self.describe()
+
+    def shown(self, value):
+        return GlobalStateMatch.now().describe()
 
 
 @dataclass(frozen=True, eq=False)
