@@ -137,6 +137,18 @@ BUILTIN_TYPE_METHOD = _kind(
     "DL030", "builtin-type-method", "a method of a built-in type (str, bytes, list, dict, set, int...) or a "
     "built-in function the tracer does not model",
     "use an equivalent operation the tracer models (see docs/architecture.md), or report the method")
+LOOP_SPECIALIZED = _kind(
+    "DL031", "loop-specialized", "a stretch of a loop body between graph breaks needed a new graph on each iteration "
+    "(the iterations differ in what its guards check: another module, an index into a list of modules, a value "
+    "that cannot be a graph input): the rest of the loop runs eagerly, its calls captured on their own",
+    "make the iterations alike (iterate over the modules rather than index them with the counter), move the "
+    "break out of the loop, or raise dynamo_lite.config.loop_stretch_limit")
+
+
+def event_kind(event: dict) -> str:
+    """The kind a report's event (a FrameEvent as saved in JSON) counts under: for a frame run
+    eagerly, why it could not resume when that has a kind of its own, else the break's kind."""
+    return event.get("fallback_kind_id") or event["kind_id"]
 
 
 class Unsupported(Exception):

@@ -47,6 +47,7 @@ class Emitter:
         self.pins: list = None                  # (source, local) pairs while sources are pinned
         self.temporaries = 0
         self.frame_cells: dict = {}     # id(CellValue) -> CellVar/FreeVar, the frame's own cells at a break
+        self.after_replay: list = []    # emitters of code that must run after the replayed side effects
 
     # ---- pinned sources -----------------------------------------------------------------------
     # Values read from the frame (an input tensor found at `lst[0]`, an object at `self.sub`) are
@@ -281,6 +282,13 @@ class Emitter:
         if tracer.context_vars.pending:
             raise Unsupported(UNSUPPORTED_MUTATION, "a ContextVar set in captured code is not reset in it")
         tracer.effects.replay(self)
+        for fixup in self.after_replay:
+            fixup()
+
+    def after_effects(self, emit) -> None:
+        """Emit `emit()`'s code once the side effects are replayed: for a rebuilt value that depends
+        on another's contents (an iterator part-way through a list the trace filled)."""
+        self.after_replay.append(emit)
 
 
 _ARG_OPS = {"LOAD_CONST"}

@@ -25,6 +25,9 @@ def _log_from_env() -> frozenset[str]:
 
 #: Entries kept per code object before it runs eagerly from then on.
 cache_size_limit: int = 8
+#: Graphs kept for one stretch of a loop body between graph breaks before the loop runs eagerly
+#: from there on (the iterations differ in what the guards check: a new graph each time).
+loop_stretch_limit: int = 3
 #: How deep user-function calls are inlined before we give up on the frame.
 inline_depth_limit: int = 40
 #: Instructions symbolically executed per frame (with inlining) before we give up.
@@ -35,7 +38,7 @@ log: frozenset[str] = _log_from_env()
 trace_dir: Optional[str] = os.environ.get("DYNAMO_LITE_TRACE") or None
 
 
-_LIMITS = {"cache_size_limit": 1, "inline_depth_limit": 0, "instruction_limit": 1}
+_LIMITS = {"cache_size_limit": 1, "inline_depth_limit": 0, "instruction_limit": 1, "loop_stretch_limit": 1}
 
 
 def _route_logs(artifacts) -> None:

@@ -27,6 +27,7 @@ from . import _evalframe, breaks, config
 from .breaks import GraphBreakError, TracedException, Unsupported
 from .code_facts import facts
 from .codegen import break_start, check_resumable, make_break_code, make_code, tensors_needed
+from .resume import is_driven
 from .fallback import records, skip
 from .fallback.records import FrameRecord
 from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch,
@@ -139,6 +140,8 @@ class _RunsEagerly:
 
 
 _ACCEPT_ALL_GUARDS = _RunsEagerly("def ___guard(*args):\n    return True   # cache_size_limit reached: run eagerly\n")
+_LOOP_EAGER_GUARDS = _RunsEagerly("def ___guard(*args):\n    return True   # loop_stretch_limit reached: the loop "
+                                  "runs eagerly\n")
 
 
 _TORCH_LOGGERS = ("torch._subclasses.fake_tensor", "torch.fx.experimental.symbolic_shapes")
@@ -309,6 +312,14 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
             # A last entry that accepts everything and runs the original code: later misses cost
             # the guard checks and no capture attempt.
             entries.append(CacheEntry(_accept_all, code, _ACCEPT_ALL_GUARDS, None))
+            return None
+        if is_driven(code) and len(entries) >= config.loop_stretch_limit:
+            # A loop's stretch specialized per iteration: like TorchDynamo, run the loop from here
+            # eagerly (its calls are captured on their own) rather than a graph per iteration.
+            records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "fallback",
+                                    breaks.LOOP_SPECIALIZED, detail=recompile_reason or "", qualname=code.co_qualname,
+                                    backend=options.backend_name))
+            entries.append(CacheEntry(_accept_all, code, _LOOP_EAGER_GUARDS, None))
             return None
     # One capture at a time across threads: tracing touches process-wide state that is not
     # thread-safe (sympy's caches under ShapeEnv, warnings filters, torch loggers). Captures

@@ -8,6 +8,7 @@ the break's own instruction or by the resumed code reaches the except/finally bl
 Every test is differential (harness.check: values, exceptions, printed output, mutated inputs,
 graph counts, and a second call that must capture nothing new).
 """
+import collections
 import sys
 
 import pytest
@@ -342,3 +343,50 @@ def test_a_break_in_an_except_block_runs_the_frame_eagerly_with_its_kind():
     eager = [b for b in report.breaks if not b.resumed]
     assert eager and eager[0].eager_kind_id == "DL022"
     assert "[DL022 break-in-handler]" in str(report)
+
+
+def loop_over_a_list_filled_before(x):
+    groups = []                        # filled in the stretch that holds the inner loop
+    print("made")
+    for k in range(3):
+        groups.append((k % 2, k))
+    total = x
+    for kind, k in groups:             # a break inside: the iterator is rebuilt part-way through
+        if kind:
+            print("odd", k)
+            total = total + k
+        else:
+            total = total * 2
+    return total, groups
+
+
+def test_an_iterator_part_way_through_a_list_the_trace_filled():
+    """The list's contents are replayed after the stack is rebuilt: the iterator over it is moved to
+    its position once they are there (a list iterator's position cannot pass its list's end).
+    `print` is a break inside the inner loop."""
+    check(loop_over_a_list_filled_before, x44(), graphs=graphs(3))
+
+
+class _Indexed(torch.nn.Module):
+    """Each iteration indexes another layer with the counter: the stretch after the break is
+    specialized per layer (the guards check which layer `self.layers[i]` is)."""
+    def __init__(self, n=6):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(n))
+
+    def forward(self, x):
+        for i in range(len(self.layers)):
+            print("layer", i)
+            x = self.layers[i](x).relu()
+        return x
+
+
+def test_a_loop_stretch_specialized_per_iteration_runs_eagerly_after_the_limit():
+    """Values match eager throughout; the stretch stops at config.loop_stretch_limit graphs (DL031)
+    instead of one graph per layer."""
+    with torch.no_grad():
+        result = check(_Indexed(), x44(), graphs=None)
+    records = [r for r in RECORDS if r.status == "fallback" and r.kind is not None and r.kind.id == "DL031"]
+    assert records, "the stretch that specializes per layer gives up after config.loop_stretch_limit graphs"
+    per_frame = collections.Counter(r.qualname for r in RECORDS if r.graphs)
+    assert max(per_frame.values()) <= dl.config.loop_stretch_limit, per_frame

@@ -243,3 +243,59 @@ def test_report_writes_each_result_and_resumes_a_killed_run(tmp_path):
 def test_report_refuses_to_resume_a_run_made_with_other_engines(tmp_path, two_model_report):
     proc = _cli("report", "-k", "print_in_forward", "--resume", str(two_model_report), "--compare", "torch")
     assert proc.returncode == 2 and "cannot be continued" in proc.stdout
+
+
+KIND_MODELS = textwrap.dedent('''
+    import torch
+    from dynamo_lite.report.registry import model
+
+    class Handles(torch.nn.Module):
+        def forward(self, x):
+            try:
+                x = x + 1
+                int("not a number")
+            except ValueError:
+                print("handling")          # a break while an exception is handled: this frame runs eagerly
+                x = x * 2
+            return x
+
+    class Prints(torch.nn.Module):
+        def forward(self, x):
+            for i in range(3):
+                x = x + i
+                print(i)                   # a break inside a loop: resumes
+            return x
+
+    class Both(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.handles, self.prints = Handles(), Prints()
+
+        def forward(self, x):
+            return self.prints(self.handles(x))
+
+    @model("kinds_everywhere")
+    def build():
+        return Both(), (torch.randn(2, 3),)
+''')
+
+
+def test_every_reason_in_the_report_has_a_registry_kind(tmp_path):
+    """No free-text reason reaches the report: each break and each frame run eagerly names a kind of
+    the registry (a frame run eagerly also the kind of why it could not resume), and the summary
+    counts eager frames under that kind."""
+    from dynamo_lite import breaks
+    models = tmp_path / "kind_models.py"
+    models.write_text(KIND_MODELS)
+    out = tmp_path / "report.json"
+    proc = _cli("report", str(models), "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    events = [e for r in data["models"] for e in r["dl"]["events"]]
+    assert {e["status"] for e in events} >= {"break", "fallback"}, events
+    for e in events:
+        assert e["kind_id"] in breaks.KINDS, e
+        assert breaks.event_kind(e) in breaks.KINDS, e
+    eager = [e for e in events if e["status"] == "fallback"]
+    assert eager and all(e["fallback_kind_id"] == "DL022" for e in eager), eager
+    assert data["summary"]["break_kinds"].get("DL022", 0) >= 1, data["summary"]["break_kinds"]

@@ -230,7 +230,7 @@ def summary(results: list[dict], compare: Optional[str]) -> dict:
     kinds = collections.Counter()
     for r in ran:
         for e in _events(r, "break") + _events(r, "fallback"):
-            kinds[e["kind_id"]] += 1
+            kinds[breaks.event_kind(e)] += 1
     out["break_kinds"] = dict(kinds.most_common())
     return out
 

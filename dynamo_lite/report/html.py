@@ -132,8 +132,8 @@ def _break_kinds_figure(go, results: list):
     models = collections.defaultdict(set)
     for row in results:
         for e in _events(row, "break", "fallback", "error"):
-            counts["break" if e["status"] == "break" else "eager"][e["kind_id"]] += 1
-            models[e["kind_id"]].add(row["name"])
+            counts["break" if e["status"] == "break" else "eager"][breaks.event_kind(e)] += 1
+            models[breaks.event_kind(e)].add(row["name"])
     order = sorted(models, key=lambda k: counts["break"][k] + counts["eager"][k])
     labels = [f"{k} {breaks.KINDS[k].name}" if k in breaks.KINDS else f"{k} internal-error" for k in order]
     hover = [f"{breaks.KINDS[k].explanation if k in breaks.KINDS else 'an error inside dynamo_lite'}"
@@ -350,7 +350,11 @@ def _event_html(event: dict, count: int) -> str:
              else '<div class="source-missing">(source line not available)</div>',
              "<dl>", f'<dt>why</dt><dd class="why">{escape(event.get("detail", ""))}</dd>']
     if event.get("fallback_reason"):
-        parts.append(f'<dt>ran eagerly because</dt><dd>{escape(event["fallback_reason"])}</dd>')
+        eager_kind = breaks.KINDS.get(event.get("fallback_kind_id", ""))
+        label = f"[{eager_kind.id} {eager_kind.name}] " if eager_kind else ""
+        parts.append(f'<dt>ran eagerly because</dt><dd>{escape(label + event["fallback_reason"])}</dd>')
+        if eager_kind is not None:
+            parts.append(f'<dt>fix (to resume)</dt><dd class="hint">{escape(eager_kind.hint)}</dd>')
     if kind is not None:
         parts.append(f'<dt>what it means</dt><dd>{escape(kind.explanation)}</dd>'
                      f'<dt>fix</dt><dd class="hint">{escape(kind.hint)}</dd>')
@@ -358,7 +362,8 @@ def _event_html(event: dict, count: int) -> str:
     return "".join(parts)
 
 
-_EVENT_FIELDS = ("status", "kind_id", "kind_name", "function", "location", "detail", "fallback_reason", "source")
+_EVENT_FIELDS = ("status", "kind_id", "kind_name", "function", "location", "detail", "fallback_reason", "source",
+                 "fallback_kind_id")
 
 
 def _details(results: list, compare: bool) -> tuple[str, dict]:

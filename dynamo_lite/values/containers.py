@@ -686,12 +686,25 @@ class ListIteratorValue(SelfIterator):
         return (self.seq,)
 
     def rebuild(self, em):
-        em.call_const(list_iterator_at, [lambda: em.value(self.seq), lambda: em.const(min(self.pos, sys.maxsize))])
+        pos = min(self.pos, sys.maxsize)
+        em.call_const(list_iterator_at, [lambda: em.value(self.seq), lambda: em.const(pos)])
+        if self.seq.source is not None and pos:
+            # The list may be one the trace filled: its contents are replayed after this rebuild,
+            # and an iterator's position cannot pass its list's end (__setstate__ clamps it).
+            held = em.temporary()
+            em.emit("COPY", 1)
+            em.emit("STORE_FAST", held)
+
+            def move_again():
+                em.call_const(list_iterator_at, [lambda: em.emit("LOAD_FAST", held), lambda: em.const(pos)])
+                em.emit("POP_TOP")
+            em.after_effects(move_again)
 
 
-def list_iterator_at(lst: list, pos: int):
-    """Run time: an iterator over `lst` that has consumed `pos` items (a loop live across a break)."""
-    it = iter(lst)
+def list_iterator_at(it_or_list, pos: int):
+    """Run time: an iterator over a list that has consumed `pos` items (a loop live across a break);
+    given the iterator itself, moves it there (once the list it runs over has its contents)."""
+    it = iter(it_or_list)
     it.__setstate__(pos)
     return it
 
