@@ -385,7 +385,7 @@ def test_a_loop_stretch_specialized_per_iteration_runs_eagerly_after_the_limit()
     """Values match eager throughout; the stretch stops at config.loop_stretch_limit graphs (DL031)
     instead of one graph per layer."""
     with torch.no_grad():
-        result = check(_Indexed(), x44(), graphs=None)
+        check(_Indexed(), x44(), graphs=None)
     records = [r for r in RECORDS if r.status == "fallback" and r.kind is not None and r.kind.id == "DL031"]
     assert records, "the stretch that specializes per layer gives up after config.loop_stretch_limit graphs"
     per_frame = collections.Counter(r.qualname for r in RECORDS if r.graphs)
