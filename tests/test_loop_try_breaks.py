@@ -390,3 +390,20 @@ def test_a_loop_stretch_specialized_per_iteration_runs_eagerly_after_the_limit()
     assert records, "the stretch that specializes per layer gives up after config.loop_stretch_limit graphs"
     per_frame = collections.Counter(r.qualname for r in RECORDS if r.graphs)
     assert max(per_frame.values()) <= dl.config.loop_stretch_limit, per_frame
+
+
+def break_inside_a_comprehension(q, k, v, bounds):
+    lengths = bounds[1:] - bounds[:-1]
+    t = "outer"                        # a comprehension variable of the same name, shadowed inside
+    splits = [torch.split(t, lengths.tolist(), dim=0) for t in (q, k, v)]
+    by_key = {i: len(s) for i, s in enumerate(splits)}
+    return torch.cat([a + b * c for a, b, c in zip(*splits)]), by_key, t
+
+
+def test_a_break_inside_a_comprehension_resumes():
+    """The comprehension's own list comes into the resume function as an argument (what it
+    appends is replayed), and the variable it saved (an inlined comprehension, 3.12+) is restored."""
+    rows = lambda: torch.randn(6, 2)   # noqa: E731
+    check(break_inside_a_comprehension, rows(), rows(), rows(), torch.tensor([0, 2, 6]), graphs=None)
+    ran_eagerly = [r for r in RECORDS if r.name == "break_inside_a_comprehension" and r.status == "fallback"]
+    assert not ran_eagerly, [(r.qualname, r.fallback_reason) for r in ran_eagerly]

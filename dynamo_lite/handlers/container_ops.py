@@ -85,28 +85,36 @@ def build_slice(frame, inst):
     frame.push(make_slice(*parts))
 
 
+def _grows(frame, container):
+    """The container a comprehension or a display builds. It is the trace's own, unless the code
+    resumes after a break inside a comprehension: then it came in as an argument, and what is
+    added to it is a change to replay."""
+    frame.tracer.mutate(container)
+    return container
+
+
 @handler("LIST_APPEND")
 def list_append(frame, inst):
     v = frame.pop()
-    frame.peek(inst.arg).items.append(v)
+    _grows(frame, frame.peek(inst.arg)).items.append(v)
 
 
 @handler("SET_ADD")
 def set_add(frame, inst):
     value = frame.pop()
-    frame.peek(inst.arg).add(frame, value)
+    _grows(frame, frame.peek(inst.arg)).add(frame, value)
 
 
 @handler("MAP_ADD")
 def map_add(frame, inst):
     value, key = frame.pop(), frame.pop()
-    frame.peek(inst.arg).items[_key(key)] = value
+    _grows(frame, frame.peek(inst.arg)).items[_key(key)] = value
 
 
 @handler("LIST_EXTEND")
 def list_extend(frame, inst):
     v = frame.pop()
-    frame.peek(inst.arg).items.extend(unpack(frame, v))
+    _grows(frame, frame.peek(inst.arg)).items.extend(unpack(frame, v))
 
 
 @handler("SET_UPDATE")
@@ -118,7 +126,7 @@ def set_update(frame, inst):
 @handler("DICT_UPDATE", "DICT_MERGE")
 def dict_update(frame, inst):
     new = frame.pop().as_mapping(frame)
-    target = frame.peek(inst.arg)
+    target = _grows(frame, frame.peek(inst.arg))
     if inst.opname == "DICT_MERGE":
         dup = set(target.items) & set(new)
         if dup:

@@ -524,8 +524,10 @@ class NullValue(Value):
         em.emit("PUSH_NULL")
 
 
-class UndefinedValue(Value):
-    """What LOAD_FAST_AND_CLEAR pushes for a local that is not bound."""
+class UndefinedValue(NullValue):
+    """What LOAD_FAST_AND_CLEAR pushes for a local that is not bound: a NULL on CPython's stack too
+    (an inlined comprehension saves an unbound variable so; a break inside the comprehension
+    rebuilds it as a NULL, which resume functions push back like any NULL)."""
     __slots__ = ()
 
     def python_type(self):
