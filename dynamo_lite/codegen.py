@@ -446,7 +446,8 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     if catching is not None:
         offsets.append(catching.target)
     lives = {offset: tuple(sorted(name for name in code_facts.live_at(offset) if name in frame.locals
-                                  and name != first)) for offset in offsets}
+                                  and name != first and not isinstance(frame.locals[name], NullValue)))
+             for offset in offsets}
     # Resume functions are made from the user's original code (resume.py): its cells are the
     # ones they close over, found in this frame as cells or (in a resume function) free variables.
     root = original_of(code, last.offset)[0]

@@ -162,7 +162,7 @@ class GraphBuilder:
             target = torch.pow if _contains_tensor(fake_args) else power
         example = self._run_fake(op, target, fake_args, fake_kwargs)
         if not always_node and not _contains_tensor(example) and not _contains_symbolic(example):
-            return Const(example)
+            return Const(_concrete(example))
         node = self.graph.create_node(op, target, node_args, node_kwargs)
         if example is None and always_node:
             node.meta["example_value"] = None
@@ -216,7 +216,7 @@ class GraphBuilder:
                     sub = self.graph.create_node("call_function", operator.getitem, (node, i), {})
                     items.append(self._wrap_result(sub, item))
                 else:
-                    items.append(Const(item))
+                    items.append(Const(_concrete(item)))
             cls = type(example) if type(example) in (tuple, list, torch.Size) or hasattr(type(example), "n_fields") \
                 or hasattr(type(example), "_fields") else tuple
             return SeqValue(items, cls)
@@ -337,6 +337,17 @@ class _AutocastState:
 _INPLACE_FUNCTIONS = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
                       operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
                       operator.ilshift, operator.irshift, operator.imatmul}
+
+
+def _concrete(example):
+    """A result that is constant after all as a plain Python value: a SymInt/SymFloat/SymBool whose
+    expression ShapeEnv has already pinned (by a guard) is the number it stands for, never the
+    symbolic object (which rebuilt code would carry into the program)."""
+    if isinstance(example, SYM_TYPES):
+        return {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(example)](example)
+    if type(example) in (tuple, list):
+        return type(example)(_concrete(x) for x in example)
+    return example
 
 
 def _contains_symbolic(obj) -> bool:

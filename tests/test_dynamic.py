@@ -1,5 +1,6 @@
 """Dynamic shapes: automatic (static first, symbolic once a dim changes), dynamic=True/False,
 0/1 specialization, shape-dependent branches and relations, all compared with eager."""
+import dataclasses
 import math
 
 import pytest
@@ -269,3 +270,36 @@ def test_an_augmented_assignment_to_a_dynamic_number_does_not_change_earlier_rea
         torch.testing.assert_close(got[0], expected[0])
         assert got[1:] == expected[1:], (got[1:], expected[1:])
     assert backend.count == 2
+
+
+@dataclasses.dataclass
+class _Scaled:
+    scale: float = 2.0
+    shift: int = 3
+    tags: list = dataclasses.field(default_factory=list)
+
+
+_CONFIG = _Scaled(scale=3.0)
+
+
+def _replace_compare_and_write_back(x):
+    copy = dataclasses.replace(_CONFIG, shift=_CONFIG.shift + 1)
+    same = copy == _CONFIG                 # compares the dynamic numbers: pins them under guards
+    _CONFIG.scale = _CONFIG.scale * 1.0    # then a result that is constant after all is written back
+    return x * _CONFIG.scale, same
+
+
+def test_a_dynamic_number_pinned_by_a_guard_is_written_back_as_a_plain_number():
+    """After a comparison pins a dynamic float, results computed from it are constants: they must
+    reach the program as Python numbers (a SymFloat written into an object broke its deepcopy)."""
+    captured = dl.capture(_replace_compare_and_write_back)
+    try:
+        for i in range(5):
+            _CONFIG.scale, _CONFIG.shift = _CONFIG.scale + 0.5 * i, i
+            expected_scale = _CONFIG.scale
+            got = captured(torch.ones(2))
+            assert type(_CONFIG.scale) is float and _CONFIG.scale == expected_scale
+            torch.testing.assert_close(got[0], torch.ones(2) * expected_scale)
+            assert got[1] is False
+    finally:
+        _CONFIG.scale, _CONFIG.shift = 3.0, 3

@@ -407,3 +407,24 @@ def test_a_break_inside_a_comprehension_resumes():
     check(break_inside_a_comprehension, rows(), rows(), rows(), torch.tensor([0, 2, 6]), graphs=None)
     ran_eagerly = [r for r in RECORDS if r.name == "break_inside_a_comprehension" and r.status == "fallback"]
     assert not ran_eagerly, [(r.qualname, r.fallback_reason) for r in ran_eagerly]
+
+
+def comprehension_over_a_view_after_breaks(t):
+    for _ in range(2):
+        d = dict([("a", t), ("b", t - 1)])
+        items = d.items()
+        scale = t.abs().mean().item()      # a break
+        t = t / (1.0 + scale)
+        values = d.values()
+        d.setdefault("c", t * 3)
+        del d["b"]
+        keys = [k for k, _ in items]       # breaks inside (the view's iterator): k and _ saved unbound
+        count = len(values)                # a break after the comprehension restored them
+        t = t + list(d.values())[-1]
+    return t, keys, count
+
+
+def test_variables_a_comprehension_left_unbound_stay_unbound_across_breaks():
+    """A comprehension restores the (unbound) variables it saved by storing NULL: the next break
+    must not hand them to its resume function (it crashed the interpreter)."""
+    check(comprehension_over_a_view_after_breaks, torch.ones(2), graphs=None)

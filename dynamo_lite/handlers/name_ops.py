@@ -5,7 +5,7 @@ from .. import breaks
 from ..breaks import Unsupported, user_error
 from ..compat import LOAD_ATTR_HAS_METHOD_BIT, LOCAL_PAIR_OPS, NULL_AFTER_CALLABLE
 from ..semantics import del_attr, load_attr, store_attr
-from ..values.base import NULL, UNDEFINED, LazyValue, UndefinedValue
+from ..values.base import NULL, UNDEFINED, LazyValue, NullValue
 from ..values.functions import CellValue
 from ..values.objects import ObjectValue, SuperValue
 from .registry import handler
@@ -60,7 +60,7 @@ def _store_fast(frame, name: str):
         frame.cells[name] = value
         return
     frame.cells.pop(name, None)
-    if isinstance(value, UndefinedValue):
+    if isinstance(value, NullValue):       # LOAD_FAST_AND_CLEAR's NULL (or a resume's), stored back: unbound
         frame.locals.pop(name, None)
     else:
         frame.locals[name] = value
