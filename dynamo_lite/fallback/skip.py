@@ -27,6 +27,10 @@ INLINE, GRAPH_OP, SKIPPED, DISABLED, UNWRAP, BREAK = range(6)
 _DYNAMO_LITE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TORCH_NN_MODULES = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
+# torch.optim's optimizers are Python loops over parameters and state around tensor ops (the for-loop
+# and foreach implementations): traced like user code, so `opt.step()` becomes graph ops on the
+# parameters and the state tensors.
+_TORCH_OPTIM = os.path.join(_TORCH_DIR, "optim") + os.sep
 # torch Python code traced like user code (not a graph op): the wrapper that
 # `@torch.no_grad()` / `@torch.enable_grad()` put around a function; Python that only reorganises
 # module state around tensor ops (parametrize.py: the `module.weight` property of a parametrized
@@ -121,8 +125,8 @@ def skip_frame(code: types.CodeType) -> bool:
     if code in _disabled_codes:
         return True
     filename = code.co_filename
-    if filename.startswith(_TORCH_NN_MODULES) and code.co_name == "forward":
-        return False
+    if filename.startswith(_TORCH_NN_MODULES) and code.co_name == "forward" or filename.startswith(_TORCH_OPTIM):
+        return False       # reached from code that runs eagerly (a break at the call of `opt.step()`)
     if filename.startswith(("<eval_with_key", "<dynamo_lite", "<frozen ")):
         return True        # fx-generated code, our generated code, frozen stdlib modules
     return is_skipped_file(filename)
@@ -130,7 +134,7 @@ def skip_frame(code: types.CodeType) -> bool:
 
 def call_rule(fn) -> int:
     """How the tracer treats a call to the Python function `fn`."""
-    if getattr(fn, "__dynamo_lite_captured__", None) is not None:
+    if getattr(fn, "__dynamo_lite_captured__", None) is not None or _torch_disabled_for_torchdynamo(fn) is not None:
         return UNWRAP
     if getattr(fn, "__dynamo_lite_disabled__", None) is not None:
         return DISABLED
@@ -146,7 +150,7 @@ def call_rule(fn) -> int:
     filename = code.co_filename
     if filename.startswith(_TORCH_DIR):
         if filename.startswith(_TORCH_NN_MODULES) and not filename.endswith("module.py") or \
-                filename in _TORCH_INLINED_FILES:
+                filename in _TORCH_INLINED_FILES or filename.startswith(_TORCH_OPTIM):
             return INLINE
         return GRAPH_OP
     if is_skipped_file(filename) and not filename.endswith(_INLINED_STDLIB) and code not in _INLINED_STDLIB_CODES:
@@ -184,7 +188,21 @@ def is_printer(fn) -> bool:
 
 
 def unwrapped(fn):
-    return fn.__dynamo_lite_captured__
+    inner = getattr(fn, "__dynamo_lite_captured__", None)
+    return inner if inner is not None else _torch_disabled_for_torchdynamo(fn)
+
+
+def _torch_disabled_for_torchdynamo(fn):
+    """The function inside a `torch._dynamo.disable` wrapper that TorchDynamo put around torch's own
+    code (it swaps an optimizer's `_init_group` for one once it compiled a step): the wrapper only
+    switches TorchDynamo's frame hook off for the call, so the function is traced as it is. None
+    for anything else (a user's own `torch.compiler.disable` is left as it was)."""
+    if not getattr(fn, "_torchdynamo_disable", False):
+        return None
+    inner = getattr(fn, "_torchdynamo_orig_callable", None)
+    if isinstance(inner, types.FunctionType) and inner.__code__.co_filename.startswith(_TORCH_OPTIM):
+        return inner
+    return None
 
 
 def disable(fn):

@@ -18,6 +18,7 @@ from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNS
 from ..guards import QueryMatch
 from ..modelled import call_modelled
 from ..pyops import plain
+from ..sources import AttrSource
 from .base import Const, MethodValue, Value, fold, is_constant, is_data, is_numpy_valued, kind_name
 
 _SPECIALIZE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
@@ -105,6 +106,10 @@ class TensorValue(GraphValue):
             if self.node.op == "placeholder" and example.requires_grad:
                 raise Unsupported(UNSUPPORTED_ATTRIBUTE, "is_leaf of an input that requires grad")
             return Const(example.is_leaf)
+        if name == "grad" and self.node.op == "placeholder" and self.source is not None:
+            # an input's gradient, as the program finds it (a tensor's .grad is not written in a
+            # trace: backward() and assigning .grad are not traced): read and guarded like any attribute
+            return frame.wrap(frame.tracer.graph.real_input(self.node).grad, AttrSource(self.source, "grad"))
         if name in TENSOR_VIEW_ATTRS:
             import builtins
             return frame.tracer.graph.call("call_function", builtins.getattr, (self, Const(name)), {})
