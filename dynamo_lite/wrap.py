@@ -34,7 +34,7 @@ from .values.dict_objects import DictObjectValue, dict_base
 from .values.functions import FunctionValue, PartialValue
 from .values.modules import ModuleValue
 from .values.objects import ObjectValue, version_guarded
-from .values.object_keyed_dicts import DICT_TYPES as OBJECT_KEYED_DICT_TYPES, ObjectKeyedDictValue
+from .values.object_keyed_dicts import ObjectKeyedDictValue, keyed_by_tensors
 from .values.tensors import TensorValue
 
 def wrap(tracer, value: Any, source: Optional[Source]) -> Value:
@@ -96,7 +96,7 @@ def _build(tracer, value, source) -> Value:
         container = wrap_container(value, source, lambda v, s: wrap(tracer, v, s), lambda g: _guard(tracer, g))
         if container is not None:
             return container
-        if type(value) in OBJECT_KEYED_DICT_TYPES and source is not None:   # keyed by tensors: read a key at a time
+        if source is not None and keyed_by_tensors(value):     # read a key at a time
             return ObjectKeyedDictValue.of(value, source, lambda g: _guard(tracer, g))
     if isinstance(value, torch.nn.Module):
         # Parameters and buffers are graph inputs reloaded from their sources, so the graph does not

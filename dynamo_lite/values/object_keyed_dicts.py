@@ -1,4 +1,4 @@
-"""Existing dicts keyed by tensors or other objects hashed by identity, read one key at a time.
+"""Existing dicts keyed by tensors (hashed by identity), read one key at a time.
 
 An optimizer's `state` is a `defaultdict(dict)` keyed by the parameters. Guarding its keys as a
 whole (DictKeysMatch) would compare tensors with `==`; reading it as a whole would make every key
@@ -10,12 +10,15 @@ while tracing is absent from the real dict by identity. Writes (`d[key] = v`, an
 defaultdict's factory makes for a missing key) are kept in the value, so later reads in the
 trace see them, and replayed on the real dict after the graph.
 
-Iterating such a dict, or asking for its keys, is refused: the order of its keys is the order of
+Dicts holding keys with a `__hash__`/`__eq__` of their own are not read this way (a guard would
+run that code). Iterating such a dict, or asking for its keys, is refused: the order of its keys is the order of
 objects that the trace has no sources for.
 """
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
+
+import torch
 
 from ..breaks import UNSUPPORTED_VALUE, Unsupported
 from ..guards import KeyInMatch, LengthMatch, TypeMatch
@@ -24,6 +27,13 @@ from .base import Const, MethodValue, Value
 from .containers import IdentityKey, hashable_key, is_key_constant, key_error
 
 DICT_TYPES = (dict, OrderedDict, defaultdict)
+
+
+def keyed_by_tensors(real: dict) -> bool:
+    """A dict whose keys are key constants or tensors hashed by identity (never an object with a
+    `__hash__`/`__eq__` of its own: a guard would run its code)."""
+    return type(real) in DICT_TYPES and all(
+        is_key_constant(k) or isinstance(k, torch.Tensor) and type(k).__hash__ is torch.Tensor.__hash__ for k in real)
 
 
 class ObjectKeyedDictValue(Value):
