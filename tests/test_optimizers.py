@@ -22,9 +22,9 @@ KINDS = {
 TOL = dict(rtol=1e-5, atol=1e-6)
 
 
-def _model():
+def _model(device="cpu"):
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).to(device)
 
 
 def _assert_same_state(eager_opt, captured_opt):
@@ -42,9 +42,9 @@ def _assert_same_state(eager_opt, captured_opt):
                 assert other == value, (index, name)
 
 
-def _train(kind, foreach, steps, schedule=None, captured=False, backend=None, per_step=None):
+def _train(kind, foreach, steps, schedule=None, captured=False, backend=None, per_step=None, device="cpu"):
     """`steps` optimizer steps on fixed data; returns (model, optimizer, graphs made after each step)."""
-    model = _model()
+    model = _model(device)
     opt = KINDS[kind](model.parameters(), foreach)
     scheduler = schedule(opt) if schedule else None
 
@@ -55,7 +55,7 @@ def _train(kind, foreach, steps, schedule=None, captured=False, backend=None, pe
     counts = []
     data = torch.Generator().manual_seed(1)
     for i in range(steps):
-        x = torch.randn(3, 4, generator=data)
+        x = torch.randn(3, 4, generator=data).to(device)
         model(x).pow(2).sum().backward()
         step()
         opt.zero_grad()
@@ -67,10 +67,11 @@ def _train(kind, foreach, steps, schedule=None, captured=False, backend=None, pe
     return model, opt, counts
 
 
-def _compare(kind, foreach, steps, schedule=None, per_step=None):
-    eager_model, eager_opt, _ = _train(kind, foreach, steps, schedule, per_step=per_step)
+def _compare(kind, foreach, steps, schedule=None, per_step=None, device="cpu"):
+    eager_model, eager_opt, _ = _train(kind, foreach, steps, schedule, per_step=per_step, device=device)
     backend = CountingBackend()
-    model, opt, counts = _train(kind, foreach, steps, schedule, captured=True, backend=backend, per_step=per_step)
+    model, opt, counts = _train(kind, foreach, steps, schedule, captured=True, backend=backend, per_step=per_step,
+                                device=device)
     for name, p in model.named_parameters():
         torch.testing.assert_close(p, dict(eager_model.named_parameters())[name], **TOL, msg=name)
     _assert_same_state(eager_opt, opt)
@@ -100,6 +101,16 @@ def test_a_scheduler_changing_lr_every_step_does_not_recapture_every_step(kind, 
     # the learning rate reaches the last graph as an input, not as a constant
     last = backend.graphs[-1]
     assert any(n.meta.get("real_type") is float for n in last.graph.find_nodes(op="placeholder")), last.code
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("foreach", [None, False], ids=["default", "for_loop"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_cuda_steps_match_eager(kind, foreach):
+    # on CUDA the default is foreach; the step counts stay on the CPU (capturable=False)
+    _, counts = _compare(kind, foreach, steps=6, device="cuda",
+                         schedule=lambda opt: torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.7))
+    assert counts[-1] <= 3 and counts[-4] == counts[-1], counts
 
 
 def test_lambda_lr_warmup_keeps_the_graph_count_bounded():
