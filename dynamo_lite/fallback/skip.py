@@ -4,7 +4,9 @@ Frames of the standard library, torch internals (all but nn module `forward`s), 
 itself and a few tool libraries are never captured. torch.nn's own modules are captured when
 they are what `capture` was given, and inlined into captured code; reached from code that runs
 eagerly, a module made only of torch.nn layers runs eagerly too (as under TorchDynamo): a lone
-built-in layer is one kernel call already, and a graph of it adds guards and nothing else. Users extend this with `add_skip_path`,
+built-in layer is one kernel call already, and a graph of it adds guards and nothing else.
+torch.optim is traced like user code, and its frames are captured wherever the hook meets them
+(an optimizer's `step` is Python loops around tensor ops). Users extend this with `add_skip_path`,
 `dynamo_lite.disable(fn)` (never trace fn) and `dynamo_lite.allow_in_graph(fn)` (put fn in the
 graph as one opaque call).
 """
