@@ -78,7 +78,7 @@ def _compare(kind, foreach, steps, schedule=None, per_step=None, device="cpu"):
     return backend, counts
 
 
-@pytest.mark.parametrize("foreach", [False, True], ids=["for_loop", "foreach"])
+@pytest.mark.parametrize("foreach", [None, False, True], ids=["default", "for_loop", "foreach"])
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_steps_match_eager_and_steady_state_runs_from_the_cache(kind, foreach):
     backend, counts = _compare(kind, foreach, steps=6)

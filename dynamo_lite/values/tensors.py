@@ -241,8 +241,14 @@ _TENSOR_METHODS_UNSUPPORTED = {"backward", "register_hook", "retain_grad", "shar
                                "record_stream", "set_", "resize_", "__setstate__", "__reduce_ex__", "__deepcopy__",
                                "apply_", "map_", "map2_", "to_sparse"}
 # Questions about the process's set-up that libraries ask on every call; folded, and guarded.
+# Questions about the process, answered while tracing and asked again by a guard (QueryMatch):
+# torch.distributed's state; the devices foreach and fused kernels support (torch.optim asks when
+# it picks its implementation: they include the registered privateuse1 backend's name).
+_FOREACH_UTILS = getattr(torch.utils, "_foreach_utils", None)
 _GLOBAL_QUERIES = {torch.distributed.is_available, getattr(torch.distributed, "is_initialized", None),
-                   getattr(torch.distributed, "is_torchelastic_launched", None)} - {None}
+                   getattr(torch.distributed, "is_torchelastic_launched", None),
+                   getattr(_FOREACH_UTILS, "_get_foreach_kernels_supported_devices", None),
+                   getattr(_FOREACH_UTILS, "_get_fused_kernels_supported_devices", None)} - {None}
 _COMPILING_QUERIES = {torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling,
                       getattr(torch._utils, "is_compiling", None)} - {None}
 
