@@ -165,6 +165,35 @@ def test_a_param_group_added_between_calls_recaptures_and_stays_correct(foreach)
     assert counts[-2] == counts[-1], counts
 
 
+def test_a_whole_training_step_with_the_scheduler_inside_the_captured_function():
+    def run(captured):
+        model = _model()
+        opt = KINDS["adamw"](model.parameters(), None)
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 10)
+
+        def train_step(x, y):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            scheduler.step()          # runs eagerly (a break): schedulers are not traced
+            return loss.detach()
+        backend = CountingBackend()
+        fn = dl.capture(train_step, backend=backend) if captured else train_step
+        data = torch.Generator().manual_seed(3)
+        losses = [fn(torch.randn(5, 4, generator=data), torch.randn(5, 2, generator=data)) for _ in range(8)]
+        return losses, model, opt, backend
+
+    eager_losses, eager_model, eager_opt, _ = run(False)
+    losses, model, opt, backend = run(True)
+    torch.testing.assert_close(losses, eager_losses, **TOL)
+    for p, q in zip(model.parameters(), eager_model.parameters()):
+        torch.testing.assert_close(p, q, **TOL)
+    _assert_same_state(eager_opt, opt)
+    assert backend.count <= 4, backend.count     # forward, the step making the state, the step updating it
+    assert any("addcdiv_" in g.code for g in backend.graphs)      # the optimizer's update is in a graph
+
+
 def test_sgd_momentum_buffers_are_created_then_updated():
     backend, counts = _compare("sgd", False, steps=4)
     assert counts == [1, 2, 2, 2]

@@ -33,6 +33,14 @@ _TORCH_NN_MODULES = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
 # and foreach implementations): traced like user code, so `opt.step()` becomes graph ops on the
 # parameters and the state tensors.
 _TORCH_OPTIM = os.path.join(_TORCH_DIR, "optim") + os.sep
+# ... but not the learning-rate schedulers: arithmetic on a step count (an int changing on every
+# call, so a traced scheduler would recapture every step) around no tensor op. Calls of them are
+# breaks (skipped code) and their frames run eagerly; the optimizer step they wrap is captured.
+_TORCH_LR_SCHEDULER = os.path.join(_TORCH_OPTIM, "lr_scheduler.py")
+
+
+def _traced_optim(filename: str) -> bool:
+    return filename.startswith(_TORCH_OPTIM) and filename != _TORCH_LR_SCHEDULER
 # torch Python code traced like user code (not a graph op): the wrapper that
 # `@torch.no_grad()` / `@torch.enable_grad()` put around a function; Python that only reorganises
 # module state around tensor ops (parametrize.py: the `module.weight` property of a parametrized
@@ -127,7 +135,7 @@ def skip_frame(code: types.CodeType) -> bool:
     if code in _disabled_codes:
         return True
     filename = code.co_filename
-    if filename.startswith(_TORCH_NN_MODULES) and code.co_name == "forward" or filename.startswith(_TORCH_OPTIM):
+    if filename.startswith(_TORCH_NN_MODULES) and code.co_name == "forward" or _traced_optim(filename):
         return False       # reached from code that runs eagerly (a break at the call of `opt.step()`)
     if filename.startswith(("<eval_with_key", "<dynamo_lite", "<frozen ")):
         return True        # fx-generated code, our generated code, frozen stdlib modules
@@ -152,8 +160,10 @@ def call_rule(fn) -> int:
     filename = code.co_filename
     if filename.startswith(_TORCH_DIR):
         if filename.startswith(_TORCH_NN_MODULES) and not filename.endswith("module.py") or \
-                filename in _TORCH_INLINED_FILES or filename.startswith(_TORCH_OPTIM):
+                filename in _TORCH_INLINED_FILES or _traced_optim(filename):
             return INLINE
+        if filename == _TORCH_LR_SCHEDULER:
+            return SKIPPED        # Python without tensor ops: as a graph op it would run for real on fake tensors
         return GRAPH_OP
     if is_skipped_file(filename) and not filename.endswith(_INLINED_STDLIB) and code not in _INLINED_STDLIB_CODES:
         return SKIPPED
@@ -202,7 +212,7 @@ def _torch_disabled_for_torchdynamo(fn):
     if not getattr(fn, "_torchdynamo_disable", False):
         return None
     inner = getattr(fn, "_torchdynamo_orig_callable", None)
-    if isinstance(inner, types.FunctionType) and inner.__code__.co_filename.startswith(_TORCH_OPTIM):
+    if isinstance(inner, types.FunctionType) and _traced_optim(inner.__code__.co_filename):
         return inner
     return None
 
