@@ -540,9 +540,11 @@ class BackendError(RuntimeError):
 
 
 def _guard_distinct_inputs(tracer) -> None:
-    # a tensor over a numpy array is made afresh on each reload: the array is what must be distinct
+    # a tensor over a numpy array is made afresh on each reload: the array is what must be distinct;
+    # a float input is immutable, so which float object it is does not matter (a learning rate and
+    # the `initial_lr` it started from are often the same one)
     sources = tuple(src.owner if isinstance(src, FromNumpySource) else src
-                    for (_, _, src) in tracer.graph.inputs if src is not None)
+                    for (_, real, src) in tracer.graph.inputs if src is not None and isinstance(real, torch.Tensor))
     if len(sources) > 1 and tracer.graph.mutates_inputs():
         tracer.add_guard(DistinctMatch(sources))
 

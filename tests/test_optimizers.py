@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import dynamo_lite as dl
+from dynamo_lite.fallback import records
 from dynamo_lite.graph_builder import written_inputs
 from harness import CountingBackend
 
@@ -192,6 +193,40 @@ def test_a_whole_training_step_with_the_scheduler_inside_the_captured_function()
     _assert_same_state(eager_opt, opt)
     assert backend.count <= 4, backend.count     # forward, the step making the state, the step updating it
     assert any("addcdiv_" in g.code for g in backend.graphs)      # the optimizer's update is in a graph
+
+
+def test_two_optimizers_with_schedulers_do_not_keep_recapturing(recwarn):
+    def run(captured):
+        torch.manual_seed(0)
+        gen, disc = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+        opt_g = torch.optim.Adam(gen.parameters(), lr=1e-3)
+        opt_d = torch.optim.SGD(disc.parameters(), lr=1e-2, momentum=0.9)
+        schedulers = [torch.optim.lr_scheduler.StepLR(o, 1, gamma=0.9) for o in (opt_g, opt_d)]
+        backend = CountingBackend()
+        steps = [lambda: opt_g.step(), lambda: opt_d.step()]
+        if captured:
+            steps = [dl.capture(s, backend=backend) for s in steps]
+        data = torch.Generator().manual_seed(2)
+        for _ in range(20):
+            disc(gen(torch.randn(2, 4, generator=data))).sum().backward()
+            for step in steps:
+                step()
+            opt_g.zero_grad(), opt_d.zero_grad()
+            for s in schedulers:
+                s.step()
+        return gen, disc, backend.count
+
+    eager_gen, eager_disc, _ = run(False)
+    first = len(records.RECORDS)
+    gen, disc, count = run(True)
+    captures = [r.qualname for r in list(records.RECORDS)[first:]]
+    for p, q in zip([*gen.parameters(), *disc.parameters()], [*eager_gen.parameters(), *eager_disc.parameters()]):
+        torch.testing.assert_close(p, q, **TOL)
+    assert count == 4, count
+    # the learning rates (floats read from param_groups) do not recapture, also when one float
+    # object is both the rate and its `initial_lr`
+    assert captures.count("_use_grad_for_differentiable.<locals>._use_grad") <= 4, captures
+    assert not [w for w in recwarn if "dynamo_lite" in str(w.message)], [str(w.message)[:200] for w in recwarn]
 
 
 def test_sgd_momentum_buffers_are_created_then_updated():
