@@ -543,9 +543,12 @@ def _leave_autocast_blocks_entered_here(frame, graph) -> None:
 def _check_ops_in_try(tracer) -> None:
     """A run-time error of a graph op inside a try block reruns the frame eagerly (runtime.FrameRun),
     so the except/finally sees it; undoing the graph's writes first must be possible, so the graph
-    must not write into its inputs."""
+    must not write into its inputs. When the try block is a called function's, the break is at
+    the root frame's call of it: that call runs eagerly, the hook captures the callee's frame (and
+    those it calls) on its own, and the root frame resumes after it."""
     if tracer.op_in_try is not None and tracer.graph.writes_into_inputs():
         file, line, _ = tracer.op_in_try
+        tracer.failed_at = tracer.op_in_try_call
         raise Unsupported(breaks.TRY_BLOCK, f"a tensor op inside a try block ({os.path.basename(file)}:{line}) "
                                             f"in a graph that writes into its inputs")
 
@@ -559,9 +562,11 @@ class BackendError(RuntimeError):
 
 
 def _guard_distinct_inputs(tracer) -> None:
-    # a tensor over a numpy array is made afresh on each reload: the array is what must be distinct
+    # a tensor over a numpy array is made afresh on each reload: the array is what must be distinct;
+    # a float input is immutable, so which float object it is does not matter (a learning rate and
+    # the `initial_lr` it started from are often the same one)
     sources = tuple(src.owner if isinstance(src, FromNumpySource) else src
-                    for (_, _, src) in tracer.graph.inputs if src is not None)
+                    for (_, real, src) in tracer.graph.inputs if src is not None and isinstance(real, torch.Tensor))
     if len(sources) > 1 and tracer.graph.mutates_inputs():
         tracer.add_guard(DistinctMatch(sources))
 

@@ -20,6 +20,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 
 from . import breaks
 from .breaks import Unsupported
+from .fake_fallbacks import example_from_stand_ins, example_with_placeholders, is_torch_op
 from .runtime import autocast_devices, check_assertion, enter_autocast, exit_autocast, power, set_autocast_devices
 from .values.base import Const, Value
 from .values.containers import SeqValue
@@ -115,6 +116,10 @@ class GraphBuilder:
         self.inputs.append((node, tensor, source))
         return TensorValue(node, example, source)
 
+    def real_input(self, node: torch.fx.Node):
+        """The real object the placeholder `node` stands for on this call."""
+        return next(real for (placeholder, real, _) in self.inputs if placeholder is node)
+
     def add_scalar_input(self, value, source, guard_expr: str):
         """A Python int or float read from `source` as a graph input (a SymInt / SymFloat while
         tracing): seen changing between calls, it is passed to the graph instead of baked in.
@@ -177,9 +182,28 @@ class GraphBuilder:
 
     def _run_fake(self, op, target, args, kwargs):
         fn: Callable = target if op == "call_function" else getattr(type(args[0]), target)
-        try:
+
+        def run(fn, args, kwargs):
             with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), self._traced_autocast():
                 return fn(*args, **kwargs)
+        try:
+            try:
+                return run(fn, args, kwargs)
+            except DataDependentOutputException:
+                # a 0-d tensor where the op takes a Scalar: the binding reads it, the kernel never does
+                example = example_with_placeholders(op, target, fn, args, kwargs, run)
+                if example is None:
+                    raise
+                return example
+            except (DynamicOutputShapeException, Unsupported):
+                raise
+            except RuntimeError:
+                # a fake kernel rejecting a call the real one takes: checked on real stand-ins
+                plain = is_torch_op(op, target) and not any(enabled for enabled, _ in self.autocast.values())
+                example = example_from_stand_ins(self.fake_mode, fn, args, kwargs, self.grad_enabled) if plain else None
+                if example is None:
+                    raise
+                return example
         except (DataDependentOutputException,) as e:
             raise Unsupported(breaks.TENSOR_TO_PYTHON, f"{_target_name(target)}: {e}") from None
         except DynamicOutputShapeException as e:
@@ -286,7 +310,7 @@ def written_inputs(graph: torch.fx.Graph) -> Optional[list[int]]:
     """Positions of the inputs (placeholders) of `graph` an in-place write lands in, directly or
     through a view, judged by the example values' storages (node.meta["example_value"]); writes
     into the graph's own intermediates do not count. An op given `out=` writes into those tensors
-    (not its first argument). None when that cannot be told (a tensor without example value or
+    (not its first argument), a foreach op into each tensor of its first list. None when that cannot be told (a tensor without example value or
     storage)."""
     positions: dict = {}
     for i, node in enumerate(n for n in graph.nodes if n.op == "placeholder"):
@@ -301,7 +325,9 @@ def written_inputs(graph: torch.fx.Graph) -> Optional[list[int]]:
             out = node.kwargs["out"]
             targets = list(out) if isinstance(out, (tuple, list)) else [out]
         else:
-            targets = [node.args[0] if node.args else None]
+            first = node.args[0] if node.args else None
+            # a foreach op (`torch._foreach_add_(tensors, 1)`) writes into each tensor of its list
+            targets = list(first) if isinstance(first, (tuple, list)) else [first]
         for target in targets:
             key = _storage_key(target.meta.get("example_value")) if isinstance(target, torch.fx.Node) else None
             if key is None:

@@ -181,6 +181,7 @@ class Tracer:
         self.failed_at: Optional[int] = None     # offset of the root instruction an Unsupported came from
         self.exc_info: Optional[Value] = None     # the exception being handled (sys.exc_info()), as a value
         self.op_in_try: Optional[tuple] = None    # where the first graph op inside a catching try block was
+        self.op_in_try_call: Optional[int] = None  # the root offset calling into that try block's frame
         self.generators: list[GeneratorValue] = []   # generators made in this trace
         self.add_guard(GlobalStateMatch.now())
 
@@ -342,6 +343,10 @@ class Tracer:
         failure for one of ours); convert_frame refuses such a graph if it writes into its inputs."""
         if self.op_in_try is None:
             self.op_in_try = frame.location()
+            root = frame
+            while root.parent is not None:
+                root = root.parent
+            self.op_in_try_call = root.current.offset if root is not frame else None
 
     def _chain(self, exc: BaseException) -> None:
         """Raised while another exception is being handled: it becomes the new one's __context__,

@@ -8,6 +8,7 @@ global or closure variable by its bare name): explain shows guard functions that
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from .runtime import dereference
 
@@ -181,6 +182,36 @@ class ItemSource(Source):
 
     def name(self):
         return f"{self.owner.name()}[{self.key!r}]"
+
+    def base(self):
+        return self.owner.base()
+
+
+@dataclass(frozen=True)
+class KeyedItemSource(Source):
+    """`owner[key]` in a dict keyed by objects: the key read from its own source `key_source`
+    (`state[param_groups[0]['params'][0]]`), or a constant `key`."""
+    owner: Source
+    key_source: Optional[Source]
+    key: object = None
+
+    def _key_expr(self, scope):
+        return self.key_source.expr(scope) if self.key_source is not None else scope.const(self.key)
+
+    def expr(self, scope):
+        return f"{self.owner.expr(scope)}[{self._key_expr(scope)}]"
+
+    def reload(self, em):
+        em.load_source(self.owner)
+        if self.key_source is not None:
+            em.load_source(self.key_source)
+        else:
+            em.const(self.key)
+        em.emit("BINARY_SUBSCR")
+
+    def name(self):
+        key = self.key_source.name() if self.key_source is not None else repr(self.key)
+        return f"{self.owner.name()}[{key}]"
 
     def base(self):
         return self.owner.base()

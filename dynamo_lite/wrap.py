@@ -34,6 +34,7 @@ from .values.dict_objects import DictObjectValue, dict_base
 from .values.functions import FunctionValue, PartialValue
 from .values.modules import ModuleValue
 from .values.objects import ObjectValue, version_guarded
+from .values.object_keyed_dicts import ObjectKeyedDictValue, keyed_by_tensors
 from .values.tensors import TensorValue
 
 def wrap(tracer, value: Any, source: Optional[Source]) -> Value:
@@ -95,6 +96,8 @@ def _build(tracer, value, source) -> Value:
         container = wrap_container(value, source, lambda v, s: wrap(tracer, v, s), lambda g: _guard(tracer, g))
         if container is not None:
             return container
+        if source is not None and keyed_by_tensors(value):     # read a key at a time
+            return ObjectKeyedDictValue.of(value, source, lambda g: _guard(tracer, g))
     if isinstance(value, torch.nn.Module):
         # Parameters and buffers are graph inputs reloaded from their sources, so the graph does not
         # depend on which instance this is: its type, and every attribute actually read (each with
@@ -112,7 +115,8 @@ def _build(tracer, value, source) -> Value:
     if callable(value) and (isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, type,
                                                types.MethodWrapperType, types.WrapperDescriptorType,
                                                types.MethodDescriptorType, types.ClassMethodDescriptorType))
-                            or is_torch_namespace(value) or type(value).__module__ == "functools"):
+                            or is_torch_namespace(value) and not _traced_method(value)
+                            or type(value).__module__ == "functools"):
         if source is not None and not is_torch_namespace(value):
             _guard(tracer, _bound_builtin_guard(source, value) or IdMatch.of(source, value))
             if isinstance(value, type):
@@ -139,6 +143,13 @@ def _build(tracer, value, source) -> Value:
     if source is not None and dict_base(type(value)) is not None:
         return DictObjectValue(value, source, pin=tracer)
     return ObjectValue(value, source, pin=tracer)
+
+
+def _traced_method(value) -> bool:
+    """A bound method of torch Python code that is traced like user code (an optimizer's `step`
+    bound by hand): a method of its object, not one opaque graph op."""
+    return isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType) \
+        and call_rule(value.__func__) == INLINE
 
 
 def _plain_list_instance(value) -> bool:

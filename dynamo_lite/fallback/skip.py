@@ -4,7 +4,9 @@ Frames of the standard library, torch internals (all but nn module `forward`s), 
 itself and a few tool libraries are never captured. torch.nn's own modules are captured when
 they are what `capture` was given, and inlined into captured code; reached from code that runs
 eagerly, a module made only of torch.nn layers runs eagerly too (as under TorchDynamo): a lone
-built-in layer is one kernel call already, and a graph of it adds guards and nothing else. Users extend this with `add_skip_path`,
+built-in layer is one kernel call already, and a graph of it adds guards and nothing else.
+torch.optim is traced like user code, and its frames are captured wherever the hook meets them
+(an optimizer's `step` is Python loops around tensor ops). Users extend this with `add_skip_path`,
 `dynamo_lite.disable(fn)` (never trace fn) and `dynamo_lite.allow_in_graph(fn)` (put fn in the
 graph as one opaque call).
 """
@@ -27,6 +29,18 @@ INLINE, GRAPH_OP, SKIPPED, DISABLED, UNWRAP, BREAK = range(6)
 _DYNAMO_LITE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TORCH_NN_MODULES = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
+# torch.optim's optimizers are Python loops over parameters and state around tensor ops (the for-loop
+# and foreach implementations): traced like user code, so `opt.step()` becomes graph ops on the
+# parameters and the state tensors.
+_TORCH_OPTIM = os.path.join(_TORCH_DIR, "optim") + os.sep
+# ... but not the learning-rate schedulers: arithmetic on a step count (an int changing on every
+# call, so a traced scheduler would recapture every step) around no tensor op. Calls of them are
+# breaks (skipped code) and their frames run eagerly; the optimizer step they wrap is captured.
+_TORCH_LR_SCHEDULER = os.path.join(_TORCH_OPTIM, "lr_scheduler.py")
+
+
+def _traced_optim(filename: str) -> bool:
+    return filename.startswith(_TORCH_OPTIM) and filename != _TORCH_LR_SCHEDULER
 # torch Python code traced like user code (not a graph op): the wrapper that
 # `@torch.no_grad()` / `@torch.enable_grad()` put around a function; Python that only reorganises
 # module state around tensor ops (parametrize.py: the `module.weight` property of a parametrized
@@ -121,8 +135,8 @@ def skip_frame(code: types.CodeType) -> bool:
     if code in _disabled_codes:
         return True
     filename = code.co_filename
-    if filename.startswith(_TORCH_NN_MODULES) and code.co_name == "forward":
-        return False
+    if filename.startswith(_TORCH_NN_MODULES) and code.co_name == "forward" or _traced_optim(filename):
+        return False       # reached from code that runs eagerly (a break at the call of `opt.step()`)
     if filename.startswith(("<eval_with_key", "<dynamo_lite", "<frozen ")):
         return True        # fx-generated code, our generated code, frozen stdlib modules
     return is_skipped_file(filename)
@@ -130,7 +144,7 @@ def skip_frame(code: types.CodeType) -> bool:
 
 def call_rule(fn) -> int:
     """How the tracer treats a call to the Python function `fn`."""
-    if getattr(fn, "__dynamo_lite_captured__", None) is not None:
+    if getattr(fn, "__dynamo_lite_captured__", None) is not None or _torch_disabled_for_torchdynamo(fn) is not None:
         return UNWRAP
     if getattr(fn, "__dynamo_lite_disabled__", None) is not None:
         return DISABLED
@@ -146,8 +160,10 @@ def call_rule(fn) -> int:
     filename = code.co_filename
     if filename.startswith(_TORCH_DIR):
         if filename.startswith(_TORCH_NN_MODULES) and not filename.endswith("module.py") or \
-                filename in _TORCH_INLINED_FILES:
+                filename in _TORCH_INLINED_FILES or _traced_optim(filename):
             return INLINE
+        if filename == _TORCH_LR_SCHEDULER:
+            return SKIPPED        # Python without tensor ops: as a graph op it would run for real on fake tensors
         return GRAPH_OP
     if is_skipped_file(filename) and not filename.endswith(_INLINED_STDLIB) and code not in _INLINED_STDLIB_CODES:
         return SKIPPED
@@ -184,7 +200,21 @@ def is_printer(fn) -> bool:
 
 
 def unwrapped(fn):
-    return fn.__dynamo_lite_captured__
+    inner = getattr(fn, "__dynamo_lite_captured__", None)
+    return inner if inner is not None else _torch_disabled_for_torchdynamo(fn)
+
+
+def _torch_disabled_for_torchdynamo(fn):
+    """The function inside a `torch._dynamo.disable` wrapper that TorchDynamo put around torch's own
+    code (it swaps an optimizer's `_init_group` for one once it compiled a step): the wrapper only
+    switches TorchDynamo's frame hook off for the call, so the function is traced as it is. None
+    for anything else (a user's own `torch.compiler.disable` is left as it was)."""
+    if not getattr(fn, "_torchdynamo_disable", False):
+        return None
+    inner = getattr(fn, "_torchdynamo_orig_callable", None)
+    if isinstance(inner, types.FunctionType) and _traced_optim(inner.__code__.co_filename):
+        return inner
+    return None
 
 
 def disable(fn):

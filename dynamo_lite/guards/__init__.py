@@ -5,12 +5,12 @@ compile.py turns a guard set into one check function (and a verbose checker that
 first failing guard).
 """
 from .guards import (AliasMatch, AttrAbsent, CachedCallMatch, ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, DistinctMatch, FunctionMatch,
-                     GlobalStateMatch, Guard, IdMatch,
+                     GlobalStateMatch, Guard, IdMatch, KeyInMatch,
                      LengthMatch, MembershipMatch, NoHooksMatch, NoModesMatch, QueryMatch, ShapeEnvMatch, SubclassesMatch,
                      TensorMatch, TypeMatch, weakref_able)
 from .compile import CompiledGuards, compile_guards
 
 __all__ = ["Guard", "AttrAbsent", "TensorMatch", "TypeMatch", "IdMatch", "ConstantMatch", "LengthMatch", "DictKeysMatch",
-           "MembershipMatch", "GlobalStateMatch", "NoHooksMatch", "AliasMatch", "DistinctMatch", "ShapeEnvMatch",
+           "MembershipMatch", "KeyInMatch", "GlobalStateMatch", "NoHooksMatch", "AliasMatch", "DistinctMatch", "ShapeEnvMatch",
            "FunctionMatch", "ClassAttrsMatch", "ClassVersionMatch", "SubclassesMatch", "CachedCallMatch", "NoModesMatch", "QueryMatch", "weakref_able", "CompiledGuards",
            "compile_guards"]

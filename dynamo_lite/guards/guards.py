@@ -326,6 +326,31 @@ class DictKeysMatch(Guard):
 
 
 @dataclass(frozen=True, eq=False)
+class KeyInMatch(Guard):
+    """`key in d` gave `found`, for an existing dict keyed by objects hashed by identity (an
+    optimizer's state keyed by parameters): the key is read from its own source `other`, or is the
+    constant `key`. Identity hashes never call a tensor's `==`."""
+    source: Source
+    other: Any            # Source of the key, or None for a constant key
+    key: Any
+    found: bool
+
+    def _key(self, scope, const):
+        return self.other.expr(scope) if self.other is not None else const(self.key)
+
+    def code(self, scope, const):
+        return f"({self._key(scope, const)} in {self.source.expr(scope)}) is {self.found}"
+
+    def describe(self):
+        key = self.other.name() if self.other is not None else _display_const(self.key)
+        return f"{key} {'in' if self.found else 'not in'} {self.source.name()}"
+
+    def why_not(self, value):
+        key = self.other.name() if self.other is not None else _display_const(self.key)
+        return f"{key} is {'no longer' if self.found else 'now'} in {self.source.name()}"
+
+
+@dataclass(frozen=True, eq=False)
 class MembershipMatch(Guard):
     """`key in S` gave `found` (S an existing set the traced code only tested membership in)."""
     source: Source

@@ -267,6 +267,9 @@ def _is_printer(f) -> bool:
 
 _AUTOCAST_CLASSES = {torch.autocast, torch.amp.autocast, getattr(torch.cpu.amp, "autocast", None),
                      getattr(torch.cuda.amp, "autocast", None)} - {None}
+# Profiler ranges (torch.optim's `step` runs in one): they only name events for a running profiler,
+# so captured code leaves them out, as TorchDynamo does.
+_PROFILER_RANGES = (torch.autograd.profiler.record_function,)
 _CONSTANT_CLASSES = {int, float, bool, str, complex, bytes, slice, range, torch.device, torch.dtype}
 
 
@@ -276,9 +279,11 @@ def construct(frame, cls_value: Value, args: list, kwargs: dict) -> Value:
     if cls in (torch.no_grad, torch.enable_grad):
         return GradModeValue(cls is torch.enable_grad)
     if cls is torch.set_grad_enabled:
-        return GradModeValue((args[0] if args else kwargs["mode"]).truthy(frame))
+        return GradModeValue.switched_now(frame, (args[0] if args else kwargs["mode"]).truthy(frame))
     if cls is contextlib.nullcontext and not args and not kwargs:
         return GradModeValue(None)            # enabled=None: a context manager that does nothing
+    if cls in _PROFILER_RANGES:
+        return GradModeValue(None)            # a named range in a profile: nothing the program sees
     if cls is torch.inference_mode:
         raise Unsupported(UNKNOWN_CALL, "torch.inference_mode inside captured code")
     if isinstance(cls, enum.EnumMeta) and not kwargs and len(args) == 1 and _enum_lookup_is_pure(cls, args[0]):

@@ -1,5 +1,6 @@
 """Context managers the tracer models: grad modes (`torch.no_grad()`, `enable_grad()`,
-`set_grad_enabled(b)`, `contextlib.nullcontext()`) and `torch.autocast(...)`.
+`set_grad_enabled(b)`, `contextlib.nullcontext()`, profiler ranges that do nothing to the program:
+`torch.autograd.profiler.record_function(name)`) and `torch.autocast(...)`.
 
 Entering and leaving one changes the traced state (grad mode, autocast per device), which the
 graph records as nodes. When a graph break interrupts such a block, its `__exit__` on the stack
@@ -48,19 +49,31 @@ class _Block(Value):
 
 class GradModeValue(_Block):
     """torch.no_grad() / torch.enable_grad() / torch.set_grad_enabled(b) as a context manager
-    (`enabled=None`: contextlib.nullcontext(), which does nothing)."""
-    __slots__ = ("enabled", "previous")
+    (`enabled=None`: contextlib.nullcontext(), which does nothing).
+
+    `torch.set_grad_enabled(b)` switches the mode when it is made, as torch's does (it is also a
+    plain function call: `torch.set_grad_enabled(False)` as a statement); entering it then does
+    nothing and leaving it restores the mode it was made in (`applied`)."""
+    __slots__ = ("enabled", "previous", "applied")
 
     def __init__(self, enabled, source=None):
         super().__init__(source)
         self.enabled = enabled
         self.previous = None
+        self.applied = False
+
+    @classmethod
+    def switched_now(cls, frame, enabled: bool) -> "GradModeValue":
+        block = cls(enabled)
+        block.enter(frame)
+        block.applied = True
+        return block
 
     def python_type(self):
         return object
 
     def enter(self, frame):
-        if self.enabled is not None:
+        if self.enabled is not None and not self.applied:
             self.previous = frame.tracer.graph.grad_enabled
             frame.tracer.set_grad_enabled(self.enabled)
 

@@ -22,7 +22,7 @@ from ..fallback import skip
 from .. import semantics
 from ..semantics import modelled
 from ..sources import AttrSource, ItemSource
-from .base import Const, LazyValue, Value, is_constant, missing_attribute
+from .base import Const, LazyValue, MethodValue, Value, is_constant, missing_attribute
 from .containers import DictValue, SeqValue
 from .tensors import torch_call
 
@@ -76,11 +76,21 @@ class FunctionValue(Value):
             em.const(self.fn)
 
     def load_attr(self, frame, name):
+        if name == "__get__":
+            return MethodValue(self, name)
         try:
             value = getattr(self.fn, name)
         except AttributeError:
             raise missing_attribute(frame, self, name) from None
         return frame.wrap(value, AttrSource(self.source, name) if self.source is not None else None)
+
+    def call_method(self, frame, method, args, kwargs):
+        if method == "__get__" and not kwargs and 1 <= len(args) <= 2:
+            # the descriptor protocol by hand (`func.__get__(obj, cls)`, as lr_scheduler's step wrapper
+            # binds the optimizer's step): a method of obj, or the function itself for obj None
+            obj = args[0]
+            return self if obj.is_python_constant() and obj.as_python() is None else MethodValue(obj, self.fn)
+        return super().call_method(frame, method, args, kwargs)
 
     def call(self, frame, args, kwargs):
         f = self.fn                      # calling depends on its code, defaults and closure, all guarded

@@ -18,6 +18,7 @@ from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, TORCH_NON_TENSOR_
 from ..guards import QueryMatch
 from ..modelled import call_modelled
 from ..pyops import plain
+from ..sources import AttrSource
 from .base import Const, MethodValue, Value, fold, is_constant, is_data, is_numpy_valued, kind_name
 
 _SPECIALIZE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
@@ -105,6 +106,10 @@ class TensorValue(GraphValue):
             if self.node.op == "placeholder" and example.requires_grad:
                 raise Unsupported(UNSUPPORTED_ATTRIBUTE, "is_leaf of an input that requires grad")
             return Const(example.is_leaf)
+        if name == "grad" and self.node.op == "placeholder" and self.source is not None:
+            # an input's gradient, as the program finds it (a tensor's .grad is not written in a
+            # trace: backward() and assigning .grad are not traced): read and guarded like any attribute
+            return frame.wrap(frame.tracer.graph.real_input(self.node).grad, AttrSource(self.source, "grad"))
         if name in TENSOR_VIEW_ATTRS:
             import builtins
             return frame.tracer.graph.call("call_function", builtins.getattr, (self, Const(name)), {})
@@ -241,8 +246,14 @@ _TENSOR_METHODS_UNSUPPORTED = {"backward", "register_hook", "retain_grad", "shar
                                "record_stream", "set_", "resize_", "__setstate__", "__reduce_ex__", "__deepcopy__",
                                "apply_", "map_", "map2_", "to_sparse"}
 # Questions about the process's set-up that libraries ask on every call; folded, and guarded.
+# Questions about the process, answered while tracing and asked again by a guard (QueryMatch):
+# torch.distributed's state; the devices foreach and fused kernels support (torch.optim asks when
+# it picks its implementation: they include the registered privateuse1 backend's name).
+_FOREACH_UTILS = getattr(torch.utils, "_foreach_utils", None)
 _GLOBAL_QUERIES = {torch.distributed.is_available, getattr(torch.distributed, "is_initialized", None),
-                   getattr(torch.distributed, "is_torchelastic_launched", None)} - {None}
+                   getattr(torch.distributed, "is_torchelastic_launched", None),
+                   getattr(_FOREACH_UTILS, "_get_foreach_kernels_supported_devices", None),
+                   getattr(_FOREACH_UTILS, "_get_fused_kernels_supported_devices", None)} - {None}
 _COMPILING_QUERIES = {torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling,
                       getattr(torch._utils, "is_compiling", None)} - {None}
 
