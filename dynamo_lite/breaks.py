@@ -137,6 +137,13 @@ BUILTIN_TYPE_METHOD = _kind(
     "DL030", "builtin-type-method", "a method of a built-in type (str, bytes, list, dict, set, int...) or a "
     "built-in function the tracer does not model",
     "use an equivalent operation the tracer models (see docs/architecture.md), or report the method")
+HIGHER_ORDER_EFFECT = _kind(
+    "DL031", "higher-order-effect", "the function given to torch.cond, torch.func.vmap, grad, jacrev, ... has an "
+    "effect beyond computing its result (it writes to a list, attribute, global or nonlocal that outlives it, "
+    "changes grad mode, or writes in place into its inputs or the tensors it closes over): the op may run it "
+    "twice, or batched, so it is not put in a graph and the call runs eagerly",
+    "make the function pure tensor code that returns what it computes; do the Python-side bookkeeping on its "
+    "result, outside the function")
 
 
 class Unsupported(Exception):

@@ -27,6 +27,7 @@ from . import _evalframe, breaks, config
 from .breaks import GraphBreakError, TracedException, Unsupported
 from .code_facts import facts
 from .codegen import break_start, check_resumable, make_break_code, make_code, tensors_needed
+from .graph_builder import keep_saved_tensor
 from .fallback import records, skip
 from .fallback.records import FrameRecord
 from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch,
@@ -200,10 +201,6 @@ _NESTED_BUILTIN_GUARDS = _RunsEagerly("def ___guard(fn, self, *args):\n    retur
                                       "from eager code run eagerly\n")
 
 
-def _keep(tensor):
-    return tensor
-
-
 def _saved_tensor_hooks_see_no_tracing() -> contextlib.ExitStack:
     """Tracing runs the ops on fake tensors under autograd, which saves them for backward. The
     program's saved-tensor hooks (activation checkpointing's, offloading) must see only the real
@@ -211,7 +208,7 @@ def _saved_tensor_hooks_see_no_tracing() -> contextlib.ExitStack:
     hooks, there are none to hide from."""
     stack = contextlib.ExitStack()
     try:
-        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(_keep, _keep))
+        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(keep_saved_tensor, keep_saved_tensor))
     except RuntimeError:
         pass
     return stack
@@ -284,6 +281,8 @@ def _mark_skip(code) -> None:
 def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
     if skip.skip_frame(code):
         set_extra(code, _evalframe.SKIP)
+        return None
+    if skip.called_by_torch_machinery(sys._getframe(3)):
         return None
     entries = cache_entries(code)
     if skip.is_torch_nn_forward(code) and args and _runs_eagerly_nested(sys._getframe(3), args[0]) \

@@ -33,6 +33,11 @@ _TORCH_NN_MODULES = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
 # module and ParametrizationList; parametrizations.py: weight_norm / orthogonal / spectral_norm).
 _TORCH_INLINED_FILES = (os.path.join(_TORCH_DIR, "utils", "_contextlib.py"),
                         *(os.path.join(_TORCH_DIR, "nn", "utils", f) for f in ("parametrize.py", "parametrizations.py")))
+# torch's own machinery that runs Python functions it was handed: TorchDynamo and inductor (eager
+# torch.cond compiles its branches), torch.func (vmap/grad call the function on batched or
+# grad-tracking tensors), the higher-order ops. A frame such code calls runs as it runs it.
+_TORCH_MACHINERY_DIRS = tuple(os.path.join(_TORCH_DIR, d) + os.sep
+                              for d in ("_dynamo", "_inductor", "_functorch", "_higher_order_ops", "_export"))
 _STDLIB_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
 _TOOL_PACKAGES = ("numpy", "rich", "pytest", "_pytest", "pluggy", "IPython", "ipykernel", "jupyter_client",
                   "hypothesis", "typing_extensions", "tqdm", "sympy", "triton", "setuptools", "pkg_resources",
@@ -126,6 +131,17 @@ def skip_frame(code: types.CodeType) -> bool:
     if filename.startswith(("<eval_with_key", "<dynamo_lite", "<frozen ")):
         return True        # fx-generated code, our generated code, frozen stdlib modules
     return is_skipped_file(filename)
+
+
+def called_by_torch_machinery(caller) -> bool:
+    """Whether a frame whose caller is `caller` runs inside torch's own machinery (above): a
+    user function that eager torch.cond / torch.func / torch.compile is running. Such frames are
+    never captured (not marked either: called from elsewhere, the same code is captured)."""
+    while caller is not None:
+        if caller.f_code.co_filename.startswith(_TORCH_MACHINERY_DIRS):
+            return True
+        caller = caller.f_back
+    return False
 
 
 def call_rule(fn) -> int:
