@@ -279,10 +279,11 @@ def _mark_skip(code) -> None:
 
 
 def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
+    if skip.is_torch_machinery(code):
+        set_extra(code, _evalframe.NOHOOK)
+        return _evalframe.NOHOOK          # this run too: the hook is off until the frame returns
     if skip.skip_frame(code):
         set_extra(code, _evalframe.SKIP)
-        return None
-    if skip.called_by_torch_machinery(sys._getframe(3)):
         return None
     entries = cache_entries(code)
     if skip.is_torch_nn_forward(code) and args and _runs_eagerly_nested(sys._getframe(3), args[0]) \

@@ -33,6 +33,7 @@ from .breaks import Unsupported
 from .graph_builder import written_inputs
 from .values.base import Value
 from .values.containers import SeqValue
+from .values.functions import CellValue
 from .values.tensors import SymValue, TensorValue
 
 
@@ -102,7 +103,7 @@ class _OuterState:
             if not isinstance(v, Value) or id(v) in self.values:
                 continue
             children = _children(v)
-            self.values[id(v)] = tuple(map(id, children))
+            self.values[id(v)] = _fingerprint(v)
             self.keep.append(v)
             stack.extend(children)
 
@@ -111,9 +112,20 @@ class _OuterState:
             raise Unsupported(breaks.HIGHER_ORDER_EFFECT, f"the function given to {what} writes to an attribute, a "
                                                           f"global, a cell or a container that outlives it")
         for v in self.keep:
-            if tuple(map(id, _children(v))) != self.values[id(v)]:
+            if _fingerprint(v) != self.values[id(v)]:
                 raise Unsupported(breaks.HIGHER_ORDER_EFFECT, f"the function given to {what} changes a "
                                                               f"{type(v).__name__} made before it was called")
+
+
+def _fingerprint(v: Value):
+    """What changes when `v`'s contents change: its children's identities. A cell's contents read
+    from the program are wrapped when first read (a LazyValue becomes a value with the same
+    source), which is no change."""
+    if isinstance(v, CellValue):
+        contents = v.contents
+        source = getattr(contents, "source", None)
+        return ("source", source) if source is not None else id(contents)
+    return tuple(map(id, _children(v)))
 
 
 def _children(v: Value) -> tuple:

@@ -35,7 +35,7 @@ _TORCH_INLINED_FILES = (os.path.join(_TORCH_DIR, "utils", "_contextlib.py"),
                         *(os.path.join(_TORCH_DIR, "nn", "utils", f) for f in ("parametrize.py", "parametrizations.py")))
 # torch's own machinery that runs Python functions it was handed: TorchDynamo and inductor (eager
 # torch.cond compiles its branches), torch.func (vmap/grad call the function on batched or
-# grad-tracking tensors), the higher-order ops. A frame such code calls runs as it runs it.
+# grad-tracking tensors), the higher-order ops.
 _TORCH_MACHINERY_DIRS = tuple(os.path.join(_TORCH_DIR, d) + os.sep
                               for d in ("_dynamo", "_inductor", "_functorch", "_higher_order_ops", "_export"))
 _STDLIB_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
@@ -133,15 +133,11 @@ def skip_frame(code: types.CodeType) -> bool:
     return is_skipped_file(filename)
 
 
-def called_by_torch_machinery(caller) -> bool:
-    """Whether a frame whose caller is `caller` runs inside torch's own machinery (above): a
-    user function that eager torch.cond / torch.func / torch.compile is running. Such frames are
-    never captured (not marked either: called from elsewhere, the same code is captured)."""
-    while caller is not None:
-        if caller.f_code.co_filename.startswith(_TORCH_MACHINERY_DIRS):
-            return True
-        caller = caller.f_back
-    return False
+def is_torch_machinery(code: types.CodeType) -> bool:
+    """Code of torch's own machinery (above): it runs with the hook off until it returns, so no
+    function it calls (the branches eager torch.cond compiles, a vmapped function on batched
+    tensors, what TorchDynamo runs while compiling) is captured."""
+    return code.co_filename.startswith(_TORCH_MACHINERY_DIRS)
 
 
 def call_rule(fn) -> int:
