@@ -27,14 +27,14 @@ from . import _evalframe, breaks, config
 from .breaks import GraphBreakError, TracedException, Unsupported
 from .code_facts import facts
 from .codegen import break_start, check_resumable, make_break_code, make_code, tensors_needed
-from .graph_builder import keep_saved_tensor
+from .graph_builder import keep_saved_tensor, tracing_saved_tensor_hooks_lifted
 from .fallback import records, skip
 from .fallback.records import FrameRecord
 from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch,
                      compile_guards)
 from .interpreter import SCALARS, Tracer
-from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, restore_autocast,
-                      restoring_grad_mode)
+from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, func_transform,
+                      restore_autocast, restoring_grad_mode)
 from .sources import FromNumpySource
 from .values.base import LazyValue, Value
 from .values.contexts import AutocastValue, block_exit
@@ -563,7 +563,11 @@ def _compile(gm, graph, options):
     with warnings.catch_warnings():      # the backend's own warnings reach the user (tracing's do not)
         warnings.simplefilter("default")
         try:
-            fn = options.backend(gm, example_inputs)
+            # torch.func's autograd transforms refuse saved-tensor hooks: a backend retracing them
+            # (inductor) must not run under tracing's own
+            transforms = any(n.target is func_transform for n in gm.graph.nodes)
+            with tracing_saved_tensor_hooks_lifted() if transforms else contextlib.nullcontext():
+                fn = options.backend(gm, example_inputs)
         except Exception as e:
             raise BackendError(options.backend_name, e) from e
         finally:

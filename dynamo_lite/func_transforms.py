@@ -19,14 +19,12 @@ non-tensor refuses the call (it then runs eagerly).
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
 
-import torch
 
 from . import breaks
 from .breaks import Unsupported
-from .graph_builder import is_symbolic, keep_saved_tensor
+from .graph_builder import is_symbolic, tracing_saved_tensor_hooks_lifted
 from .modelled import models
 from .runtime import FUNC_TRANSFORMS, func_transform, remake_func_transform
 from .subgraphs import trace_body
@@ -169,23 +167,6 @@ def _constant(arg: Value, name: str) -> Value:
 def _node(frame, name: str, body, options: dict, tensors: list) -> Value:
     graph = frame.tracer.graph
     sub = graph.subgraph(body.gm, f"{name}_body")
-    with _tracing_saved_tensor_hooks_lifted():
+    with tracing_saved_tensor_hooks_lifted():
         return graph.call("call_function", func_transform, (Const(name), sub, Const(options), *tensors, *body.lifted),
                           {})
-
-
-@contextlib.contextmanager
-def _tracing_saved_tensor_hooks_lifted():
-    """Tracing runs under identity saved-tensor hooks (convert_frame: the program's hooks must not
-    see fake tensors); torch.func's autograd transforms refuse to run under any hooks, so ours are
-    lifted while the transform runs on example values. Hooks of the program's own stay: under
-    them the transform fails here as it would in eager, and the call runs eagerly."""
-    hooks = torch._C._autograd._top_saved_tensors_default_hooks(False)
-    ours = hooks is not None and hooks[0] is keep_saved_tensor
-    if ours:
-        torch._C._autograd._pop_saved_tensors_default_hooks()
-    try:
-        yield
-    finally:
-        if ours:
-            torch._C._autograd._push_saved_tensors_default_hooks(*hooks)

@@ -40,6 +40,23 @@ def keep_saved_tensor(tensor):
     return tensor
 
 
+@contextlib.contextmanager
+def tracing_saved_tensor_hooks_lifted():
+    """Lift the identity hooks tracing runs under (keep_saved_tensor) for a while: torch.func's
+    autograd transforms refuse to run under any saved-tensor hooks, on example values (a
+    func_transform node) or in a backend tracing the graph (inductor). Hooks of the program's
+    own stay: under them the transform fails here as it would in eager, and the call runs eagerly."""
+    hooks = torch._C._autograd._top_saved_tensors_default_hooks(False)
+    ours = hooks is not None and hooks[0] is keep_saved_tensor
+    if ours:
+        torch._C._autograd._pop_saved_tensors_default_hooks()
+    try:
+        yield
+    finally:
+        if ours:
+            torch._C._autograd._push_saved_tensors_default_hooks(*hooks)
+
+
 def is_symbolic(x) -> bool:
     """A SymInt/SymFloat/SymBool that really depends on a symbol (not a constant in disguise)."""
     return isinstance(x, SYM_TYPES) and bool(getattr(x.node.expr, "free_symbols", None))

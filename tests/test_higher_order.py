@@ -262,6 +262,7 @@ def cond_returns_input(x):
     return torch.cond(x.sum() > 0, lambda a: a, lambda a: a * 3, (x,))
 
 
+@skip_in_reference("TorchDynamo's message names the placeholders of its own trace")
 @pytest.mark.parametrize("fn", [cond_writes_input, cond_returns_input], ids=lambda f: f.__name__)
 def test_cond_refusals_raise_eagers_error(fn):
     """Eager torch.cond refuses these; run eagerly, the captured side raises the same error."""
