@@ -4,7 +4,9 @@
  * Mechanism only, no policy.  Every frame CPython starts while the hook is installed comes here.
  * Fast paths in C decide "run it as is": no callback for this thread, generator/coroutine or
  * non-function frames, frames being resumed or thrown into, frames under a tracer, code marked
- * SKIP in its co_extra slot.  Otherwise the code's cache (a list of (guard, code) pairs kept in
+ * SKIP in its co_extra slot.  Code marked NOHOOK runs as is with this thread's callback switched
+ * off until it returns (torch's own machinery that calls Python functions it is handed: eager
+ * torch.cond compiling with TorchDynamo, torch.func's transforms).  Otherwise the code's cache (a list of (guard, code) pairs kept in
  * co_extra by the Python side) is tried: the first guard that accepts the frame's arguments
  * supplies the replacement code.  On a miss the Python callback is asked; it returns None (run the
  * frame as is) or replacement code.
@@ -67,6 +69,7 @@
 static Py_tss_t callback_key = Py_tss_NEEDS_INIT;  /* owned ref, NULL when off */
 static Py_ssize_t extra_index = -1;
 static PyObject *skip_sentinel = NULL;
+static PyObject *nohook_sentinel = NULL;
 static int active_threads = 0;                       /* threads whose callback is set */
 static _PyFrameEvalFunction previous_eval = NULL;
 static long long stat_hits = 0, stat_misses = 0;
@@ -84,12 +87,16 @@ static PyObject *evaluate(PyThreadState *, _PyInterpreterFrame *, int);
 #define MAX_HOOK_DEPTH 200
 static _Thread_local int hook_depth = 0;             /* evaluations of this thread nested in the hook */
 static int deep_threads = 0;                         /* threads past MAX_HOOK_DEPTH */
+/* Frames of code marked NOHOOK running (torch's own machinery): the hook is off the interpreter
+ * meanwhile, as for deep threads, so machinery that installs an eval function of its own
+ * (TorchDynamo, compiling eager torch.cond's branches) never finds ours to chain back to. */
+static int nohook_frames = 0;
 
 /* The hook is installed while some thread has a callback and no thread is too deep. */
 static void update_eval_func(void) {
     PyInterpreterState *interp = PyInterpreterState_Get();
     _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(interp);
-    int wanted = active_threads > 0 && deep_threads == 0;
+    int wanted = active_threads > 0 && deep_threads == 0 && nohook_frames == 0;
     if (wanted && current != dl_eval_frame) {
         previous_eval = current;
         _PyInterpreterState_SetEvalFrameFunc(interp, dl_eval_frame);
@@ -177,6 +184,20 @@ static PyObject *lookup(PyObject *entries, PyObject *const *args, Py_ssize_t nar
 
 #define SMALL_ARGS 16
 
+/* Run a frame of NOHOOK code with this thread's callback off and the hook off the interpreter (the
+ * TSS slot's reference to the callback is kept meanwhile). */
+static PyObject *evaluate_without_hook(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag,
+                                       PyObject *callback) {
+    PyThread_tss_set(&callback_key, NULL);
+    nohook_frames++;
+    update_eval_func();
+    PyObject *r = evaluate(tstate, frame, throwflag);
+    nohook_frames--;
+    update_eval_func();
+    PyThread_tss_set(&callback_key, callback);
+    return r;
+}
+
 static PyObject *dl_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag) {
     PyObject *callback = get_callback();
     PyCodeObject *code = FRAME_CODE(frame);
@@ -194,6 +215,7 @@ static PyObject *dl_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame
     void *extra = NULL;
     if (CODE_GET_EXTRA((PyObject *)code, extra_index, &extra) < 0) { PyErr_Clear(); goto run_default; }
     if (extra == skip_sentinel) goto run_default;
+    if (extra == nohook_sentinel) return evaluate_without_hook(tstate, frame, throwflag, callback);
 
     /* From here on Python code of ours runs: switch this thread's callback off (no refcount traffic). */
     PyThread_tss_set(&callback_key, NULL);
@@ -239,6 +261,10 @@ restore:
     }
     if (PyCode_Check(result) && result != (PyObject *)FRAME_CODE(frame)) {
         swap_code(tstate, frame, (PyCodeObject *)result, frame_nargs(FRAME_CODE(frame)));
+    }
+    if (result == nohook_sentinel) {      /* the callback marked the code NOHOOK: this first run too */
+        Py_DECREF(result);
+        return evaluate_without_hook(tstate, frame, throwflag, callback);
     }
     Py_DECREF(result);
 run_default:
@@ -386,6 +412,10 @@ PyMODINIT_FUNC PyInit__evalframe(void) {
     if (skip_sentinel == NULL) return NULL;
     Py_INCREF(skip_sentinel);
     PyModule_AddObject(m, "SKIP", skip_sentinel);
+    nohook_sentinel = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    if (nohook_sentinel == NULL) return NULL;
+    Py_INCREF(nohook_sentinel);
+    PyModule_AddObject(m, "NOHOOK", nohook_sentinel);
     Py_INCREF(&DisabledCallType);
     PyModule_AddObject(m, "DisabledCall", (PyObject *)&DisabledCallType);
     return m;

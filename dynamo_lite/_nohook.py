@@ -12,6 +12,7 @@ import threading
 import weakref
 
 SKIP = object()
+NOHOOK = object()
 _callbacks = threading.local()
 _extras: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 

@@ -144,6 +144,14 @@ LOOP_SPECIALIZED = _kind(
     "make the iterations alike (iterate over the modules rather than index them with the counter), move the "
     "break out of the loop, or raise dynamo_lite.config.loop_stretch_limit")
 
+HIGHER_ORDER_EFFECT = _kind(
+    "DL032", "higher-order-effect", "the function given to torch.cond, torch.func.vmap, grad, jacrev, ... has an "
+    "effect beyond computing its result (it writes to a list, attribute, global or nonlocal that outlives it, "
+    "changes grad mode, or writes in place into its inputs or the tensors it closes over): the op may run it "
+    "twice, or batched, so it is not put in a graph and the call runs eagerly",
+    "make the function pure tensor code that returns what it computes; do the Python-side bookkeeping on its "
+    "result, outside the function")
+
 
 def event_kind(event: dict) -> str:
     """The kind a report's event (a FrameEvent as saved in JSON) counts under: for a frame run

@@ -27,14 +27,15 @@ from . import _evalframe, breaks, config
 from .breaks import GraphBreakError, TracedException, Unsupported
 from .code_facts import facts
 from .codegen import break_start, check_resumable, make_break_code, make_code, tensors_needed
+from .graph_builder import keep_saved_tensor, tracing_saved_tensor_hooks_lifted
 from .resume import is_driven
 from .fallback import records, skip
 from .fallback.records import FrameRecord
 from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch,
                      compile_guards)
 from .interpreter import SCALARS, Tracer
-from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, restore_autocast,
-                      restoring_grad_mode)
+from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, func_transform,
+                      restore_autocast, restoring_grad_mode)
 from .sources import FromNumpySource
 from .values.base import LazyValue, Value
 from .values.contexts import AutocastValue, block_exit
@@ -203,10 +204,6 @@ _NESTED_BUILTIN_GUARDS = _RunsEagerly("def ___guard(fn, self, *args):\n    retur
                                       "from eager code run eagerly\n")
 
 
-def _keep(tensor):
-    return tensor
-
-
 def _saved_tensor_hooks_see_no_tracing() -> contextlib.ExitStack:
     """Tracing runs the ops on fake tensors under autograd, which saves them for backward. The
     program's saved-tensor hooks (activation checkpointing's, offloading) must see only the real
@@ -214,7 +211,7 @@ def _saved_tensor_hooks_see_no_tracing() -> contextlib.ExitStack:
     hooks, there are none to hide from."""
     stack = contextlib.ExitStack()
     try:
-        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(_keep, _keep))
+        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(keep_saved_tensor, keep_saved_tensor))
     except RuntimeError:
         pass
     return stack
@@ -285,6 +282,9 @@ def _mark_skip(code) -> None:
 
 
 def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
+    if skip.is_torch_machinery(code):
+        set_extra(code, _evalframe.NOHOOK)
+        return _evalframe.NOHOOK          # this run too: the hook is off until the frame returns
     if skip.skip_frame(code):
         set_extra(code, _evalframe.SKIP)
         return None
@@ -579,7 +579,11 @@ def _compile(gm, graph, options):
     with warnings.catch_warnings():      # the backend's own warnings reach the user (tracing's do not)
         warnings.simplefilter("default")
         try:
-            fn = options.backend(gm, example_inputs)
+            # torch.func's autograd transforms refuse saved-tensor hooks: a backend retracing them
+            # (inductor) must not run under tracing's own
+            transforms = any(n.target is func_transform for n in gm.graph.nodes)
+            with tracing_saved_tensor_hooks_lifted() if transforms else contextlib.nullcontext():
+                fn = options.backend(gm, example_inputs)
         except Exception as e:
             raise BackendError(options.backend_name, e) from e
         finally:

@@ -35,6 +35,29 @@ except ImportError:
     pass
 
 
+def keep_saved_tensor(tensor):
+    """The identity saved-tensor hook tracing runs under (convert_frame), so the program's own
+    hooks never see the example ops' fake tensors."""
+    return tensor
+
+
+@contextlib.contextmanager
+def tracing_saved_tensor_hooks_lifted():
+    """Lift the identity hooks tracing runs under (keep_saved_tensor) for a while: torch.func's
+    autograd transforms refuse to run under any saved-tensor hooks, on example values (a
+    func_transform node) or in a backend tracing the graph (inductor). Hooks of the program's
+    own stay: under them the transform fails here as it would in eager, and the call runs eagerly."""
+    hooks = torch._C._autograd._top_saved_tensors_default_hooks(False)
+    ours = hooks is not None and hooks[0] is keep_saved_tensor
+    if ours:
+        torch._C._autograd._pop_saved_tensors_default_hooks()
+    try:
+        yield
+    finally:
+        if ours:
+            torch._C._autograd._push_saved_tensors_default_hooks(*hooks)
+
+
 def is_symbolic(x) -> bool:
     """A SymInt/SymFloat/SymBool that really depends on a symbol (not a constant in disguise)."""
     return isinstance(x, SYM_TYPES) and bool(getattr(x.node.expr, "free_symbols", None))
@@ -92,6 +115,9 @@ class GraphBuilder:
         self.autocast_cache = torch.is_autocast_cache_enabled()
         self._real_autocast = dict(self.autocast)
         self._placeholder_names: set[str] = set()
+        # fx GraphModules of higher-order ops' functions (torch.cond's branches, a vmap's body),
+        # reached by get_attr nodes: they become submodules of the finished GraphModule.
+        self.subgraphs: dict[str, torch.fx.GraphModule] = {}
 
     # ---- inputs -----------------------------------------------------------------------------
     def add_input(self, tensor: torch.Tensor, source, dynamic_dims=(), guard_expr: str = "") -> TensorValue:
@@ -141,6 +167,33 @@ class GraphBuilder:
         self.inputs.append((node, value, source))
         known = self._scalar_inputs[source] = SymValue(node, example, source)
         return known
+
+    def body_input(self, example, name: str) -> Value:
+        """A stand-in input of a function being traced into a subgraph (subgraphs.py): a
+        placeholder node with `example` that the subgraph's extraction erases again."""
+        node = self.graph.placeholder(self._placeholder_name(f"body_{name}"))
+        node.meta["example_value"] = example
+        node.meta["body_input"] = True
+        return self._wrap_result(node, example)
+
+    def subgraph(self, gm: torch.fx.GraphModule, prefix: str) -> "SubgraphArg":
+        """Register `gm` as a submodule of the graph; the value passes it to a higher-order op."""
+        i = 0
+        while f"{prefix}_{i}" in self.subgraphs:
+            i += 1
+        name = f"{prefix}_{i}"
+        self.subgraphs[name] = gm
+        node = self.graph.get_attr(name)
+        node.meta["example_value"] = gm
+        return SubgraphArg(node, gm)
+
+    def module_root(self, graph: torch.fx.Graph) -> torch.nn.Module:
+        """A root module holding the subgraphs the get_attr nodes of `graph` read."""
+        root = torch.nn.Module()
+        for node in graph.nodes:
+            if node.op == "get_attr" and node.target in self.subgraphs:
+                root.add_module(node.target, self.subgraphs[node.target])
+        return root
 
     def _placeholder_name(self, text: str) -> str:
         base = re.sub(r"[^0-9a-zA-Z_]+", "_", text).strip("_").lower() or "input"
@@ -279,8 +332,7 @@ class GraphBuilder:
 
     def finish(self, outputs: list[TensorValue]) -> torch.fx.GraphModule:
         self.graph.output(tuple(v.node for v in outputs))
-        gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
-        return gm
+        return torch.fx.GraphModule(self.module_root(self.graph), self.graph)
 
     def mutates_inputs(self) -> bool:
         """Whether any node writes into a tensor in place (so input aliasing matters)."""
@@ -343,6 +395,22 @@ def _storage_key(value):
         return value.untyped_storage()._cdata
     except Exception:      # no storage to look at (sparse, some subclasses)
         return None
+
+
+class SubgraphArg(Value):
+    """A subgraph (an fx GraphModule registered on the graph) as an argument of a graph op; it
+    never reaches the program's own values."""
+    __slots__ = ("node", "gm")
+
+    def __init__(self, node: torch.fx.Node, gm: torch.fx.GraphModule):
+        super().__init__(None)
+        self.node, self.gm = node, gm
+
+    def python_type(self):
+        return torch.fx.GraphModule
+
+    def graph_arg(self):
+        return self.node, self.gm
 
 
 class _AutocastState:

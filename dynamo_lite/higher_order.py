@@ -1,4 +1,17 @@
-"""torch's higher-order ops that take a Python function, traced by calling that function.
+"""torch's higher-order ops that take a Python function: `torch.cond` and `associative_scan`.
+
+`torch.cond(pred, true_fn, false_fn, operands)` with a tensor predicate keeps both branches, as
+TorchDynamo does: each branch is traced by our tracer into an fx subgraph (subgraphs.py), the
+subgraphs become submodules of the graph, and one node calls
+`torch.ops.higher_order.cond(pred, cond_true_0, cond_false_0, (operands..., lifted...))`, which
+both the eager backend and inductor run. Eager torch.cond would compile the branches with
+TorchDynamo; we never get there. With a Python-constant predicate (a bool, or a size that
+specializes under a guard) eager torch.cond simply calls the taken branch, and so do we:
+it is inlined. Branches must be pure (DL032), take and return tensors with the same structure
+and metadata, and not return their inputs (eager refuses aliasing); otherwise the call runs
+eagerly, where torch raises the same error eager would.
+
+The torch.func transforms (vmap, grad, jacrev, ...) live in func_transforms.py.
 
 `torch._higher_order_ops.associative_scan(combine_fn, xs, dim)` is what libraries call on their
 compile path (transformers' Mamba when `torch.compiler.is_compiling()`). Its eager
@@ -16,11 +29,99 @@ import torch
 from . import breaks
 from .breaks import Unsupported
 from .modelled import models
+from .subgraphs import align_lifted, repack, trace_body
 from .values.base import Const, Value
 from .values.containers import SeqValue
-from .values.tensors import TensorValue
+from .values.tensors import SymValue, TensorValue
 
 MAX_UNROLLED_SCAN = 64
+
+
+# ---- torch.cond ---------------------------------------------------------------------------------
+@models(torch.cond)
+def _cond(frame, args: list, kwargs: dict) -> Value:
+    pred, true_fn, false_fn, operands = _bind_cond(args, kwargs)
+    if isinstance(pred, SymValue):       # a Python bool in eager (a comparison of sizes): specialize it
+        pred = Const(pred.truthy(frame))
+    if pred.is_python_constant():
+        taken = true_fn if pred.as_python() else false_fn
+        return taken.call(frame, list(operands), {})
+    if not isinstance(pred, TensorValue) or pred.example.numel() != 1:
+        raise Unsupported(breaks.UNKNOWN_CALL, "torch.cond with a predicate other than a bool or a one-element tensor")
+    if not all(isinstance(o, TensorValue) for o in operands):
+        raise Unsupported(breaks.UNKNOWN_CALL, "torch.cond with operands other than tensors")
+    return cond(frame, pred, true_fn, false_fn, operands)
+
+
+def cond(frame, pred: TensorValue, true_fn: Value, false_fn: Value, operands: list) -> Value:
+    """Both branches traced into subgraphs and one `torch.ops.higher_order.cond` node."""
+    examples = [o.example for o in operands]
+    branches = [trace_body(frame, fn, examples, what="torch.cond", flatten=True) for fn in (true_fn, false_fn)]
+    true_body, false_body = branches
+    if not true_body.output_examples():
+        raise Unsupported(breaks.UNKNOWN_CALL, "torch.cond branches that return no tensor")
+    _check_branches_agree(true_body, false_body)
+    for body in branches:
+        _check_no_aliasing(body)
+    lifted = align_lifted(branches)
+    graph = frame.tracer.graph
+    true_gm, false_gm = graph.subgraph(true_body.gm, "cond_true"), graph.subgraph(false_body.gm, "cond_false")
+    out = graph.call("call_function", torch.ops.higher_order.cond,
+                     (pred, true_gm, false_gm, SeqValue([*operands, *lifted], tuple)), {})
+    return repack(true_body.output, out.items)
+
+
+def _bind_cond(args: list, kwargs: dict) -> tuple:
+    names = ("pred", "true_fn", "false_fn", "operands")
+    bound = dict(zip(names, args))
+    if len(args) > len(names) or set(kwargs) - set(names) or set(kwargs) & set(bound):
+        raise Unsupported(breaks.UNKNOWN_CALL, "torch.cond with unexpected arguments")
+    bound.update(kwargs)
+    if not {"pred", "true_fn", "false_fn"} <= set(bound):
+        raise Unsupported(breaks.UNKNOWN_CALL, "torch.cond without pred, true_fn and false_fn")
+    operands = bound.get("operands", Const(()))
+    if isinstance(operands, SeqValue) and operands.cls in (tuple, list):
+        items = list(operands.items)
+    elif isinstance(operands, Const) and isinstance(operands.value, (tuple, list)):
+        items = [Const(o) for o in operands.value]
+    else:
+        raise Unsupported(breaks.UNKNOWN_CALL, "torch.cond with operands that are not a tuple or list")
+    return bound["pred"], bound["true_fn"], bound["false_fn"], items
+
+
+def _check_branches_agree(a, b) -> None:
+    """Eager torch.cond refuses branches whose results differ in structure or tensor metadata."""
+    same = _structure(a.output) == _structure(b.output) and all(
+        (x.shape, x.dtype, x.device, x.requires_grad) == (y.shape, y.dtype, y.device, y.requires_grad)
+        for x, y in zip(a.output_examples(), b.output_examples()))
+    if not same:
+        raise Unsupported(breaks.UNKNOWN_CALL, "torch.cond branches return different structures or tensor metadata")
+
+
+def _structure(v: Value):
+    return "T" if isinstance(v, TensorValue) else (v.cls, tuple(_structure(i) for i in v.items))
+
+
+def _check_no_aliasing(body) -> None:
+    """Eager torch.cond refuses a branch returning (a view of) one of its inputs, or one tensor twice."""
+    placeholders = [n.meta.get("example_value") for n in body.gm.graph.nodes if n.op == "placeholder"]
+    seen = {_storage(x) for x in placeholders if isinstance(x, torch.Tensor)}
+    for x in body.output_examples():
+        key = _storage(x)
+        if key is None or key in seen:
+            raise Unsupported(breaks.UNKNOWN_CALL, "a torch.cond branch returns one of its inputs (or a view of "
+                                                   "one, or one tensor twice): torch.cond refuses aliasing")
+        seen.add(key)
+
+
+def _storage(x):
+    try:
+        return x.untyped_storage()._cdata
+    except Exception:      # noqa: BLE001 -- no storage to compare: treated as aliasing (refused)
+        return None
+
+
+# ---- associative_scan ---------------------------------------------------------------------------
 
 try:
     from torch._higher_order_ops.associative_scan import associative_scan as _ASSOCIATIVE_SCAN

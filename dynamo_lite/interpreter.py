@@ -29,7 +29,7 @@ from .values.functions import CellValue, bind_args
 from .values.iterators import CO_GENERATOR, GeneratorValue
 from .values.objects import NewExceptionValue
 from .wrap import wrap
-from . import autograd_function, builtins_table, copying, higher_order  # noqa: F401  (they register modelled callables)
+from . import autograd_function, builtins_table, copying, func_transforms, higher_order  # noqa: F401  (they register modelled callables)
 from .values import numpy_functions  # noqa: F401  (registers numpy functions as modelled callables)
 
 # In the automatic-dynamic state of a code object (Source -> dims of a tensor seen changing), the

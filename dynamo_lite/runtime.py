@@ -264,6 +264,22 @@ def check_assertion(cond, expected, *message):
         raise AssertionError(*message)
 
 
+# The torch.func transforms a graph node may apply to a traced subgraph (func_transforms.py).
+FUNC_TRANSFORMS = {"vmap": torch.func.vmap, "grad": torch.func.grad, "grad_and_value": torch.func.grad_and_value,
+                   "jacrev": torch.func.jacrev, "jacfwd": torch.func.jacfwd, "hessian": torch.func.hessian}
+
+
+def func_transform(name: str, body, options: dict, *args):
+    """The graph node of `torch.func.<name>(fn, **options)(*args)`: the transform applied to
+    `body`, fn traced into a subgraph (its lifted inputs come last in `args`)."""
+    return FUNC_TRANSFORMS[name](body, **options)(*args)
+
+
+def remake_func_transform(name: str, fn, options: tuple):
+    """`torch.func.<name>(fn, **options)` rebuilt after a graph (it was made in captured code)."""
+    return FUNC_TRANSFORMS[name](fn, **dict(options))
+
+
 # ============================================================================================
 # `with` blocks a graph break interrupted
 # ============================================================================================

@@ -47,6 +47,12 @@ def _traced_optim(filename: str) -> bool:
 # module and ParametrizationList; parametrizations.py: weight_norm / orthogonal / spectral_norm).
 _TORCH_INLINED_FILES = (os.path.join(_TORCH_DIR, "utils", "_contextlib.py"),
                         *(os.path.join(_TORCH_DIR, "nn", "utils", f) for f in ("parametrize.py", "parametrizations.py")))
+# torch's own machinery that runs Python functions it was handed: the higher-order ops (eager
+# torch.cond compiles its branches with TorchDynamo), torch.func (vmap/grad call the function on
+# batched or grad-tracking tensors), export. TorchDynamo's own directory is not in it: its
+# `disable` wrappers (torch.utils.checkpoint's) call user code we still capture.
+_TORCH_MACHINERY_DIRS = tuple(os.path.join(_TORCH_DIR, d) + os.sep
+                              for d in ("_functorch", "_higher_order_ops", "_export"))
 _STDLIB_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
 _TOOL_PACKAGES = ("numpy", "rich", "pytest", "_pytest", "pluggy", "IPython", "ipykernel", "jupyter_client",
                   "hypothesis", "typing_extensions", "tqdm", "sympy", "triton", "setuptools", "pkg_resources",
@@ -140,6 +146,13 @@ def skip_frame(code: types.CodeType) -> bool:
     if filename.startswith(("<eval_with_key", "<dynamo_lite", "<frozen ")):
         return True        # fx-generated code, our generated code, frozen stdlib modules
     return is_skipped_file(filename)
+
+
+def is_torch_machinery(code: types.CodeType) -> bool:
+    """Code of torch's own machinery (above): it runs with the hook off until it returns, so no
+    function it calls (the branches eager torch.cond compiles and all TorchDynamo runs while
+    compiling them, a vmapped function on batched tensors) is captured."""
+    return code.co_filename.startswith(_TORCH_MACHINERY_DIRS)
 
 
 def call_rule(fn) -> int:
