@@ -32,6 +32,9 @@ loop_stretch_limit: int = 3
 inline_depth_limit: int = 40
 #: Instructions symbolically executed per frame (with inlining) before we give up.
 instruction_limit: int = 200_000
+#: Split graphs captured inside a DistributedDataParallel forward at its gradient buckets, so that
+#: the all-reduce of each bucket overlaps the backward of the pieces before it (backends/ddp_split.py).
+optimize_ddp: bool = True
 #: What DYNAMO_LITE_LOG asked for.
 log: frozenset[str] = _log_from_env()
 #: Where each captured frame's graphs, guards, breaks and code are written (DYNAMO_LITE_TRACE); None: nowhere.

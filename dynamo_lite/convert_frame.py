@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional
 
 from . import _evalframe, breaks, config
+from .backends.ddp_split import active_ddp_module, ddp_split
 from .breaks import GraphBreakError, TracedException, Unsupported
 from .code_facts import facts
 from .codegen import break_start, check_resumable, make_break_code, make_code, tensors_needed
@@ -190,8 +191,13 @@ def _called_from_wrapper(frame) -> bool:
 
 def _runs_eagerly_nested(caller, module) -> bool:
     """A torch.nn forward reached from eager code runs eagerly (see skip.py) unless a `capture`
-    wrapper calls it or the module holds user modules."""
-    return not _called_from_wrapper(caller) and skip.builtin_subtree(module)
+    wrapper calls it, the module holds user modules, or it is the model a DistributedDataParallel
+    forward is running (DDP's own forward is torch's code, run eagerly; the model inside is what
+    the user trains)."""
+    if _called_from_wrapper(caller) or not skip.builtin_subtree(module):
+        return False
+    ddp_module = active_ddp_module()
+    return ddp_module is None or getattr(ddp_module, "module", None) is not module
 
 
 def _nested_builtin_module(func, self=None, *rest) -> bool:
@@ -571,8 +577,16 @@ def _guard_distinct_inputs(tracer) -> None:
         tracer.add_guard(DistinctMatch(sources))
 
 
+def _backend_for_this_frame(options):
+    """The user's backend, or inside a DistributedDataParallel forward that backend around each
+    gradient bucket's piece of the graph (backends/ddp_split.py)."""
+    ddp_module = active_ddp_module() if config.optimize_ddp else None
+    return options.backend if ddp_module is None else ddp_split(options.backend, ddp_module)
+
+
 def _compile(gm, graph, options):
     example_inputs = [real for (_, real, _) in graph.inputs]
+    backend = _backend_for_this_frame(options)
     switches = [n.target for n in gm.graph.nodes if n.target in (enter_autocast, exit_autocast)]
     # a backend that retraces the graph (inductor) runs its autocast switches for real
     before = autocast_snapshot() if switches else None
@@ -583,7 +597,7 @@ def _compile(gm, graph, options):
             # (inductor) must not run under tracing's own
             transforms = any(n.target is func_transform for n in gm.graph.nodes)
             with tracing_saved_tensor_hooks_lifted() if transforms else contextlib.nullcontext():
-                fn = options.backend(gm, example_inputs)
+                fn = backend(gm, example_inputs)
         except Exception as e:
             raise BackendError(options.backend_name, e) from e
         finally:

@@ -22,6 +22,7 @@ to the same graph.
 """
 from __future__ import annotations
 
+import sys
 import types
 from collections import OrderedDict
 from typing import Optional
@@ -98,7 +99,7 @@ class FrameRun:
     def rerun(self, exc: BaseException, snapshot, closure, frame_args: tuple):
         """The graph (or a rebuild after it) raised `exc`: undo what the graph wrote, run the frame's
         code eagerly and return its result; re-raise `exc` when the writes cannot be undone."""
-        if not isinstance(exc, Exception):           # KeyboardInterrupt, SystemExit: never retried
+        if not isinstance(exc, Exception) or _stops_recomputation(exc):    # never retried
             raise exc
         saved, versions, rng = snapshot if snapshot is not None else (None, None, None)
         if versions is not None and any(t._version != v for t, v in versions):
@@ -115,6 +116,16 @@ class FrameRun:
         if self.on_internal_error is not None:     # eager succeeded: the failure was the graph's, not the program's
             self.on_internal_error(self.code, exc)
         return result
+
+
+def _stops_recomputation(exc: BaseException) -> bool:
+    """torch.utils.checkpoint (non-reentrant) ends a recomputation early by raising
+    _StopRecomputationError from its saved-tensor hook once it has every tensor backward needs:
+    control flow of the program, raised at the same op in eager. Rerunning the frame would
+    recompute into a checkpoint that has already stopped."""
+    checkpoint = sys.modules.get("torch.utils.checkpoint")
+    stop = getattr(checkpoint, "_StopRecomputationError", None)
+    return stop is not None and isinstance(exc, stop)
 
 
 def _rng_states():

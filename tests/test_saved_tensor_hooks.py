@@ -45,6 +45,38 @@ def test_activation_checkpointing_matches_eager(reentrant):
     assert backend.count >= 1
 
 
+class _CheckpointedLoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 32), nn.Linear(32, 4)])
+
+    def forward(self, x):
+        for layer in self.layers[:-1]:
+            x = checkpoint(lambda h, layer=layer: torch.tanh(layer(h)), x, use_reentrant=False)
+        return self.layers[-1](x)
+
+
+def test_a_recomputation_stopped_early_inside_a_graph_matches_eager():
+    # A captured train step (forward and backward): backward recomputes each checkpointed lambda
+    # through its captured graph, and checkpoint stops that recomputation early by raising from its
+    # saved-tensor hook inside the graph. The stop must reach checkpoint (it did in eager), not make
+    # the lambda rerun eagerly into a checkpoint that has already stopped (AssertionError).
+    torch.manual_seed(0)
+    model, reference = _CheckpointedLoop(), _CheckpointedLoop()
+    reference.load_state_dict(model.state_dict())
+
+    def train_step(m, x, y):
+        loss = torch.nn.functional.mse_loss(m(x), y)
+        loss.backward()
+        return loss.detach()
+    captured = dl.capture(train_step, backend=CountingBackend())
+    for step in range(3):
+        x, y = torch.randn(8, 16), torch.randn(8, 4)
+        torch.testing.assert_close(captured(model, x, y), train_step(reference, x, y))
+        for p, q in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, msg=f"step {step}")
+
+
 def test_saved_tensor_hooks_see_what_eager_saves():
     def f(x, w):
         return (x @ w).relu().sum()
