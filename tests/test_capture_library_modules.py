@@ -627,6 +627,7 @@ def test_associative_scan_too_long_to_unroll_still_computes_the_scan():
         return associative_scan(lambda a, b: a + b, x + 1, 0, combine_mode="generic")
     x = torch.randn(MAX_UNROLLED_SCAN + 1, 2)
     result = check(fn, x, graphs=Graphs(
-        dl=2, torch=None, why="dynamo_lite breaks at the scan past its unroll limit; the scan runs eagerly and "
-                              "the combine function's own frame, which it calls, is captured"))
+        dl=1, torch=None, why="dynamo_lite breaks at the scan past its unroll limit; the scan runs eagerly, "
+                              "torch's higher-order machinery with the frame hook off (its combine calls are "
+                              "not captured one by one)"))
     torch.testing.assert_close(result.captured.value, (x + 1).cumsum(0))
