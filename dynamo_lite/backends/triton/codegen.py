@@ -548,12 +548,15 @@ class KernelBuilder:
         self._reduced_exprs.append(red)      # keeps the interned expression alive
 
     def _emit_stores(self, role: str):
-        for buf, value, index, r in self.stores:
-            if (r in ("out", "reduction")) != (role == "out"):
-                continue
+        """Every value first, then the stores: a value may load a graph input that another store of
+        this kernel overwrites (the old value is meant: graph_lowering._write_back)."""
+        stores = [(buf, value, index, r) for buf, value, index, r in self.stores
+                  if (r in ("out", "reduction")) == (role == "out")]
+        values = [self._broadcast(self.emit(value), value, True, self.is_reduction and r == "full")
+                  for _, value, _, r in stores]
+        for (buf, value, index, r), v in zip(stores, values):
             ptr = self._param(buf.name)
             full = self.is_reduction and r == "full"
-            v = self._broadcast(self.emit(value), value, True, full)
             if compute_dtype(buf.dtype) != buf.dtype or (value.dtype != buf.dtype and buf.dtype is not torch.bool):
                 v = f"{v}.to({TL_TYPE[buf.dtype]})"
             # the pointer covers the whole tile, even where the index ignores some dims

@@ -11,7 +11,8 @@ A node joins a group when its domain matches one of these roles, when every valu
 the group is read at the very position the group computes it (so the value can stay in registers),
 and when joining creates no cycle through nodes outside the group (Inductor's rules, simplified).
 Softmax, layer_norm and rms_norm therefore become one group each, with their pointwise
-neighbours. A node writing into a graph input (input mutation) must run after every reader of it.
+neighbours. A node writing into a graph input (input mutation) must run after every reader of it;
+writes into inputs of one shape fuse with each other even when they share nothing (horizontally).
 """
 from __future__ import annotations
 
@@ -141,12 +142,13 @@ def _reads_match(group: Group, member: Member) -> bool:
 
 def _mutation_ok(group: Group, member: Member) -> bool:
     """A member writing a graph input may join only if the group reads that input solely at
-    the position being written (each element is read, then written, by the same lane)."""
+    the position being written (each element is read, then written, by the same lane: the
+    kernel computes every value before it stores any), masked or not."""
     writers = [m for m in group.members + [member] if m.node.buffer.kind == "input"]
     for w in writers:
         for m in group.members + [member]:
             for ld in loads([m.body]):
-                if ld.arg[0] == w.node.name and (ld.args or ld.arg[1] != w.store):
+                if ld.arg[0] == w.node.name and ld.arg[1] != w.store:
                     return False
     return True
 
@@ -223,7 +225,9 @@ class Scheduler:
                 self.dependents[id(src)].add(id(item))
 
     def _candidates(self, i: int, groups) -> list[Group]:
-        """Groups producing what node i reads (latest first), then groups reading the same inputs."""
+        """Groups producing what node i reads (latest first), then groups reading the same inputs;
+        for a write into a graph input, also groups writing other inputs (an optimizer step over
+        many same-shaped parameters becomes one kernel, not one per parameter)."""
         seen, out = set(), []
         for d in sorted(self.deps[i], reverse=True):
             g = self.item_of.get(d)
@@ -231,8 +235,12 @@ class Scheduler:
                 seen.add(id(g))
                 out.append(g)
         reads = self.nodes[i].reads()
+        writes_input = _writes_input(self.nodes[i])
         for g in reversed(groups):
-            if id(g) not in seen and any(name in reads for m in g.members for name in m.node.reads()):
+            if id(g) in seen:
+                continue
+            if any(name in reads for m in g.members for name in m.node.reads()) or \
+                    (writes_input and any(_writes_input(m.node) for m in g.members)):
                 seen.add(id(g))
                 out.append(g)
         return out
@@ -285,6 +293,10 @@ class Scheduler:
         if len(ordered) != len(self.items):
             raise RuntimeError("cycle between fused kernels")
         return ordered
+
+
+def _writes_input(node) -> bool:
+    return isinstance(node, PointwiseNode) and node.buffer.kind == "input"
 
 
 def _outputs(node) -> list[Buffer]:
