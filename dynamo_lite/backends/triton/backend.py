@@ -112,13 +112,19 @@ def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
         for arg in [*node.args[1:], *node.kwargs.values()]:
             other = arg.meta.get("example_value") if isinstance(arg, torch.fx.Node) else None
             if isinstance(other, torch.Tensor) and other is not written and _storage_key(other) == key \
-                    and key is not None and not _same_view(other, written):
+                    and key is not None and not _same_view(other, written) and _ranges_overlap(other, written):
                 return True
     return False
 
 
 def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.storage_offset() == b.storage_offset() and a.shape == b.shape and a.stride() == b.stride()
+
+
+def _ranges_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Do two views of one storage span common bytes (`x[0]` and `x[1]` do not)?"""
+    start_a, start_b = a.storage_offset() * a.element_size(), b.storage_offset() * b.element_size()
+    return start_a < start_b + _extent(b) and start_b < start_a + _extent(a)
 
 
 class _Refused(Exception):

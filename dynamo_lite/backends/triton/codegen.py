@@ -161,9 +161,9 @@ class KernelBuilder:
             if m.role == "reduction":
                 self.reductions.append((m, body))
                 subst[m.node.name] = expr(Op.REDUCED, (), m.node.name, m.node.buffer.dtype)
-            else:
+            elif m.node.buffer.kind != "input":        # a graph input read means its old value
                 subst[m.node.name] = body
-            final[m.node.name] = subst[m.node.name]
+            final[m.node.name] = subst.get(m.node.name, body)
         self.stores = [(m.node.buffer, final[m.node.name], m.store, m.role) for m in self.group.stores]
         self._drop_dead_reductions()
         self._merge_dims()

@@ -83,9 +83,23 @@ FOREACH = [
 
 
 def _foreach_decomposition(op: torch._ops.OpOverload, base: torch._ops.OpOverloadPacket):
+    # arguments keyword-only in the per-tensor op are passed by name (`addcmul(..., value=)`,
+    # which the foreach op takes by position as `value`, `scalar` or `scalars`)
+    keyword_only = {a.name for o in base.overloads() for a in getattr(base, o)._schema.arguments if a.kwarg_only}
+    names = []
+    for a in op._schema.arguments:
+        name = "value" if a.name in ("scalar", "scalars") and "value" in keyword_only else a.name
+        names.append(name if name in keyword_only else None)
+
     def decomposed(*args, **kwargs):
         n = next(len(a) for a in args if isinstance(a, (list, tuple)))
-        return [base(*[a[i] if isinstance(a, (list, tuple)) else a for a in args], **kwargs) for i in range(n)]
+        out = []
+        for i in range(n):
+            each = [a[i] if isinstance(a, (list, tuple)) else a for a in args]
+            positional = [a for a, name in zip(each, names) if name is None]
+            by_name = {name: a for a, name in zip(each, names) if name is not None}
+            out.append(base(*positional, **by_name, **kwargs))
+        return out
     decomposed.__name__ = f"foreach_{base.__name__}"
     return decomposed
 

@@ -261,9 +261,12 @@ class GraphLowering:
         write-back must come after every read of what it overwrites. The writes are ordered so
         that one whose value reads another written input comes before that input's write (Adam:
         p's new value reads m and v, so p is stored first; fused into one kernel, each lane loads
-        p, g, m, v and then stores p, m, v). A value that reads its own input elsewhere than
-        where it is stored (`x[1:] = x[:-1]`, lanes would race) and the values of a cycle of
-        such reads (a swap) are computed into temporaries first."""
+        p, g, m, v and then stores p, m, v). Writes that read each other (weight decay: the
+        momentum reads p, p reads the momentum) only at the positions they store stay as they
+        are: the scheduler puts them into one kernel (or refuses the graph). A value that reads
+        its own input elsewhere than where it is stored (`x[1:] = x[:-1]`, lanes would race) and
+        one value of any other cycle (a swap of differently shaped views) are computed into
+        temporaries first."""
         pending = []                                   # [input buffer, body, names it reads]
         for dst, src in self._mutations:
             buf = dst.layout[0]
@@ -280,7 +283,11 @@ class GraphLowering:
         while pending:
             ready = next((item for item in pending
                           if not any(item[0].name in other[2] for other in pending if other is not item)), None)
-            if ready is None:                          # a cycle: compute one value first
+            if ready is None:       # a cycle (p reads m, m reads p): fine inside one kernel
+                ready = next((item for item in pending
+                              if all(_same_lanes(other, item) for other in pending
+                                     if other is not item and item[0].name in other[2])), None)
+            if ready is None:                          # a cycle across kernels: compute one value first
                 first = pending[0]
                 first[1] = self._write_back_body(first[0], self._materialize(_lazy_of(first[0], first[1])))
                 first[2] = {ld.arg[0] for ld in loads([first[1]])}
@@ -296,6 +303,17 @@ class GraphLowering:
             src = broadcast_to(src, buf.sizes)
             return cast(src.load(domain_vars(len(buf.sizes))), buf.dtype)
         return const(src, buf.dtype)
+
+
+def _same_lanes(reader, written) -> bool:
+    """Can the write-back `reader` (whose value reads `written`'s input) share a kernel with the
+    write-back `written`, each lane reading the old element before storing? Same sizes, and
+    every read at the position stored."""
+    buf = written[0]
+    if reader[0].sizes != buf.sizes:
+        return False
+    at = buf.store_index(domain_vars(len(buf.sizes)))
+    return all(ld.arg[1] == at for ld in loads([reader[1]]) if ld.arg[0] == buf.name)
 
 
 def _lazy_of(buf, body) -> Value:

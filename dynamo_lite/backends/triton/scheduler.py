@@ -213,7 +213,9 @@ class Scheduler:
                 target = node
             self._place(i, target)
         self._mark_stores(groups)
-        return self._order()
+        ordered = self._order()
+        self._check_writes_after_reads(ordered)
+        return ordered
 
     def _place(self, i: int, item):
         self.item_of[i] = item
@@ -270,6 +272,23 @@ class Scheduler:
         for g in groups:
             g.stores = [m for m in g.members
                         if m.node.name in needed_outside or m.node.buffer.kind == "input"]
+
+    def _check_writes_after_reads(self, ordered):
+        """Every read of a graph input means its value before the graph: each write into an input
+        must come after every reader in another kernel (same kernel: each lane reads, then
+        writes). Write-backs that read each other must have been fused; if not, refuse."""
+        position = {id(item): k for k, item in enumerate(ordered)}
+        readers: dict[str, list[int]] = {}
+        for j, node in enumerate(self.nodes):
+            for name in node.reads():
+                readers.setdefault(name, []).append(j)
+        for i, node in enumerate(self.nodes):
+            if not _writes_input(node):
+                continue
+            mine = self.item_of[i]
+            for j in readers.get(node.name, ()):
+                if self.item_of[j] is not mine and position[id(self.item_of[j])] > position[id(mine)]:
+                    raise NotImplementedError(f"write into {node.name} before a kernel that reads its old value")
 
     def _order(self) -> list[Union[Group, ExternNode]]:
         """Topological order of groups and externs; among ready items, the earliest first."""
