@@ -76,6 +76,10 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
         # A float input would be baked into the kernels as the example's value: wrong results on
         # the next value (sizes, ints, are specialized per value below). Such graphs run as captured.
         return _eager(gm, "a Python float as a graph input is not lowered yet")
+    view_of_written = _returns_view_of_written_input(gm.graph)
+    if view_of_written is not None:
+        # eager's output shares the input's memory; ours would be a copy (aliasing differs)
+        return _eager(gm, f"output {view_of_written} is a view of an input the graph writes in place")
     from ...runtime import enter_autocast, exit_autocast
     if any(n.target in (enter_autocast, exit_autocast) for n in gm.graph.nodes):
         return _eager(gm, "the graph switches autocast on or off (autocast regions are not lowered)")
@@ -212,11 +216,14 @@ def _compile(gm, example_inputs):
 def _fresh_views(call, gm) -> Callable:
     """A view that changes nothing (`x.t()` of a 0-d x) lowers to the input buffer itself, but
     eager returns a new tensor object sharing the memory: give outputs that are input objects a
-    fresh alias, unless the graph really returns the input (its output is a placeholder, or an
-    in-place op on one: `x += 1; return x`)."""
+    fresh alias, unless the graph really returns the input (its output is a placeholder, an
+    in-place op on one: `x += 1; return x`, or was the input object when captured)."""
     output = next(n for n in gm.graph.nodes if n.op == "output")
     outs = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
-    returns_input = {i for i, o in enumerate(outs) if _is_input_itself(o)}
+    inputs = {id(n.meta["example_value"]) for n in gm.graph.nodes
+              if n.op == "placeholder" and n.meta.get("example_value") is not None}
+    returns_input = {i for i, o in enumerate(outs) if _is_input_itself(o) or (
+        isinstance(o, torch.fx.Node) and id(o.meta.get("example_value")) in inputs)}   # 1-d x.flatten() is x
     if not outs:
         return call
 
@@ -227,6 +234,22 @@ def _fresh_views(call, gm) -> Callable:
         return type(result)(r if i in returns_input or not any(r is a for a in args) else torch.ops.aten.alias(r)
                             for i, r in enumerate(result))
     return run
+
+
+def _returns_view_of_written_input(graph: torch.fx.Graph) -> Optional[int]:
+    """The position of an output sharing memory with an input the graph writes (by the example
+    values), other than that input itself, or None."""
+    from ...graph_builder import _storage_key, written_inputs
+    written = written_inputs(graph) or []
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    keys = {_storage_key(placeholders[i].meta.get("example_value")) for i in written} - {None}
+    output = next(n for n in graph.nodes if n.op == "output")
+    outs = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    for i, o in enumerate(outs):
+        if isinstance(o, torch.fx.Node) and not _is_input_itself(o) \
+                and _storage_key(o.meta.get("example_value")) in keys:
+            return i
+    return None
 
 
 def _is_input_itself(node) -> bool:
