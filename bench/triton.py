@@ -178,7 +178,7 @@ def workloads(quick: bool):
     total = sum(p.numel() for p in state[0])
     out.append((f"Adam in place over {len(shapes)} params ({total / 1e6:.0f}M fp32)", adam_step,
                 (*state, torch.zeros((), device=dev)), 7 * total * 4))
-    out.append((f"SGD momentum _foreach_ over {len(shapes)} params", sgd_momentum_foreach, state[:3], 5 * total * 4))
+    out.append((f"SGD momentum _foreach_ in place over {len(shapes)} params", sgd_momentum_foreach, state[:3], 5 * total * 4))
     return out
 
 
