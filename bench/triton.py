@@ -2,6 +2,10 @@
 
     python bench/triton.py [--quick] [-k NAME]
 
+Includes optimizer updates written in torch ops in place (Adam over one 2^24 tensor and over 40
+parameters, SGD momentum with `_foreach_` ops): the bandwidth column counts p, g, m, v read and
+p, m, v written.
+
 For each workload: eager time, Inductor time, ours (dynamo_lite.capture(..., backend="triton")),
 ours/Inductor, ours(tc) (our backend under torch.compile's capture, to separate capture overhead
 from kernel time; times in ms), and for memory-bound workloads the achieved bandwidth (minimum bytes moved / time)
@@ -114,6 +118,28 @@ class ConvNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+def adam_step(params, grads, exp_avgs, exp_avg_sqs, step, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8):
+    """An Adam update written in torch ops, in place (capturable form: `step` is a tensor)."""
+    step += 1
+    bias1, bias2 = 1 - beta1 ** step, 1 - beta2 ** step
+    for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+        m.lerp_(g, 1 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        p.sub_(lr * (m / bias1) / ((v.sqrt() / bias2.sqrt()).add_(eps)))
+
+
+def sgd_momentum_foreach(params, grads, bufs):
+    torch._foreach_mul_(bufs, 0.9)
+    torch._foreach_add_(bufs, grads)
+    torch._foreach_add_(params, bufs, alpha=-0.01)
+
+
+def optimizer_state(shapes, dev):
+    params = [torch.randn(s, device=dev) for s in shapes]
+    return (params, [torch.randn_like(p) for p in params], [torch.zeros_like(p) for p in params],
+            [torch.zeros_like(p) for p in params])
+
+
 def workloads(quick: bool):
     dev = "cuda"
     n = 1 << (22 if quick else 26)
@@ -142,6 +168,17 @@ def workloads(quick: bool):
                 (torch.randn(8, 512, 2048, device=dev, dtype=torch.bfloat16),), None))
     conv = ConvNet().to(dev).eval()
     out.append(("ResNet-style ConvNet 32x3x64x64 fp32", conv, (torch.randn(32, 3, 64, 64, device=dev),), None))
+    # optimizer updates: in place (reads p, g, m, v; writes p, m, v)
+    m = 1 << (20 if quick else 24)
+    state = optimizer_state([(m,)], dev)
+    out.append((f"Adam update in place, 2^{int(math.log2(m))} fp32", adam_step,
+                (*state, torch.zeros((), device=dev)), 7 * m * 4))
+    shapes = [(1024, 1024), (1024,), (4096, 1024), (1024, 4096), (4096,)] * 8
+    state = optimizer_state(shapes, dev)
+    total = sum(p.numel() for p in state[0])
+    out.append((f"Adam in place over {len(shapes)} params ({total / 1e6:.0f}M fp32)", adam_step,
+                (*state, torch.zeros((), device=dev)), 7 * total * 4))
+    out.append((f"SGD momentum _foreach_ in place over {len(shapes)} params", sgd_momentum_foreach, state[:3], 5 * total * 4))
     return out
 
 
@@ -230,13 +267,24 @@ def main():
             ours = dl.capture(fn, backend=_recording_backend)
             _recorded.clear()
             ind = torch.compile(fn)
-            ref = fn(*args)
-            check(ours(*args), ref, name + " (ours)")
-            check(ind(*args), ref, name + " (inductor)")
+            ref = fn(*_clone(args))
+            in_place = ref is None
+            if in_place:                               # an in-place update: compare what it wrote
+                ref = _clone(args)
+                fn(*ref)
+                for who, f in (("ours", ours), ("inductor", ind)):
+                    got = _clone(args)
+                    f(*got)
+                    check(_flat(got), _flat(ref), f"{name} ({who})")
+            else:
+                check(ours(*args), ref, name + " (ours)")
+                check(ind(*args), ref, name + " (inductor)")
             t_eager, t_ind, t_ours = bench(fn, args), bench(ind, args), bench(ours, args)
             torch._dynamo.reset()                      # the same backend under TorchDynamo's capture
             ours_tc = torch.compile(fn, backend=triton_backend)
-            check(ours_tc(*args), ref, name + " (ours via torch.compile)")
+            out_tc = ours_tc(*args)
+            if not in_place:
+                check(out_tc, ref, name + " (ours via torch.compile)")
             t_ours_tc = bench(ours_tc, args)
             if opts.dump:
                 os.makedirs(opts.dump, exist_ok=True)
@@ -279,6 +327,20 @@ def main():
 
 
 _recorded = []
+
+
+def _clone(x):
+    if isinstance(x, torch.Tensor):
+        return x.clone()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_clone(v) for v in x)
+    return x
+
+
+def _flat(x) -> list:
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _flat(v)]
+    return [x]
 
 
 def _recording_backend(gm, example_inputs):

@@ -9,7 +9,11 @@ with symbolic sizes (dynamic capture, `torch.compile(dynamic=True)`) is compiled
 concrete input shape at run time. What cannot be compiled runs eagerly, never fails: single
 unknown ops become extern aten calls inside the wrapper; graphs on devices Triton cannot reach, or
 that make tracing fail, run as the captured graph itself (with the reason on
-`.compiled_graph.fallback_reason`). Graphs that need autograd (inputs that require grad, grad
+`.compiled_graph.fallback_reason`). Graphs that write into their inputs (optimizer steps,
+batch-norm running statistics, `x[:, 1:] += 1`) are lowered: the write-backs are kernel stores
+into the inputs (graph_lowering._write_back); they run as captured only where writing in place
+is unsafe (`_unsafe_write`): a written input whose elements share memory, or that overlaps
+another input, at compile time or (checked on each call, `_unless_overlapping`) at run time. Graphs that need autograd (inputs that require grad, grad
 mode on) go through AOTAutograd, which hands us a forward and a backward graph to compile.
 """
 from __future__ import annotations
@@ -48,6 +52,7 @@ class CompiledGraph:
     compile_seconds: float = 0.0
     launchers: list = dataclasses.field(default_factory=list)
     specializations: dict = dataclasses.field(default_factory=dict)   # dynamic graphs: per shape
+    mutated_inputs: list = dataclasses.field(default_factory=list)   # input positions written in place
 
     @property
     def kernel_count(self) -> int:
@@ -71,11 +76,10 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
         # A float input would be baked into the kernels as the example's value: wrong results on
         # the next value (sizes, ints, are specialized per value below). Such graphs run as captured.
         return _eager(gm, "a Python float as a graph input is not lowered yet")
-    from ...graph_builder import written_inputs
-    if written_inputs(gm.graph) != []:
-        # Known wrong results when in-place writes into inputs (or views of them) are lowered:
-        # tests/regressions/triton_*.py. Such graphs run as captured until that is fixed.
-        return _eager(gm, "the graph writes into its inputs in place (not lowered to Triton yet)")
+    view_of_written = _returns_view_of_written_input(gm.graph)
+    if view_of_written is not None:
+        # eager's output shares the input's memory; ours would be a copy (aliasing differs)
+        return _eager(gm, f"output {view_of_written} is a view of an input the graph writes in place")
     from ...runtime import enter_autocast, exit_autocast
     if any(n.target in (enter_autocast, exit_autocast) for n in gm.graph.nodes):
         return _eager(gm, "the graph switches autocast on or off (autocast regions are not lowered)")
@@ -112,7 +116,7 @@ def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
         for arg in [*node.args[1:], *node.kwargs.values()]:
             other = arg.meta.get("example_value") if isinstance(arg, torch.fx.Node) else None
             if isinstance(other, torch.Tensor) and other is not written and _storage_key(other) == key \
-                    and key is not None and not _same_view(other, written):
+                    and key is not None and not _same_view(other, written) and _ranges_overlap(other, written):
                 return True
     return False
 
@@ -121,11 +125,23 @@ def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.storage_offset() == b.storage_offset() and a.shape == b.shape and a.stride() == b.stride()
 
 
+def _ranges_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Do two views of one storage span common bytes (`x[0]` and `x[1]` do not)?"""
+    start_a, start_b = a.storage_offset() * a.element_size(), b.storage_offset() * b.element_size()
+    return start_a < start_b + _extent(b) and start_b < start_a + _extent(a)
+
+
+class _Refused(Exception):
+    """A graph the backend deliberately runs as captured (the message is the reason)."""
+
+
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """Compile for exactly these input shapes; on an internal error, run `gm` eagerly instead."""
     start = time.perf_counter()
     try:
         call, info = _compile(gm, example_inputs)
+    except _Refused as e:
+        return _eager(gm, str(e))
     except Exception as e:
         if settings.strict:
             raise
@@ -142,16 +158,21 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
 
 def _eager_if_first_call_fails(call, gm, info: CompiledGraph) -> Callable:
     """Triton compiles each kernel at its first launch: a kernel it rejects fails the first call.
-    Then run the captured graph instead (inputs are never written by compiled graphs, so running
-    again is safe); if that fails too, the error is the user's and propagates as in eager."""
+    Then run the captured graph instead, on the inputs as they were (the first call copies the
+    inputs the graph writes, to put them back); if that fails too, the error is the user's and
+    propagates as in eager."""
     chosen: list = []
 
     def run(*args):
         if chosen:
             return chosen[0](*args)
+        saved = [(args[i], args[i].clone()) for i in info.mutated_inputs]
         try:
             out = call(*args)
         except Exception as e:
+            with torch.no_grad():
+                for arg, before in saved:
+                    arg.copy_(before)
             result = gm(*args)
             info.fallback_reason = f"first call failed: {type(e).__name__}: {e}"
             warnings.warn(f"dynamo_lite triton backend: graph runs eagerly ({info.fallback_reason})", stacklevel=2)
@@ -186,18 +207,23 @@ def _compile(gm, example_inputs):
     if settings.debug:
         print(info.source)
     call = _fresh_views(namespace["call"], gm)
-    if lowering.mutated_inputs:
-        call = _unless_aliased(call, gm, lowering.mutated_inputs, lowering.input_buffers)
+    info.mutated_inputs = lowering.mutated_inputs
+    if info.mutated_inputs:
+        call = _unless_overlapping(call, gm, info, example_inputs)
     return call, info
 
 
 def _fresh_views(call, gm) -> Callable:
     """A view that changes nothing (`x.t()` of a 0-d x) lowers to the input buffer itself, but
     eager returns a new tensor object sharing the memory: give outputs that are input objects a
-    fresh alias, unless the graph really returns the input (its output is a placeholder)."""
+    fresh alias, unless the graph really returns the input (its output is a placeholder, an
+    in-place op on one: `x += 1; return x`, or was the input object when captured)."""
     output = next(n for n in gm.graph.nodes if n.op == "output")
     outs = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
-    returns_input = {i for i, o in enumerate(outs) if isinstance(o, torch.fx.Node) and o.op == "placeholder"}
+    inputs = {id(n.meta["example_value"]) for n in gm.graph.nodes
+              if n.op == "placeholder" and n.meta.get("example_value") is not None}
+    returns_input = {i for i, o in enumerate(outs) if _is_input_itself(o) or (
+        isinstance(o, torch.fx.Node) and id(o.meta.get("example_value")) in inputs)}   # 1-d x.flatten() is x
     if not outs:
         return call
 
@@ -210,17 +236,95 @@ def _fresh_views(call, gm) -> Callable:
     return run
 
 
-def _unless_aliased(call, gm, mutated: list[int], inputs) -> Callable:
-    """The kernels assume a mutated input shares memory with no other input (functionalization
-    does); when a caller passes aliased tensors anyway, run the graph as captured."""
-    tensors = [i for i, b in enumerate(inputs) if b is not None]
+def _returns_view_of_written_input(graph: torch.fx.Graph) -> Optional[int]:
+    """The position of an output sharing memory with an input the graph writes (by the example
+    values), other than that input itself, or None."""
+    from ...graph_builder import _storage_key, written_inputs
+    written = written_inputs(graph) or []
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    keys = {_storage_key(placeholders[i].meta.get("example_value")) for i in written} - {None}
+    output = next(n for n in graph.nodes if n.op == "output")
+    outs = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    for i, o in enumerate(outs):
+        if isinstance(o, torch.fx.Node) and not _is_input_itself(o) \
+                and _storage_key(o.meta.get("example_value")) in keys:
+            return i
+    return None
+
+
+def _is_input_itself(node) -> bool:
+    """Is `node` a placeholder, or an in-place op returning its first argument, one in turn?"""
+    from ...graph_builder import GraphBuilder
+    while isinstance(node, torch.fx.Node) and node.op != "placeholder":
+        if not (GraphBuilder.writes_in_place(node) and node.args and "out" not in node.kwargs):
+            return False
+        node = node.args[0]
+    return isinstance(node, torch.fx.Node)
+
+
+# ---------------------------------------------------------------------------------------------
+# writes into inputs: when they are unsafe
+# ---------------------------------------------------------------------------------------------
+
+def _extent(t: torch.Tensor) -> int:
+    """Bytes from `t.data_ptr()` to the end of its last element (strides are never negative)."""
+    if t.numel() == 0:
+        return 0
+    return (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))) * t.element_size()
+
+
+def _overlapping_write(args, tensors: list[int], extents: list[int], written: set[int]) -> Optional[tuple[int, int]]:
+    """(a written input, another input) whose memory ranges overlap, or None. Ranges are compared
+    in address order; a run of ranges that overlap one after the other counts as one."""
+    spans = sorted((args[i].data_ptr(), extent, i) for i, extent in zip(tensors, extents) if extent)
+    run: list[int] = []
+    end = -1
+    for start, extent, i in spans:
+        if start >= end:
+            run = []
+        run.append(i)
+        end = max(end, start + extent)
+        if len(run) > 1 and any(k in written for k in run):
+            w = next(k for k in run if k in written)
+            return w, next(k for k in run if k != w)
+    return None
+
+
+def _unsafe_write(example_inputs, written: list[int]) -> Optional[str]:
+    """Why writing these inputs in place would differ from eager, or None (it would not)."""
+    for i in written:
+        if torch._debug_has_internal_overlap(example_inputs[i]) == 1:
+            return (f"input {i} is written in place but its elements share memory (an expanded tensor): "
+                    "eager refuses the write")
+    tensors = [i for i, t in enumerate(example_inputs) if isinstance(t, torch.Tensor)]
+    if any(_is_fake(example_inputs[i]) for i in tensors):
+        return None                        # no addresses to compare (AOTAutograd's parts): checked per call
+    pair = _overlapping_write(example_inputs, tensors, [_extent(example_inputs[i]) for i in tensors], set(written))
+    if pair is not None:
+        return (f"input {pair[0]} is written in place and overlaps input {pair[1]} in memory (views of one "
+                "tensor passed as two inputs)")
+    return None
+
+
+def _is_fake(t: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+    return isinstance(t, FakeTensor) or t.device.type == "meta"
+
+
+def _unless_overlapping(call, gm, info: CompiledGraph, example_inputs) -> Callable:
+    """The kernels assume a written input shares memory with no other input (as functionalization
+    does): refuse at compile time when the example inputs overlap, and on each call run the graph
+    as captured when the caller's inputs do (views of one tensor passed as two arguments)."""
+    reason = _unsafe_write(example_inputs, info.mutated_inputs)
+    if reason is not None:
+        raise _Refused(reason)
+    tensors = [i for i, t in enumerate(example_inputs) if isinstance(t, torch.Tensor)]
+    extents = [_extent(example_inputs[i]) for i in tensors]
+    written = set(info.mutated_inputs)
 
     def run(*args):
-        for m in mutated:
-            storage = args[m].untyped_storage().data_ptr()
-            for i in tensors:
-                if i != m and args[i].untyped_storage().data_ptr() == storage:
-                    return gm(*args)
+        if _overlapping_write(args, tensors, extents, written) is not None:
+            return gm(*args)
         return call(*args)
     return run
 
@@ -246,8 +350,10 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         boxed._boxed_call = True
         return boxed
     try:
+        # keep writes into inputs that need no grad (batch-norm running statistics) in the
+        # forward graph, where they become kernel stores, instead of copies after it
         run = aot_module_simplified(gm, example_inputs, fw_compiler=compile_part, bw_compiler=compile_part,
-                                    decompositions=decomposition_table())
+                                    decompositions=decomposition_table(), keep_inference_input_mutations=True)
     except Exception as e:
         if settings.strict:
             raise

@@ -161,9 +161,9 @@ class KernelBuilder:
             if m.role == "reduction":
                 self.reductions.append((m, body))
                 subst[m.node.name] = expr(Op.REDUCED, (), m.node.name, m.node.buffer.dtype)
-            else:
+            elif m.node.buffer.kind != "input":        # a graph input read means its old value
                 subst[m.node.name] = body
-            final[m.node.name] = subst[m.node.name]
+            final[m.node.name] = subst.get(m.node.name, body)
         self.stores = [(m.node.buffer, final[m.node.name], m.store, m.role) for m in self.group.stores]
         self._drop_dead_reductions()
         self._merge_dims()
@@ -548,12 +548,15 @@ class KernelBuilder:
         self._reduced_exprs.append(red)      # keeps the interned expression alive
 
     def _emit_stores(self, role: str):
-        for buf, value, index, r in self.stores:
-            if (r in ("out", "reduction")) != (role == "out"):
-                continue
+        """Every value first, then the stores: a value may load a graph input that another store of
+        this kernel overwrites (the old value is meant: graph_lowering._write_back)."""
+        stores = [(buf, value, index, r) for buf, value, index, r in self.stores
+                  if (r in ("out", "reduction")) == (role == "out")]
+        values = [self._broadcast(self.emit(value), value, True, self.is_reduction and r == "full")
+                  for _, value, _, r in stores]
+        for (buf, value, index, r), v in zip(stores, values):
             ptr = self._param(buf.name)
             full = self.is_reduction and r == "full"
-            v = self._broadcast(self.emit(value), value, True, full)
             if compute_dtype(buf.dtype) != buf.dtype or (value.dtype != buf.dtype and buf.dtype is not torch.bool):
                 v = f"{v}.to({TL_TYPE[buf.dtype]})"
             # the pointer covers the whole tile, even where the index ignores some dims

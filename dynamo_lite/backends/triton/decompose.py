@@ -4,8 +4,8 @@
 in-place ops (`add_`, `+=`, `x[0] = 3`) become pure ops plus a final `copy_` into each mutated
 graph input, and `torch._C._set_grad_enabled` calls run during tracing instead of staying in the
 graph. Composite ops go through the decomposition table below (torch._decomp entries plus our
-own `native_layer_norm`, which emits `var_mean` instead of prims) so the lowering table stays
-small. The few in-place ops decompositions leave behind are rewritten to their functional form.
+own `native_layer_norm`, which emits `var_mean` instead of prims, and `_foreach_*` ops, one op per
+tensor) so the lowering table stays small. The few in-place ops decompositions leave behind are rewritten to their functional form.
 """
 from __future__ import annotations
 
@@ -72,12 +72,62 @@ def _native_group_norm(x, weight, bias, N, C, HxW, group, eps):
     return out.to(x.dtype), mean.reshape(N, group).to(x.dtype), rstd.reshape(N, group).to(x.dtype)
 
 
+#: `torch._foreach_<op>(tensors, ...)` (functionalized from `_foreach_<op>_`, what optimizers
+#: call) decomposes into one `<op>` per tensor, so the updates fuse like any pointwise op
+FOREACH = [
+    "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "maximum", "minimum", "clamp_min",
+    "clamp_max", "pow", "copy", "zero", "neg", "abs", "sqrt", "rsqrt", "exp", "log", "log1p",
+    "expm1", "reciprocal", "sigmoid", "tanh", "sign", "sin", "cos", "erf", "floor", "ceil",
+    "trunc", "frac", "round",
+]
+
+
+def _foreach_decomposition(op: torch._ops.OpOverload, base: torch._ops.OpOverloadPacket):
+    # arguments keyword-only in the per-tensor op are passed by name (`addcmul(..., value=)`,
+    # which the foreach op takes by position as `value`, `scalar` or `scalars`)
+    keyword_only = {a.name for o in base.overloads() for a in getattr(base, o)._schema.arguments if a.kwarg_only}
+    names = []
+    for a in op._schema.arguments:
+        name = "value" if a.name in ("scalar", "scalars") and "value" in keyword_only else a.name
+        names.append(name if name in keyword_only else None)
+
+    def decomposed(*args, **kwargs):
+        n = next(len(a) for a in args if isinstance(a, (list, tuple)))
+        out = []
+        for i in range(n):
+            each = [a[i] if isinstance(a, (list, tuple)) else a for a in args]
+            positional = [a for a, name in zip(each, names) if name is None]
+            by_name = {name: a for a, name in zip(each, names) if name is not None}
+            out.append(base(*positional, **by_name, **kwargs))
+        return out
+    decomposed.__name__ = f"foreach_{base.__name__}"
+    return decomposed
+
+
+def _foreach_table() -> dict:
+    table = {}
+    for name in FOREACH:
+        packet, base = getattr(aten, f"_foreach_{name}", None), getattr(aten, name, None)
+        if packet is None or base is None:
+            continue
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            schema = op._schema
+            if overload.endswith("out") or schema.is_mutable:
+                continue
+            if any(a.name == "scalars" and str(a.type) == "Tensor" for a in schema.arguments):
+                continue            # one scalar per tensor held in a tensor: stays an aten call
+            table[op] = _foreach_decomposition(op, base)
+    return table
+
+
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
     packets = [getattr(aten, name) for name in DECOMPOSED if hasattr(aten, name)]
     table = dict(get_decompositions(packets))
     table[aten.native_layer_norm.default] = _native_layer_norm
     table[aten.native_group_norm.default] = _native_group_norm
+    table.update(_foreach_table())
     return table
 
 

@@ -18,8 +18,8 @@ import torch
 import torch.fx
 
 from . import availability, settings
-from .ir import (Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, cast, contiguous_strides,
-                 domain_vars, walk)
+from .ir import (Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, cast, const, contiguous_strides,
+                 domain_vars, loads, walk)
 from . import lower_reductions, lower_views  # noqa: F401  (the other halves of the lowering table)
 from .lowerings import NotLowerable, lookup
 from .values import Value, broadcast_to
@@ -235,15 +235,18 @@ class GraphLowering:
         fx_nodes = results
         values = [self.env[n] if isinstance(n, torch.fx.Node) else n for n in fx_nodes]
         mutated_into = {id(src): dst for dst, src in self._mutations}
+        written = {dst.layout[0].name for dst, _ in self._mutations}
         for i, (n, v) in enumerate(zip(fx_nodes, values)):
             if isinstance(v, Value):
                 if id(v) in mutated_into and mutated_into[id(v)].sizes == v.sizes:
                     v = mutated_into[id(v)]          # `x += 1; return x`: return the input itself
                 elif not v.is_strided():
                     v = self.realize(v, _dense_strides(n.meta.get("val"), v.sizes))
+                elif v.layout[0].name in written:     # the value before the write-back: keep a copy
+                    v = self._materialize(Value(v.sizes, v.dtype, v.device, v.load),
+                                          _dense_strides(n.meta.get("val"), v.sizes))
             self.outputs.append(v)
-        for dst, src in self._mutations:
-            self._store_into_input(dst, src)
+        self._write_back()
 
     @property
     def mutated_inputs(self) -> list[int]:
@@ -251,17 +254,74 @@ class GraphLowering:
         names = {dst.layout[0].name for dst, _ in self._mutations}
         return [i for i, b in enumerate(self.input_buffers) if b is not None and b.name in names]
 
-    def _store_into_input(self, dst: Value, src):
-        buf = dst.layout[0]
-        if isinstance(src, Value) and src.is_strided() and src.layout == dst.layout:
-            return                                   # copy onto itself
+    def _write_back(self):
+        """Store each mutated input's new value into the input itself, after everything else.
+
+        In the functional graph every read of an input means its value before the graph, so a
+        write-back must come after every read of what it overwrites. The writes are ordered so
+        that one whose value reads another written input comes before that input's write (Adam:
+        p's new value reads m and v, so p is stored first; fused into one kernel, each lane loads
+        p, g, m, v and then stores p, m, v). Writes that read each other (weight decay: the
+        momentum reads p, p reads the momentum) only at the positions they store stay as they
+        are: the scheduler puts them into one kernel (or refuses the graph). A value that reads
+        its own input elsewhere than where it is stored (`x[1:] = x[:-1]`, lanes would race) and
+        one value of any other cycle (a swap of differently shaped views) are computed into
+        temporaries first."""
+        pending = []                                   # [input buffer, body, names it reads]
+        for dst, src in self._mutations:
+            buf = dst.layout[0]
+            if isinstance(src, Value) and src.is_strided() and src.layout == dst.layout:
+                continue                               # copy onto itself
+            pending.append([buf, self._write_back_body(buf, src), None])
+        for item in pending:
+            buf, body, _ = item
+            at = buf.store_index(domain_vars(len(buf.sizes)))
+            if any(ld.arg[0] == buf.name and ld.arg[1] != at for ld in loads([body])):
+                item[1] = self._write_back_body(buf, self._materialize(_lazy_of(buf, body)))
+            item[2] = {ld.arg[0] for ld in loads([item[1]])}
+        ordered = []
+        while pending:
+            ready = next((item for item in pending
+                          if not any(item[0].name in other[2] for other in pending if other is not item)), None)
+            if ready is None:       # a cycle (p reads m, m reads p): fine inside one kernel
+                ready = next((item for item in pending
+                              if all(_same_lanes(other, item) for other in pending
+                                     if other is not item and item[0].name in other[2])), None)
+            if ready is None:                          # a cycle across kernels: compute one value first
+                first = pending[0]
+                first[1] = self._write_back_body(first[0], self._materialize(_lazy_of(first[0], first[1])))
+                first[2] = {ld.arg[0] for ld in loads([first[1]])}
+                continue
+            pending.remove(ready)
+            ordered.append(ready)
+        for buf, body, _ in ordered:
+            self.nodes.append(PointwiseNode(buf, body))
+
+    @staticmethod
+    def _write_back_body(buf, src):
         if isinstance(src, Value):
             src = broadcast_to(src, buf.sizes)
-            body = cast(src.load(domain_vars(len(buf.sizes))), buf.dtype)
-        else:
-            from .ir import const
-            body = const(src, buf.dtype)
-        self.nodes.append(PointwiseNode(buf, body))
+            return cast(src.load(domain_vars(len(buf.sizes))), buf.dtype)
+        return const(src, buf.dtype)
+
+
+def _same_lanes(reader, written) -> bool:
+    """Can the write-back `reader` (whose value reads `written`'s input) share a kernel with the
+    write-back `written`, each lane reading the old element before storing? Same sizes, and
+    every read at the position stored."""
+    buf = written[0]
+    if reader[0].sizes != buf.sizes:
+        return False
+    at = buf.store_index(domain_vars(len(buf.sizes)))
+    return all(ld.arg[1] == at for ld in loads([reader[1]]) if ld.arg[0] == buf.name)
+
+
+def _lazy_of(buf, body) -> Value:
+    """A lazy value of `buf`'s sizes computing `body` (an expression in `v0, v1, ...`)."""
+    from .ir import substitute_index
+    names = [f"v{k}" for k in range(len(buf.sizes))]
+    return Value(buf.sizes, buf.dtype, buf.device,
+                 lambda index: substitute_index([body], dict(zip(names, index)))[0])
 
 
 def _channels_last(sizes) -> tuple[int, ...]:

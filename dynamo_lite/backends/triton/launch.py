@@ -79,10 +79,11 @@ def _interpreting() -> bool:
 class Launcher:
     """`launcher(*tensors)` runs the kernel on those buffers (in parameter order)."""
 
-    def __init__(self, ks: KernelSource, check_alignment: tuple[int, ...] = ()):
+    def __init__(self, ks: KernelSource, check_alignment: tuple[int, ...] = (), in_place: tuple[int, ...] = ()):
         self.ks = ks
         self.fn = cache.load_kernel(ks.name, ks.source)
         self.check_alignment = check_alignment      # argument positions that may be misaligned
+        self.in_place = in_place                    # graph inputs the kernel writes: tuned on copies
         self.config: Optional[dict] = None
         self.grid: Optional[tuple[int, int, int]] = None
         self._fast = None
@@ -133,6 +134,9 @@ class Launcher:
             return found
         start = time.perf_counter()
         timings = []
+        # each timing runs the kernel again: on copies of what it writes in place, or the update
+        # (`p -= lr * g`) would be applied once per run
+        args = tuple(a.clone() if i in self.in_place else a for i, a in enumerate(args))
         for cfg in options:
             try:
                 timings.append((self._time(cfg, args), cfg))

@@ -225,6 +225,10 @@ def lower_prims_div(lw, node, a, b):
 
 @register(aten.pow)
 def lower_pow(lw, node, base, exponent):
+    if node.target is aten.pow.Scalar and out_meta(node).dtype.is_floating_point \
+            and isinstance(base, (int, float)) and base > 0:
+        # `beta ** step` (Adam's bias correction with a tensor step): exp2(step * log2(beta))
+        return pointwise(node, lambda t: binary(Op.POW, const(base, t.dtype), t), [exponent])
     if node.target is not aten.pow.Tensor_Scalar or not out_meta(node).dtype.is_floating_point:
         raise NotLowerable("pow with a tensor exponent")
     e = float(exponent)

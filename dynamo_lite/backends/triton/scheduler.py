@@ -11,7 +11,8 @@ A node joins a group when its domain matches one of these roles, when every valu
 the group is read at the very position the group computes it (so the value can stay in registers),
 and when joining creates no cycle through nodes outside the group (Inductor's rules, simplified).
 Softmax, layer_norm and rms_norm therefore become one group each, with their pointwise
-neighbours. A node writing into a graph input (input mutation) must run after every reader of it.
+neighbours. A node writing into a graph input (input mutation) must run after every reader of it;
+writes into inputs of one shape fuse with each other even when they share nothing (horizontally).
 """
 from __future__ import annotations
 
@@ -141,12 +142,13 @@ def _reads_match(group: Group, member: Member) -> bool:
 
 def _mutation_ok(group: Group, member: Member) -> bool:
     """A member writing a graph input may join only if the group reads that input solely at
-    the position being written (each element is read, then written, by the same lane)."""
+    the position being written (each element is read, then written, by the same lane: the
+    kernel computes every value before it stores any), masked or not."""
     writers = [m for m in group.members + [member] if m.node.buffer.kind == "input"]
     for w in writers:
         for m in group.members + [member]:
             for ld in loads([m.body]):
-                if ld.arg[0] == w.node.name and (ld.args or ld.arg[1] != w.store):
+                if ld.arg[0] == w.node.name and ld.arg[1] != w.store:
                     return False
     return True
 
@@ -211,7 +213,9 @@ class Scheduler:
                 target = node
             self._place(i, target)
         self._mark_stores(groups)
-        return self._order()
+        ordered = self._order()
+        self._check_writes_after_reads(ordered)
+        return ordered
 
     def _place(self, i: int, item):
         self.item_of[i] = item
@@ -223,7 +227,9 @@ class Scheduler:
                 self.dependents[id(src)].add(id(item))
 
     def _candidates(self, i: int, groups) -> list[Group]:
-        """Groups producing what node i reads (latest first), then groups reading the same inputs."""
+        """Groups producing what node i reads (latest first), then groups reading the same inputs;
+        for a write into a graph input, also groups writing other inputs (an optimizer step over
+        many same-shaped parameters becomes one kernel, not one per parameter)."""
         seen, out = set(), []
         for d in sorted(self.deps[i], reverse=True):
             g = self.item_of.get(d)
@@ -231,8 +237,12 @@ class Scheduler:
                 seen.add(id(g))
                 out.append(g)
         reads = self.nodes[i].reads()
+        writes_input = _writes_input(self.nodes[i])
         for g in reversed(groups):
-            if id(g) not in seen and any(name in reads for m in g.members for name in m.node.reads()):
+            if id(g) in seen:
+                continue
+            if any(name in reads for m in g.members for name in m.node.reads()) or \
+                    (writes_input and any(_writes_input(m.node) for m in g.members)):
                 seen.add(id(g))
                 out.append(g)
         return out
@@ -263,6 +273,23 @@ class Scheduler:
             g.stores = [m for m in g.members
                         if m.node.name in needed_outside or m.node.buffer.kind == "input"]
 
+    def _check_writes_after_reads(self, ordered):
+        """Every read of a graph input means its value before the graph: each write into an input
+        must come after every reader in another kernel (same kernel: each lane reads, then
+        writes). Write-backs that read each other must have been fused; if not, refuse."""
+        position = {id(item): k for k, item in enumerate(ordered)}
+        readers: dict[str, list[int]] = {}
+        for j, node in enumerate(self.nodes):
+            for name in node.reads():
+                readers.setdefault(name, []).append(j)
+        for i, node in enumerate(self.nodes):
+            if not _writes_input(node):
+                continue
+            mine = self.item_of[i]
+            for j in readers.get(node.name, ()):
+                if self.item_of[j] is not mine and position[id(self.item_of[j])] > position[id(mine)]:
+                    raise NotImplementedError(f"write into {node.name} before a kernel that reads its old value")
+
     def _order(self) -> list[Union[Group, ExternNode]]:
         """Topological order of groups and externs; among ready items, the earliest first."""
         first: dict[int, int] = {}
@@ -285,6 +312,10 @@ class Scheduler:
         if len(ordered) != len(self.items):
             raise RuntimeError("cycle between fused kernels")
         return ordered
+
+
+def _writes_input(node) -> bool:
+    return isinstance(node, PointwiseNode) and node.buffer.kind == "input"
 
 
 def _outputs(node) -> list[Buffer]:

@@ -163,8 +163,10 @@ class WrapperCodegen:
             return
         may_misalign = tuple(k for k, name in enumerate(item.kernel.args)
                              if self.lw.buffers[name].kind in ("input", "extern", "constant"))
+        written = {m.node.name for m in item.group.stores if m.node.buffer.kind == "input"}
+        in_place = tuple(k for k, name in enumerate(item.kernel.args) if name in written)
         from .launch import Launcher
-        launcher = Launcher(item.kernel, may_misalign)
+        launcher = Launcher(item.kernel, may_misalign, in_place)
         self.launchers.append(launcher)
         kname = self._global(launcher, "kernel")
         self.lines.append(f"    {kname}({', '.join(item.kernel.args)})")
