@@ -37,7 +37,7 @@ from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, Distinct
 from .interpreter import SCALARS, Tracer
 from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, func_transform,
                       restore_autocast, restoring_grad_mode)
-from .sources import FromNumpySource
+from .sources import FromNumpySource, ItemSource
 from .values.base import LazyValue, Value
 from .values.contexts import AutocastValue, block_exit
 
@@ -106,7 +106,8 @@ def note_changed_inputs(code, entries, func, args) -> None:
         guards = entry.guards
         for guard in getattr(guards, "guards", ()):
             is_scalar = isinstance(guard, ConstantMatch) and type(guard.value) in (int, float)
-            if not isinstance(guard, TensorMatch) and not is_scalar:
+            is_tuple = isinstance(guard, ConstantMatch) and type(guard.value) is tuple
+            if not isinstance(guard, TensorMatch) and not is_scalar and not is_tuple:
                 continue
             try:
                 value = guards._value_of(guard.source, func, args)
@@ -115,6 +116,12 @@ def note_changed_inputs(code, entries, func, args) -> None:
             if is_scalar:
                 if type(value) is type(guard.value) and value != guard.value:
                     state.setdefault(SCALARS, set()).add(guard.source)
+                continue
+            if is_tuple:      # a tuple of numbers whose items changed: those items become inputs
+                if type(value) is tuple and len(value) == len(guard.value):
+                    state.setdefault(SCALARS, set()).update(
+                        ItemSource(guard.source, i) for i, (old, new) in enumerate(zip(guard.value, value))
+                        if type(old) in (int, float) and type(new) is type(old) and new != old)
                 continue
             if isinstance(value, torch.Tensor) and value.dim() == len(guard.shape) and value.dtype == guard.dtype:
                 changed = {i for i, (a, b) in enumerate(zip(guard.shape, value.shape)) if a is not None and a != b}

@@ -229,6 +229,12 @@ class Tracer:
         scope = Scope(guard_local_names(list(self.code.co_varnames[:nargs])), "___G", "___fn")
         return source.expr(scope)
 
+    def has_dynamic_items(self, source) -> bool:
+        """Does a tuple read from `source` hold numbers seen changing (`for i, x in enumerate(...)`
+        resumed in a loop: the item tuple changes on each iteration)? Then it is read item by item."""
+        return source is not None and any(isinstance(s, ItemSource) and s.owner == source
+                                          for s in self.auto_dynamic.get(SCALARS, ()))
+
     def dynamic_scalar(self, source) -> str:
         """How guards reach the Python int or float at `source` when it is a graph input (it was
         seen changing between calls, and the capture is not static), else ''."""

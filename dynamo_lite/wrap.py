@@ -72,7 +72,7 @@ def _build(tracer, value, source) -> Value:
         if guard_expr:              # seen changing: a graph input, still an int/float (ShapeEnv guards its uses)
             _guard(tracer, TypeMatch(source, type(value)))
             return tracer.graph.add_scalar_input(value, source, guard_expr)
-    if is_constant(value):
+    if is_constant(value) and not (type(value) is tuple and tracer.has_dynamic_items(source)):
         if source is not None:
             _guard(tracer, ConstantMatch(source, value) if type(value) in (int, float, bool, str, type(None),
                                                                            bytes, complex) else

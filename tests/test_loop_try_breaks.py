@@ -428,3 +428,20 @@ def test_variables_a_comprehension_left_unbound_stay_unbound_across_breaks():
     """A comprehension restores the (unbound) variables it saved by storing NULL: the next break
     must not hand them to its resume function (it crashed the interpreter)."""
     check(comprehension_over_a_view_after_breaks, torch.ones(2), graphs=None)
+
+
+TOKENS = tuple(range(90, 110))
+
+
+def loop_over_enumerate_of_ints(x):
+    for i, token in enumerate(TOKENS):
+        x = x * 0.5 + token
+        print(i)
+        x = x - i
+    return x
+
+
+def test_the_item_tuple_of_an_enumerate_becomes_graph_inputs():
+    """`(i, token)` changes on every iteration: its changing numbers become graph inputs, so the
+    stretches keep a fixed number of graphs however long the loop (20 iterations here)."""
+    check(loop_over_enumerate_of_ints, torch.ones(3), graphs=graphs(5))
