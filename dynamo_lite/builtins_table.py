@@ -740,8 +740,8 @@ def _dataclass_inner(frame, v: Value, factory: Value, as_dict: bool) -> Value:
             factory = semantics.load_attr(frame, v, "default_factory")
             return frame.wrap(cls, None).call(frame, [factory, SeqValue(converted, list)], {})
         return frame.wrap(cls, None).call(frame, [IteratorValue(converted)], {})
-    if v.is_python_constant() and is_constant(v.as_python()):
-        return v                                   # deepcopy of an immutable constant is itself
+    if v.is_python_constant() and is_constant(v.as_python()) or cls in (int, float, bool):
+        return v                   # deepcopy of an immutable constant (or a number, dynamic too) is itself
     raise Unsupported(UNSUPPORTED_VALUE, f"copy.deepcopy of a {cls.__name__} in dataclasses.as{'dict' if as_dict else 'tuple'}")
 
 

@@ -303,3 +303,23 @@ def test_a_dynamic_number_pinned_by_a_guard_is_written_back_as_a_plain_number():
             assert got[1] is False
     finally:
         _CONFIG.scale, _CONFIG.shift = 3.0, 3
+
+
+def _as_dict_of_config(x):
+    return x * _CONFIG.scale, dataclasses.asdict(_CONFIG)
+
+
+def test_asdict_of_a_dataclass_holding_dynamic_numbers_is_captured():
+    """dataclasses.asdict deep-copies the fields: a number that became a graph input is immutable,
+    its copy is itself (it was a break)."""
+    backend = CountingBackend()
+    captured = dl.capture(_as_dict_of_config, backend=backend)
+    try:
+        for i in range(4):
+            _CONFIG.scale = 3.0 + i
+            got, expected = captured(torch.ones(2)), _as_dict_of_config(torch.ones(2))
+            torch.testing.assert_close(got[0], expected[0])
+            assert got[1] == expected[1] and type(got[1]["scale"]) is float
+        assert backend.count == 2
+    finally:
+        _CONFIG.scale = 3.0
