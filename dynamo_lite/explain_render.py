@@ -32,6 +32,10 @@ def render(report):
     yield Text(f"dynamo_lite.explain: {report.function}", style="bold")
     yield Text(report.summary())
     if report.breaks:
+        yield Text("by kind: " + ", ".join(
+            f"{kind} {KINDS[kind].name if kind in KINDS else ''}"
+            f" ({', '.join(filter(None, [f'{r} resumed' if r else '', f'{e} ran eagerly' if e else '']))})"
+            for kind, r, e in report.by_kind()))
         yield Text("\nGraph breaks", style="bold underline")
     for i, b in enumerate(report.breaks, 1):
         kind = f"[{b.eager_kind_id} {KINDS[b.eager_kind_id].name}] " if b.eager_kind_id else ""

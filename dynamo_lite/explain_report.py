@@ -101,6 +101,16 @@ class ExplainReport:
         return {frame: captures for (frame, _), captures in by_code.items()
                 if len(captures) > 1 or captures[0].recapture}
 
+    def by_kind(self) -> list:
+        """[(kind id, breaks resumed, frames run eagerly)], most frequent first: a frame run eagerly
+        counts under the kind of why it could not resume when that has one."""
+        counts: dict = {}
+        for b in self.breaks:
+            kind = b.eager_kind_id or b.kind_id
+            resumed, eager = counts.get(kind, (0, 0))
+            counts[kind] = (resumed + b.resumed, eager + (not b.resumed))
+        return sorted(((k, r, e) for k, (r, e) in counts.items()), key=lambda row: -(row[1] + row[2]))
+
     def summary(self) -> str:
         return (f"{self.graph_count} graph(s), {self.break_count} graph break(s), {self.op_count} op(s), "
                 f"{len(self.recompiles)} recapture(s), capture {self.capture_ms:.1f} ms, backend {self.backend}")

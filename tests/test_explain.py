@@ -240,3 +240,22 @@ def test_a_long_guard_is_wrapped_at_its_own_ands_only_and_still_checks_the_same(
     for args in [(torch.ones(2), mode), (torch.ones(2), mode + "!"), (torch.ones(2), 3)]:
         assert shown(*args) == record.guards.check(by_mode, *args)
     assert shown(torch.ones(2), mode) is True
+
+
+def test_explain_groups_breaks_by_kind():
+    def f(x):
+        x = x + 1
+        print("a")
+        x = x * 2
+        print("b")
+        try:
+            int("no")
+        except ValueError:
+            print("handling")         # runs that frame part eagerly (DL022)
+        return x
+
+    report = dl.explain(f)(torch.ones(2))
+    kinds = {kind: (resumed, eager) for kind, resumed, eager in report.by_kind()}
+    assert kinds["DL005"][0] >= 2 and kinds["DL022"] == (0, 1), kinds
+    text = str(report)
+    assert "by kind: " in text and "DL022 break-in-handler (1 ran eagerly)" in text, text[:400]
