@@ -151,6 +151,18 @@ HIGHER_ORDER_EFFECT = _kind(
     "twice, or batched, so it is not put in a graph and the call runs eagerly",
     "make the function pure tensor code that returns what it computes; do the Python-side bookkeeping on its "
     "result, outside the function")
+CLOSURE_ESCAPES = _kind(
+    "DL033", "closure-escapes", "a function made in captured code that closes over the frame's variables outlives "
+    "the captured code (returned, stored, or live at a graph break where its cells cannot be handed on)",
+    "define the function outside the captured function, or pass what it needs as arguments (functools.partial)")
+NEEDS_REAL_OBJECT = _kind(
+    "DL034", "needs-real-object", "an object the tracer only models (made, or read, in captured code) is used where "
+    "its real Python object is needed: passed to C code, formatted, hashed, compared by a function not modelled",
+    "pass plain values (numbers, strings, tuples) or tensors there, or build the object before the captured call")
+NOT_ITERABLE_MODEL = _kind(
+    "DL035", "iteration-not-modelled", "iterating an object whose iteration the tracer does not model (a C type's "
+    "__iter__, a view or iterator of an object it cannot follow)",
+    "iterate over a list or tuple of the items, or give the class an __iter__ written in Python")
 
 
 def event_kind(event: dict) -> str:

@@ -603,3 +603,24 @@ def test_resume_function_bytecode_runs_correctly_on_its_own(resume_functions_run
 
 def test_many_locals_after_a_break_traced():
     run_both(_many_locals_after_break, lambda: torch.randn(3), graphs=1)
+
+
+def returns_a_closure(x):
+    k = x.shape[0]
+
+    def scale(t):
+        return t * k
+    return scale(x), scale
+
+
+def test_a_closure_that_outlives_the_frame_has_a_kind_of_its_own():
+    """A function over the frame's own variables that is returned cannot be rebuilt over cells
+    outside the frame: the frame runs eagerly, reported as closure-escapes (DL033), with its hint."""
+    x = rand3()
+    expected = returns_a_closure(x)
+    report = dl.explain(returns_a_closure)(x)
+    got = report.output
+    torch.testing.assert_close(got[0], expected[0])
+    torch.testing.assert_close(got[1](x), expected[1](x))
+    assert [b.kind_id for b in report.breaks] == ["DL033"], report.breaks
+    assert "closure-escapes" in str(report) and "functools.partial" in str(report)

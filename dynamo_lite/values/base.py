@@ -32,7 +32,7 @@ from typing import Any, Optional
 import torch
 
 from .. import config
-from ..breaks import (BUILTIN_TYPE_METHOD, C_FUNCTION, INSTRUCTION_LIMIT, TENSOR_TO_PYTHON, UNKNOWN_CALL,
+from ..breaks import (BUILTIN_TYPE_METHOD, C_FUNCTION, INSTRUCTION_LIMIT, NEEDS_REAL_OBJECT, NOT_ITERABLE_MODEL, TENSOR_TO_PYTHON, UNKNOWN_CALL,
                       UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, BreakKind, TracedException,
                       Unsupported, user_error)
 from ..fallback import skip
@@ -76,6 +76,14 @@ def kind_name(v: "Value") -> str:
 
 
 
+def _type_name(value: "Value") -> str:
+    """The user's name for what a value models (`Cfg`, `dict_items`), not the tracer's class."""
+    try:
+        return value.python_type().__name__
+    except Exception:
+        return type(value).__name__
+
+
 def unknown_call_kind(fn, owner: Optional[type] = None) -> BreakKind:
     """Which registry kind a call the tracer cannot model is: a method of a built-in type (or a
     built-in function), a C function or method of a library, or else (Python code, a callable
@@ -113,7 +121,7 @@ class Value:
 
     def as_python(self) -> Any:
         """The real Python value, for values made only of constants; Unsupported otherwise."""
-        raise Unsupported(UNSUPPORTED_VALUE, f"needs the Python value of a {type(self).__name__}")
+        raise Unsupported(NEEDS_REAL_OBJECT, f"needs the Python value of a {_type_name(self)}")
 
     def real_object(self):
         """The existing object this value stands for (a module, a function, an object read from
@@ -189,7 +197,7 @@ class Value:
 
     def unpack(self, frame) -> list:
         """Iterate to the end: the items, as a list of values."""
-        raise Unsupported(UNSUPPORTED_VALUE, f"iterating over {type(self).__name__}")
+        raise Unsupported(NOT_ITERABLE_MODEL, f"iterating over a {_type_name(self)}")
 
     def get_iter(self, frame):
         """`iter(self)`: an iterator value; NotImplemented means an iterator over `unpack()`."""

@@ -15,7 +15,7 @@ import operator
 import types
 import torch
 
-from ..breaks import (DISABLED_FUNCTION, EXPLICIT_BREAK, PRINT_OR_LOG, SKIPPED_FILE, UNSUPPORTED_ATTRIBUTE,
+from ..breaks import (CLOSURE_ESCAPES, DISABLED_FUNCTION, EXPLICIT_BREAK, PRINT_OR_LOG, SKIPPED_FILE, UNSUPPORTED_ATTRIBUTE,
                       UNSUPPORTED_VALUE,
                       TracedException, Unsupported, user_error)
 from ..fallback import skip
@@ -228,8 +228,8 @@ class ClosureValue(Value):
             em.load_source(self.source)
             return
         if any(cell.source is None and id(cell) not in em.frame_cells for cell in self.closure):   # early refusal
-            raise Unsupported(UNSUPPORTED_VALUE, "cannot return a function closing over this frame's variables "
-                                                 "from captured code")
+            raise Unsupported(CLOSURE_ESCAPES, "cannot return a function closing over this frame's variables "
+                                               "from captured code")
         em.call_const(_make_function, [
             lambda: em.const(self.code), lambda: em.const(self.globals), lambda: em.const(self.qualname),
             lambda: em.build_tuple(list(self.defaults)), lambda: em.build_map(self.kwdefaults),
