@@ -131,11 +131,12 @@ class GraphBuilder:
             context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC if d in dynamic_dims
                                                               else DimDynamic.STATIC for d in range(tensor.dim())])
             shape_source = ShapeSource(guard_expr)
-            example = self.fake_mode.from_tensor(tensor, symbolic_context=context, source=shape_source)
+            example = _fake_of(lambda: self.fake_mode.from_tensor(tensor, symbolic_context=context,
+                                                                  source=shape_source))
             self.named_inputs.append((example, shape_source, tuple(dynamic_dims)))
             self.has_symbolic_inputs |= bool(dynamic_dims)
         else:
-            example = self.fake_mode.from_tensor(tensor, static_shapes=True)
+            example = _fake_of(lambda: self.fake_mode.from_tensor(tensor, static_shapes=True))
         node.meta["example_value"] = example
         node.meta["source"] = source
         node.meta["real_type"] = type(tensor)
@@ -431,6 +432,16 @@ class _AutocastState:
 _INPLACE_FUNCTIONS = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
                       operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
                       operator.ilshift, operator.irshift, operator.imatmul}
+
+
+def _fake_of(make):
+    """A graph input's fake tensor. Torch refuses to read some tensors at all (a view returned by
+    unbind whose base was since changed in place): eager raises on their use too, so the frame
+    runs eagerly, where the program meets torch's own error."""
+    try:
+        return make()
+    except RuntimeError as e:
+        raise Unsupported(breaks.USER_EXCEPTION, f"reading an input tensor raised RuntimeError: {e}") from None
 
 
 def _concrete(example):
