@@ -12,7 +12,7 @@ import torch
 
 import dynamo_lite as dl
 from dynamo_lite.fallback.records import RECORDS
-from harness import CountingBackend, assert_same
+from harness import CountingBackend, assert_same, check
 
 
 def run_both(fn, *make_args, graphs=None, calls=2):
@@ -624,3 +624,18 @@ def test_a_closure_that_outlives_the_frame_has_a_kind_of_its_own():
     torch.testing.assert_close(got[1](x), expected[1](x))
     assert [b.kind_id for b in report.breaks] == ["DL033"], report.breaks
     assert "closure-escapes" in str(report) and "functools.partial" in str(report)
+
+
+def writes_then_fails_on_an_expanded_view(x, y):
+    wide = y.expand(2, 5)                 # its elements share memory
+    dl.graph_break()
+    y *= 2                                # the graph writes y, then
+    wide -= x                             # fails: eager refuses writes into an expand, after y *= 2
+    return y
+
+
+def test_a_graph_failing_after_writes_leaves_inputs_as_eager_does():
+    """The graph's writes are undone and the frame rerun eagerly, which raises eager's error with y
+    written as eager left it; the expanded view is not copied back (that copy itself raised, after
+    y had been restored: y ended unwritten)."""
+    check(writes_then_fails_on_an_expanded_view, torch.randn(2, 5), torch.randn(1, 5), graphs=None)
