@@ -26,3 +26,14 @@ def fresh_engine_caches():
 def backend():
     """A fresh CountingBackend for tests that drive capture() themselves."""
     return harness.CountingBackend()
+
+
+@pytest.fixture
+def single_process_group(tmp_path):
+    """A one-process gloo group (FSDP2, DDP and the training bench's in-process cases need one)."""
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()

@@ -4,23 +4,12 @@ capture never raises for them; the result agrees with eager (outputs, gradients)
 steps."""
 import warnings
 
-import pytest
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 
 import dynamo_lite as dl
 from dynamo_lite.eval_frame import CapturedModule
 from harness import CountingBackend
-
-
-@pytest.fixture
-def single_process_group(tmp_path):
-    if not dist.is_available():
-        pytest.skip("torch.distributed is not available")
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def _mlp():

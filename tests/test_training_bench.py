@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-import torch.distributed as dist
 
 _PATH = os.path.join(os.path.dirname(__file__), os.pardir, "bench", "training.py")
 
@@ -21,15 +20,6 @@ def bench():
     sys.modules[spec.name] = module          # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture
-def single_process_group(tmp_path):
-    if not dist.is_available():
-        pytest.skip("torch.distributed is not available")
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def _rows(rows, engine):
