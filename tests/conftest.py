@@ -4,6 +4,8 @@ Every test starts and ends with empty engine caches (`harness.reset()`), so no t
 graph captured by another.  Run with ``DL_TEST_REFERENCE=torch`` to check the suite's
 expectations against TorchDynamo instead of dynamo_lite.
 """
+import os
+
 import pytest
 import torch
 
@@ -37,3 +39,31 @@ def single_process_group(tmp_path):
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
+
+
+# Headless Chromium for the HTML pages' tests (the report, the trace index): they skip without it
+# unless DL_BROWSER_REQUIRED=1 (CI sets it where it installs Chromium), which makes that a failure.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+BROWSER_REQUIRED = os.environ.get("DL_BROWSER_REQUIRED") == "1"
+
+
+def _no_browser(reason: str):
+    if BROWSER_REQUIRED:
+        pytest.fail(f"DL_BROWSER_REQUIRED=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        _no_browser(f"no {CHROMIUM}: apt-get install -y chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _no_browser("playwright is not installed (requirements/ci.txt)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()

@@ -23,10 +23,6 @@ from dynamo_lite import breaks
 from dynamo_lite.report.html import write_html
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-BROWSER_REQUIRED = os.environ.get("DL_BROWSER_REQUIRED") == "1"
 
 TINY_MODELS = textwrap.dedent('''
     import torch
@@ -168,26 +164,6 @@ def test_without_plotly_the_html_commands_exit_2_with_a_clear_message(tmp_path, 
 # --------------------------------------------------------------------------------------------
 # in a headless Chromium
 # --------------------------------------------------------------------------------------------
-
-def _no_browser(reason: str):
-    if BROWSER_REQUIRED:
-        pytest.fail(f"DL_BROWSER_REQUIRED=1 but {reason}")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        _no_browser(f"no {CHROMIUM}: apt-get install -y chromium")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _no_browser("playwright is not installed (requirements/ci.txt)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        yield chromium
-        chromium.close()
-
 
 @pytest.fixture
 def page(browser, run):
