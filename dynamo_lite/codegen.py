@@ -10,7 +10,9 @@ returns it.
 from __future__ import annotations
 
 import types
+from typing import Optional
 
+import torch
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .breaks import BREAK_IN_HANDLER, BREAK_IN_WITH, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, Unsupported
@@ -171,7 +173,7 @@ class Emitter:
         inside a guarded range that `end_guarded` closes: if the graph or a rebuild in the range
         raises, the frame runs eagerly instead (runtime.FrameRun) and returns what that eager run
         returns. Graphs that write into their inputs or draw random numbers take a snapshot first."""
-        written = tracer.graph.written_inputs() if compiled is not None else []
+        written = _undoable(tracer.graph, tracer.graph.written_inputs()) if compiled is not None else []
         random = compiled is not None and draws_random_numbers(tracer.graph.graph)
         # With graph ops inside a try block a failure may be the program's own, handled by its except.
         report = on_internal_error if tracer.op_in_try is None else None
@@ -289,6 +291,18 @@ class Emitter:
         """Emit `emit()`'s code once the side effects are replayed: for a rebuilt value that depends
         on another's contents (an iterator part-way through a list the trace filled)."""
         self.after_replay.append(emit)
+
+
+def _undoable(graph, written: Optional[list]) -> Optional[list]:
+    """The written input positions whose writes a failed graph's rerun must undo: not a tensor
+    whose elements share memory (an expand), which torch refuses to write before writing anything
+    (and copying back into it would raise that refusal). Strides are guarded: decided once here."""
+    if not written:
+        return written
+    real = {node: value for node, value, _ in graph.inputs}
+    placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+    return [i for i in written if not (isinstance(real.get(placeholders[i]), torch.Tensor)
+                                       and torch._debug_has_internal_overlap(real[placeholders[i]]) == 1)]
 
 
 _ARG_OPS = {"LOAD_CONST"}

@@ -94,9 +94,7 @@ class FrameRun:
         written = [inputs[i] for i in self.written]
         if any(not isinstance(t, torch.Tensor) or t.requires_grad for t in written):
             return None, versions, rng
-        # A tensor whose elements share memory (an expand) is never written: torch refuses before
-        # writing anything, and copying it back would raise that same refusal.
-        return [(t, t.clone()) for t in written if torch._debug_has_internal_overlap(t) != 1], versions, rng
+        return [(t, t.clone()) for t in written], versions, rng
 
     def rerun(self, exc: BaseException, snapshot, closure, frame_args: tuple):
         """The graph (or a rebuild after it) raised `exc`: undo what the graph wrote, run the frame's
