@@ -6,29 +6,19 @@ asserts how many kernels the graph became (fusion really happened). On a machine
 the kernels run under Triton's interpreter (TRITON_INTERPRET=1, set here before triton loads),
 so shapes stay small.
 """
-import os
-
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+from triton_env import DEVICE, INTERPRET, strict   # noqa: F401  (first: sets TRITON_INTERPRET; autouse)
+
 pytest.importorskip("triton")
 
 import torch.fx                                           # noqa: E402
 import torch.nn.functional as F                           # noqa: E402
 
-from dynamo_lite.backends.triton import settings, triton_backend   # noqa: E402
+from dynamo_lite.backends.triton import triton_backend   # noqa: E402
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-DEVICE = "cpu" if INTERPRET else "cuda"
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy, on masked-off lanes
-
-
-@pytest.fixture(autouse=True)
-def strict(monkeypatch, tmp_path_factory):
-    monkeypatch.setattr(settings, "strict", True)       # a compile error fails the test
-    monkeypatch.setenv("DYNAMO_LITE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "dl-cache"))
 
 
 def t(*shape, dtype=torch.float32):

@@ -9,30 +9,21 @@ values of the outputs and of every input after several calls with eager on copie
 whether the graph was lowered. Runs under Triton's interpreter where there is no GPU.
 """
 import copy
-import os
 
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+from triton_env import DEVICE, strict   # noqa: F401  (first: sets TRITON_INTERPRET; an autouse fixture)
+
 pytest.importorskip("triton")
 
 import torch.fx                                            # noqa: E402
 import torch.nn as nn                                      # noqa: E402
 
 import dynamo_lite as dl                                   # noqa: E402
-from dynamo_lite.backends.triton import backend as triton_backend_module, settings, triton_backend   # noqa: E402
+from dynamo_lite.backends.triton import backend as triton_backend_module, triton_backend   # noqa: E402
 
-DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::DeprecationWarning")
-
-
-@pytest.fixture(autouse=True)
-def strict(monkeypatch, tmp_path_factory):
-    monkeypatch.setattr(settings, "strict", True)
-    monkeypatch.setenv("DYNAMO_LITE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "dl-cache"))
-    triton_backend_module.recent.clear()
 
 
 def graphs():

@@ -10,15 +10,12 @@ import textwrap
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+from triton_env import DEVICE, INTERPRET   # first: sets TRITON_INTERPRET before triton loads
 
 import torch.fx                                            # noqa: E402
 import torch.nn.functional as F                            # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-DEVICE = "cpu" if INTERPRET else "cuda"
 HAS_TRITON = __import__("importlib").util.find_spec("triton") is not None
 needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available() or INTERPRET, reason="needs a CUDA GPU")
