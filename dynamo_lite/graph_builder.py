@@ -24,7 +24,7 @@ from .fake_fallbacks import example_from_stand_ins, example_with_placeholders, i
 from .runtime import autocast_devices, check_assertion, enter_autocast, exit_autocast, power, set_autocast_devices
 from .values.base import Const, Value
 from .values.containers import SeqValue
-from .values.tensors import SymValue, TensorValue
+from .values.tensors import SymValue, TensorValue, specialize
 
 SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -449,7 +449,7 @@ def _concrete(example):
     expression ShapeEnv has already pinned (by a guard) is the number it stands for, never the
     symbolic object (which rebuilt code would carry into the program)."""
     if isinstance(example, SYM_TYPES):
-        return {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(example)](example)
+        return specialize(example)
     if type(example) in (tuple, list):
         return type(example)(_concrete(x) for x in example)
     return example

@@ -23,6 +23,12 @@ from .base import Const, MethodValue, Value, fold, is_constant, is_data, is_nump
 
 _SPECIALIZE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
+
+def specialize(example):
+    """The Python number a SymInt/SymFloat/SymBool stands for (ShapeEnv records the guard that
+    pins it, unless its expression is already a constant)."""
+    return _SPECIALIZE[type(example)](example)
+
 TENSOR_CONST_ATTRS = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
                       "is_meta", "layout", "is_cpu", "is_mps", "is_nested", "itemsize", "nbytes"}
 TENSOR_VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
@@ -159,7 +165,7 @@ class SymValue(GraphValue):
     __slots__ = ()
 
     def python_type(self):
-        return {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}.get(type(self.example), int)
+        return _SPECIALIZE.get(type(self.example), int)
 
     def binary(self, frame, fn, other):
         # numbers are immutable: `n += 1` is `n = n + 1` (an fx `operator.iadd` node would print
@@ -167,7 +173,7 @@ class SymValue(GraphValue):
         return super().binary(frame, plain(fn), other)
 
     def as_python(self):
-        return _SPECIALIZE[type(self.example)](self.example)   # ShapeEnv records the guard
+        return specialize(self.example)
 
     def is_python_constant(self):
         return False           # it is one only once specialized, which as_python() does on demand
