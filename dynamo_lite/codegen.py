@@ -443,8 +443,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     effect = sum(instr.stack_effect(jump=False) for instr in run)
     pushed = max(run[-1].pre_and_post_stack_effect(jump=False)[1], 0)
     remaining = len(frame.stack) + effect
-    below = frame.stack[:remaining - pushed]
-    nulls = tuple(isinstance(v, NullValue) for v in below) + (False,) * pushed
+    nulls = nulls_at_depth(frame.stack, remaining - pushed) + (False,) * pushed
 
     # What the resume function(s) get besides the stack — the first argument for super(), live
     # locals, cells — is rebuilt now, inside the guarded range (before any effect is replayed and
@@ -591,7 +590,8 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
 
 
 def nulls_at_depth(stack: list, depth: int) -> tuple:
-    """Which of the bottom `depth` stack items are NULLs (what a handler's stack keeps of it)."""
+    """Which of the bottom `depth` stack items are NULLs (what a resume function pushes back as
+    NULL rather than take as an argument)."""
     return tuple(isinstance(v, NullValue) for v in stack[:depth])
 
 

@@ -24,6 +24,12 @@ def _snippet(location: str, context: int = 2):
                   highlight_lines={line_no}, theme="ansi_dark", word_wrap=True)
 
 
+def _kind_count(kind: str, resumed: int, eager: int) -> str:
+    """`DL005 print-or-log (2 resumed, 1 ran eagerly)`."""
+    counts = [f"{resumed} resumed"] * bool(resumed) + [f"{eager} ran eagerly"] * bool(eager)
+    return f"{kind} {KINDS[kind].name if kind in KINDS else ''} ({', '.join(counts)})"
+
+
 def render(report):
     from rich.panel import Panel
     from rich.table import Table
@@ -32,10 +38,7 @@ def render(report):
     yield Text(f"dynamo_lite.explain: {report.function}", style="bold")
     yield Text(report.summary())
     if report.breaks:
-        yield Text("by kind: " + ", ".join(
-            f"{kind} {KINDS[kind].name if kind in KINDS else ''}"
-            f" ({', '.join(filter(None, [f'{r} resumed' if r else '', f'{e} ran eagerly' if e else '']))})"
-            for kind, r, e in report.by_kind()))
+        yield Text("by kind: " + ", ".join(_kind_count(*row) for row in report.by_kind()))
         yield Text("\nGraph breaks", style="bold underline")
     for i, b in enumerate(report.breaks, 1):
         kind = f"[{b.eager_kind_id} {KINDS[b.eager_kind_id].name}] " if b.eager_kind_id else ""

@@ -124,7 +124,7 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
     bc.qualname = resume_name(code, offset)
     new = bc.to_code(compute_exception_stack_depths=False)
     emitted = [i for i in bc if isinstance(i, Instr)]
-    made = [i for i in facts(new).insts]
+    made = facts(new).insts
     if len(emitted) != len(made):
         raise Unsupported(UNSUPPORTED_VALUE, "the resume function's instructions do not line up with the original's")
     _ORIGINS[new] = (code, {inst.offset: origin[id(instr)][1] for instr, inst in zip(emitted, made)
@@ -180,9 +180,9 @@ def _slots_by_kind(code: types.CodeType, body: list, shared: tuple, origin: dict
 
 
 def resume_name(code: types.CodeType, offset: int) -> str:
-    """`f.<resume at line N>`: named after the user's function and the source line it continues
-    at (a resume function of a resume function is still named after the user's function)."""
-    base = code.co_qualname.split(".<resume at ")[0]
+    """`f.<resume at line N>`: named after the user's function (`code` is always the user's: resume
+    functions are made from it) and the source line it continues at."""
+    base = code.co_qualname
     inst = facts(code).insts[facts(code).index_of[offset]]
     line = inst.positions.lineno if inst.positions and inst.positions.lineno else None
     return f"{base}.<resume at line {line}>" if line else f"{base}.<resume>"
