@@ -16,6 +16,8 @@ PY313 = PY_VERSION >= (3, 13)
 # A free-threaded build (3.13t) has another frame and object layout: not supported.
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 SUPPORTED = (3, 11) <= PY_VERSION < (3, 14) and not FREE_THREADED
+# Py_TPFLAGS_HEAPTYPE in a class's __flags__: the class was made by a class statement (Python code).
+HEAPTYPE = 1 << 9
 
 # 3.11 calls need PRECALL before CALL; 3.12 dropped it.
 CALL_NEEDS_PRECALL = PY311

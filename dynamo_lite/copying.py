@@ -32,6 +32,7 @@ from typing import Optional
 
 from . import semantics
 from .breaks import COPY_NOT_MODELLED, TracedException, Unsupported
+from .compat import HEAPTYPE
 from .modelled import models
 from .values.base import Const, MethodValue, Value, fold
 from .values.containers import DictValue, SeqValue, SetValue
@@ -169,7 +170,7 @@ def _is_plain_instance(v: Value) -> bool:
 def _plain_layout(cls: type) -> bool:
     """Instances are made by object.__new__ with nothing of a C class's layout: every class in the
     MRO is written in Python (or is object)."""
-    return cls.__new__ is object.__new__ and all(k is object or k.__flags__ & (1 << 9) for k in cls.__mro__)
+    return cls.__new__ is object.__new__ and all(k is object or k.__flags__ & HEAPTYPE for k in cls.__mro__)
 
 
 def reduce_instance(frame, v: Value) -> tuple[Optional[dict], dict]:

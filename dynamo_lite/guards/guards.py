@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..compat import HEAPTYPE
 from ..sources import Scope, Source
 
 
@@ -635,7 +636,7 @@ class ClassAttrsMatch(Guard):
     def of(key: type, written: dict) -> "ClassAttrsMatch":
         entries = []
         for cls in key.__mro__:
-            if cls.__flags__ & _HEAPTYPE:
+            if cls.__flags__ & HEAPTYPE:
                 skip = frozenset(written.get(cls, ()))
                 entries.append((cls, skip, tuple((k, v) for k, v in vars(cls).items() if k not in skip)))
         return ClassAttrsMatch(key, tuple(entries))
@@ -648,9 +649,6 @@ class ClassAttrsMatch(Guard):
 
     def why_not(self, value):
         return f"an attribute of class {self.key.__qualname__} (or of a base class) changed"
-
-
-_HEAPTYPE = 1 << 9
 
 
 def class_attrs_unchanged(entries) -> bool:

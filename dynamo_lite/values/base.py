@@ -32,9 +32,10 @@ from typing import Any, Optional
 import torch
 
 from .. import config
-from ..breaks import (BUILTIN_TYPE_METHOD, C_FUNCTION, INSTRUCTION_LIMIT, NEEDS_REAL_OBJECT, NOT_ITERABLE_MODEL, TENSOR_TO_PYTHON, UNKNOWN_CALL,
-                      UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, BreakKind, TracedException,
-                      Unsupported, user_error)
+from ..breaks import (BUILTIN_TYPE_METHOD, C_FUNCTION, INSTRUCTION_LIMIT, NEEDS_REAL_OBJECT, NOT_ITERABLE_MODEL,
+                      TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_MUTATION,
+                      UNSUPPORTED_VALUE, BreakKind, TracedException, Unsupported, user_error)
+from ..compat import HEAPTYPE
 from ..fallback import skip
 from ..guards import AttrAbsent
 from ..modelled import call_modelled
@@ -602,7 +603,6 @@ def missing_attribute(frame, obj: Value, name: str, generic: bool = False) -> Tr
     return user_error(AttributeError, f"{what} has no attribute {name!r}")
 
 
-HEAPTYPE = 1 << 9             # Py_TPFLAGS_HEAPTYPE: a class written in Python
 
 
 def attribute_not_modelled(v: Value, name: str) -> Unsupported:

@@ -28,13 +28,12 @@ from ..breaks import UNKNOWN_CALL, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, Trac
 from ..guards import DictKeysMatch
 from ..semantics import load_attr
 from ..sources import DictItemSource
-from .base import Const, IteratorValue, Value
+from .base import HEAPTYPE, Const, IteratorValue, Value
 from .containers import DictValue, DictViewValue, SeqValue
 from .functions import FunctionValue
 from .objects import NewObjectValue, ObjectValue, python_function
 
 DICT_BASES = (OrderedDict, dict)
-_HEAPTYPE = 1 << 9            # Py_TPFLAGS_HEAPTYPE: a class written in Python
 
 
 def dict_base(cls) -> Optional[type]:
@@ -45,7 +44,7 @@ def dict_base(cls) -> Optional[type]:
     for klass in cls.__mro__:
         if klass in DICT_BASES:
             break
-        if not klass.__flags__ & _HEAPTYPE:          # e.g. defaultdict: C behaviour we do not model
+        if not klass.__flags__ & HEAPTYPE:          # e.g. defaultdict: C behaviour we do not model
             return None
     if cls.__new__ is not dict.__new__:
         return None
