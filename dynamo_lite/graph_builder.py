@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 
 import torch
 import torch.fx
+from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
                                            FakeTensorMode)
 
@@ -238,7 +239,8 @@ class GraphBuilder:
         fn: Callable = target if op == "call_function" else getattr(type(args[0]), target)
 
         def run(fn, args, kwargs):
-            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), self._traced_autocast():
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), self._traced_autocast(), \
+                    self._symbolic_dispatch():
                 return fn(*args, **kwargs)
         try:
             try:
@@ -266,6 +268,14 @@ class GraphBuilder:
             raise
         except Exception as e:  # the op itself failed: the eager run will raise the user's error
             raise Unsupported(breaks.USER_EXCEPTION, f"{_target_name(target)} raised {type(e).__name__}: {e}") from None
+
+    def _symbolic_dispatch(self):
+        """Once the graph has symbolic sizes, ops run through the Python dispatcher, as TorchDynamo's
+        tracing does: composite ops' C++ kernels (interpolate's size, ...) demand concrete integers,
+        their Python decompositions take symbolic ones."""
+        if not self.shape_env.var_to_val:
+            return contextlib.nullcontext()
+        return enable_python_dispatcher()
 
     def _traced_autocast(self):
         """Run an example op under the traced autocast state (inside a traced `autocast` block)."""

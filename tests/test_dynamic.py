@@ -51,6 +51,23 @@ def test_dynamic_true_captures_once_and_dynamic_false_every_size():
     assert dyn.count == 1 and static.count == 4
 
 
+def test_composite_ops_take_symbolic_sizes():
+    # interpolate's C++ composite kernel demands concrete sizes; with dynamic sizes the op runs through
+    # the Python dispatcher (its decomposition), as in TorchDynamo, instead of breaking the graph
+    def f(x, w):
+        out = torch.cat([x, x], dim=1)
+        gate = torch.sigmoid(F.conv2d(F.avg_pool2d(x, kernel_size=2, stride=2), w))
+        return out[:, :4] * F.interpolate(gate, size=(out.shape[-2], out.shape[-1]), mode="nearest")
+
+    backend = CountingBackend()
+    captured = dl.capture(f, backend=backend, fullgraph=True)
+    w = torch.randn(4, 4, 1, 1)
+    for n in (8, 12, 16, 20):
+        x = torch.randn(2, 4, n, n)
+        torch.testing.assert_close(captured(x, w), f(x, w))
+    assert backend.count == 2
+
+
 def test_sizes_zero_and_one_stay_specialized():
     def f(x):
         return x.sum(0) + x.shape[0]
