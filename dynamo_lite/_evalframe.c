@@ -15,9 +15,12 @@
  * cells and free variables (convert_frame.py checks this), so we swap f_code, grow the frame on
  * the thread's data stack to the new co_framesize and restart it at instruction 0.  CPython's own
  * evaluator then runs and clears the frame, which sidesteps the 3.11/3.12 difference in who
- * clears a frame that the hook did not evaluate: we always evaluate it.  When the swap is not
- * possible (the frame is not the top of the data stack, or the chunk has no room), the frame
- * runs unchanged, which is always correct.
+ * clears a frame that the hook did not evaluate: we always evaluate it.  When the chunk has no
+ * room for the replacement (a graph with hundreds of parameters has as many locals; a deep call
+ * stack leaves little of the 16 KiB chunk), the Python `frame runner` runs the replacement as a
+ * function of its own -- CPython gives that frame a new chunk -- and hands back a one-instruction
+ * code (`return value` or `raise exc`) that fits the frame, which then runs as always.  Only a
+ * frame that is not the top of the data stack runs unchanged (correct, not captured).
  *
  * While guards and the callback run, this thread's callback is switched off, so nothing of
  * dynamo_lite is ever intercepted; DisabledCall does the same for compiled graphs.
@@ -72,7 +75,11 @@ static PyObject *skip_sentinel = NULL;
 static PyObject *nohook_sentinel = NULL;
 static int active_threads = 0;                       /* threads whose callback is set */
 static _PyFrameEvalFunction previous_eval = NULL;
-static long long stat_hits = 0, stat_misses = 0;
+static long long stat_hits = 0, stat_misses = 0, stat_new_frames = 0;
+
+/* Python: runner(code, func, args, frame_code) runs `code` as a function in a frame of its own and
+ * returns code of frame_code's layout that returns its result or raises its exception. */
+static PyObject *frame_runner = NULL;
 
 static inline PyObject *get_callback(void) { return (PyObject *)PyThread_tss_get(&callback_key); }
 
@@ -152,6 +159,36 @@ static int swap_code(PyThreadState *tstate, _PyInterpreterFrame *frame, PyCodeOb
     Py_DECREF(old);
     RESTART_FRAME(frame, new_code);
     frame->stacktop = new_code->co_nlocalsplus;
+    return 1;
+}
+
+/* The replacement did not fit the frame's data-stack chunk: run it in a frame of its own through
+ * the Python frame runner, then put the runner's one-instruction code (which fits: the frame's
+ * own locals and a stack of one) in the frame. 1: done; 0: not possible, the frame runs
+ * unchanged; -1: an error is set. */
+static int run_in_new_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, PyCodeObject *code,
+                            PyObject *func) {
+    PyCodeObject *old = FRAME_CODE(frame);
+    if (frame_runner == NULL || old->co_stacksize < 1) return 0;
+    if ((PyObject **)frame + FRAME_SIZE(old) != tstate->datastack_top) return 0;
+    Py_ssize_t nargs = frame_nargs(old);
+    PyObject *argtuple = PyTuple_New(nargs);
+    if (argtuple == NULL) return -1;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        Py_INCREF(frame->localsplus[i]);
+        PyTuple_SET_ITEM(argtuple, i, frame->localsplus[i]);
+    }
+    stat_new_frames++;
+    PyObject *ending = PyObject_CallFunctionObjArgs(frame_runner, (PyObject *)code, func, argtuple,
+                                                    (PyObject *)old, NULL);
+    Py_DECREF(argtuple);
+    if (ending == NULL) return -1;
+    int ok = PyCode_Check(ending) && swap_code(tstate, frame, (PyCodeObject *)ending, nargs);
+    Py_DECREF(ending);
+    if (!ok) {
+        PyErr_SetString(PyExc_SystemError, "dynamo_lite: the frame runner's code does not fit the frame");
+        return -1;
+    }
     return 1;
 }
 
@@ -259,8 +296,11 @@ restore:
          * error set, exactly like generator.throw(); the evaluator then clears the frame itself. */
         return _PyEval_EvalFrameDefault(tstate, frame, 1);
     }
-    if (PyCode_Check(result) && result != (PyObject *)FRAME_CODE(frame)) {
-        swap_code(tstate, frame, (PyCodeObject *)result, frame_nargs(FRAME_CODE(frame)));
+    if (PyCode_Check(result) && result != (PyObject *)FRAME_CODE(frame)
+            && !swap_code(tstate, frame, (PyCodeObject *)result, frame_nargs(FRAME_CODE(frame)))
+            && run_in_new_frame(tstate, frame, (PyCodeObject *)result, FRAME_FUNC(frame)) < 0) {
+        Py_DECREF(result);
+        return _PyEval_EvalFrameDefault(tstate, frame, 1);     /* unwind with the error, as above */
     }
     if (result == nohook_sentinel) {      /* the callback marked the code NOHOOK: this first run too */
         Py_DECREF(result);
@@ -283,6 +323,15 @@ static PyObject *py_set_callback(PyObject *self, PyObject *cb) {
     PyObject *old = swap_callback(cb);
     if (old == NULL) Py_RETURN_NONE;
     return old;
+}
+
+static PyObject *py_set_frame_runner(PyObject *self, PyObject *runner) {
+    if (runner != Py_None && !PyCallable_Check(runner)) {
+        PyErr_SetString(PyExc_TypeError, "runner must be callable or None");
+        return NULL;
+    }
+    Py_XSETREF(frame_runner, runner == Py_None ? NULL : Py_NewRef(runner));
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_get_callback(PyObject *self, PyObject *unused) {
@@ -312,7 +361,8 @@ static PyObject *py_set_code_extra(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_stats(PyObject *self, PyObject *unused) {
-    return Py_BuildValue("{s:L,s:L,s:i}", "hits", stat_hits, "misses", stat_misses, "active_threads", active_threads);
+    return Py_BuildValue("{s:L,s:L,s:L,s:i}", "hits", stat_hits, "misses", stat_misses, "new_frames", stat_new_frames,
+                         "active_threads", active_threads);
 }
 
 /* ---------------- DisabledCall: run a callable with this thread's hook off ---------------- */
@@ -393,7 +443,9 @@ static PyMethodDef methods[] = {
     {"get_callback", py_get_callback, METH_NOARGS, "get_callback() -> this thread's callback or None."},
     {"get_code_extra", py_get_code_extra, METH_O, "get_code_extra(code) -> the object in our co_extra slot, or None."},
     {"set_code_extra", py_set_code_extra, METH_VARARGS, "set_code_extra(code, obj): store obj (None clears)."},
-    {"stats", py_stats, METH_NOARGS, "stats() -> {'hits', 'misses', 'active_threads'}."},
+    {"set_frame_runner", py_set_frame_runner, METH_O,
+     "set_frame_runner(fn): fn(code, func, args, frame_code) runs replacement code too big for its frame."},
+    {"stats", py_stats, METH_NOARGS, "stats() -> {'hits', 'misses', 'new_frames', 'active_threads'}."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -23,6 +23,10 @@ def set_callback(cb):
     return previous
 
 
+def set_frame_runner(runner):
+    pass
+
+
 def get_callback():
     return getattr(_callbacks, "cb", None)
 

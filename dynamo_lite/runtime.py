@@ -22,6 +22,7 @@ to the same graph.
 """
 from __future__ import annotations
 
+import dis
 import sys
 import types
 from collections import OrderedDict
@@ -173,6 +174,31 @@ def call_arguments(code: types.CodeType, values: tuple) -> tuple[list, dict]:
     if code.co_flags & _VARKEYWORDS:
         kwargs.update(values[i])
     return args, kwargs
+
+
+def run_in_new_frame(code: types.CodeType, func, frame_args: tuple, frame_code: types.CodeType) -> types.CodeType:
+    """The C hook's way out when replacement `code` does not fit the frame's data-stack chunk (its
+    graph has hundreds of parameters, each a local; or the call stack is deep): run `code` as a
+    function of its own, with the frame's function's globals and closure (the replacement has the
+    original's argument layout and free variables), and return code of `frame_code`'s layout whose
+    one instruction returns the value or raises the exception, for the frame itself to run."""
+    _evalframe.set_code_extra(code, _evalframe.SKIP)       # the replacement itself is never captured
+    try:
+        fn = types.FunctionType(code, func.__globals__, code.co_name, None, func.__closure__)
+        args, kwargs = call_arguments(code, frame_args)
+        value, raising = fn(*args, **kwargs), False
+    except BaseException as exc:
+        value, raising = exc, True
+    # RESUME; LOAD_CONST 0; RETURN_VALUE or RAISE_VARARGS 1 (no inline caches on 3.11-3.13), one
+    # location entry (no columns, the def line) covering the three code units.
+    ending = ("RAISE_VARARGS", 1) if raising else ("RETURN_VALUE", 0)
+    ops = (("RESUME", 0), ("LOAD_CONST", 0), ending)
+    return frame_code.replace(co_code=bytes(b for name, arg in ops for b in (dis.opmap[name], arg)),
+                              co_consts=(value,), co_stacksize=1, co_exceptiontable=b"",
+                              co_linetable=bytes((0x80 | (13 << 3) | (len(ops) - 1), 0)))
+
+
+_evalframe.set_frame_runner(run_in_new_frame)
 
 
 def restoring_grad_mode(fn):

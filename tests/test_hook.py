@@ -147,3 +147,65 @@ def test_100k_calls_keep_memory_flat():
     assert len(gc.get_objects()) - objects < 100
     assert _rss_kb() - rss < 8 * 1024, "resident memory grew by more than 8 MiB over 100,000 calls"
     assert _evalframe.stats()["hits"] > 100_000
+
+
+# A graph with thousands of parameters has as many locals in its replacement code: more than the
+# 16 KiB data-stack chunk the frame lives in. The replacement then runs in a frame of its own.
+class _Scale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4))
+        self.b = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        return (x * self.w + self.b).tanh()
+
+
+class _Tall(torch.nn.Module):
+    def __init__(self, n=1100):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(_Scale() for _ in range(n))
+
+    def forward(self, x, *extra, scale=1.0, **named):
+        for layer in self.layers:
+            x = layer(x)
+        print("tall", len(extra), sorted(named))
+        if x.shape[0] == 5:
+            raise ValueError("five rows")
+        return x * scale + sum(extra) + sum(named.values())
+
+
+def test_replacement_too_big_for_the_frame_runs_in_a_frame_of_its_own():
+    from harness import check
+    before = _evalframe.stats()["new_frames"]
+    result = check(_Tall(), torch.randn(3, 4), torch.ones(4), scale=2.0, bias=torch.ones(4), graphs=2)
+    assert _evalframe.stats()["new_frames"] > before
+    assert len(result.backend.graphs[0].graph.find_nodes(op="placeholder")) > 2000   # printed output: compared
+
+
+def test_a_big_frame_that_raises_raises_from_the_user_line():
+    model = _Tall()
+    captured = dl.capture(model)
+    before = _evalframe.stats()["new_frames"]
+    for _ in range(2):
+        with pytest.raises(ValueError, match="five rows") as info:
+            captured(torch.randn(5, 4))
+        frames = traceback.extract_tb(info.value.__traceback__)
+        assert any(f.name == "forward" and "raise ValueError" in (f.line or "") for f in frames)
+    torch.testing.assert_close(captured(torch.ones(2, 4)), model(torch.ones(2, 4)))
+    assert _evalframe.stats()["new_frames"] >= before + 3
+
+
+def test_a_big_frame_with_a_closure_reads_its_cells():
+    params = [torch.randn(4) for _ in range(2100)]
+    offset = torch.ones(4)
+
+    def deep(x):
+        for p in params:
+            x = x + p
+        return x + offset
+
+    from harness import check
+    before = _evalframe.stats()["new_frames"]
+    check(deep, torch.randn(4), graphs=1)
+    assert _evalframe.stats()["new_frames"] == before + 2
