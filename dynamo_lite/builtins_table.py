@@ -203,8 +203,9 @@ models(typing.get_origin)(_fold_on_real(typing.get_origin))
 models(typing.get_args)(_fold_on_real(typing.get_args))
 
 
-@models(typing.cast)
+@models(typing.cast, torch.jit.annotate)
 def _cast(frame, args, kwargs):
+    """cast(type, value) and TorchScript's annotate(type, value): the value itself."""
     return args[1] if len(args) == 2 and not kwargs else NotImplemented
 
 

@@ -104,3 +104,16 @@ def test_locals_used_next_to_a_graph_break():
         return total * n, label, sorted(locals())
 
     check(f, torch.randn(3), 2, graphs=2)
+
+
+def test_torchscript_annotate_is_the_value_it_annotates():
+    # timm's CrossViT builds its outputs with torch.jit.annotate(List[Tensor], []): one graph
+    from typing import List
+
+    def f(xs):
+        outs = torch.jit.annotate(List[torch.Tensor], [])
+        for x in xs:
+            outs.append(x.relu())
+        return torch.jit.annotate(torch.Tensor, outs[0] + outs[1])
+
+    check(f, [torch.randn(3), torch.randn(3)], graphs=1)
