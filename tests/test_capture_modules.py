@@ -370,3 +370,118 @@ def test_module_deletes_and_sets_again_an_instance_attribute_in_forward():
         assert_same(dict(eager.named_buffers()), dict(captured_module.named_buffers()), "buffers")
         assert list(vars(captured_module)) == list(vars(eager))
     assert backend.count == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# forward hooks: traced as Module.__call__ runs them (transformers collects hidden states so)
+# ---------------------------------------------------------------------------------------------
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, scale=1.0):
+        return self.lin(x).relu() * scale
+
+
+class _CollectsOutputs(nn.Module):
+    """Forward hooks append each block's output to a list the model resets per call."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(_Block() for _ in range(3))
+        self.seen = []
+        for block in self.blocks:
+            block.register_forward_hook(lambda mod, inp, out: self.seen.append(out.sum()))
+
+    def forward(self, x):
+        self.seen = []
+        for block in self.blocks:
+            x = block(x)
+        return x, torch.stack(self.seen)
+
+
+def test_forward_hooks_collecting_outputs_are_one_graph():
+    torch.manual_seed(0)
+    eager = _CollectsOutputs()
+    torch.manual_seed(0)
+    model = _CollectsOutputs()
+    backend = CountingBackend()
+    captured = capture(model, backend=backend)
+    for _ in range(3):
+        x = torch.randn(2, 4)
+        assert_same(eager(x), captured(x))
+        assert_same(eager.seen, model.seen, "collected outputs")
+    assert backend.count == 1
+
+
+def test_pre_hooks_and_hooks_change_arguments_and_result():
+    block = _Block()
+    block.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
+    block.register_forward_pre_hook(lambda mod, args, kwargs: (args, {**kwargs, "scale": 3.0}), with_kwargs=True)
+    block.register_forward_hook(lambda mod, args, kwargs, out: out + kwargs["scale"], with_kwargs=True)
+    block.register_forward_hook(lambda mod, args, out: None)
+    check(block, torch.randn(2, 4), graphs=1)
+
+
+def test_weight_norm_pre_hook_is_traced():
+    # the old weight_norm recomputes `weight` from g and v in a pre-hook (an object with __call__)
+    torch.manual_seed(0)
+    eager = torch.nn.utils.weight_norm(nn.Conv1d(3, 4, 3))
+    torch.manual_seed(0)
+    model = torch.nn.utils.weight_norm(nn.Conv1d(3, 4, 3))
+    backend = CountingBackend()
+    captured = capture(model, backend=backend)
+    for _ in range(2):
+        x = torch.randn(2, 3, 8)
+        assert_same(eager(x), captured(x))
+        assert_same(eager.weight, model.weight, "recomputed weight")
+    assert backend.count == 1
+
+
+def test_a_hook_added_and_removed_after_capture_recaptures():
+    block = _Block()
+    backend = CountingBackend()
+
+    def f(x):
+        return block(x) + 1
+
+    captured = capture(f, backend=backend)
+    x = torch.randn(2, 4)
+    assert_same(f(x), captured(x))
+    handle = block.register_forward_hook(lambda mod, inp, out: out * 10)
+    assert_same(f(x), captured(x))
+    handle.remove()
+    assert_same(f(x), captured(x))
+    assert backend.count == 2
+
+
+class _ClosesOverItself(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.seen = []
+
+        def record(out):
+            self.seen.append(out)
+        self.record = record
+
+    def forward(self, x):
+        self.seen = []
+        self.record(self.lin(x))
+        return len(self.seen)
+
+
+def test_captured_module_is_the_object_its_closures_see():
+    # capture(module) returns a module of its class sharing the state; forward must still run on
+    # the module the program's closures refer to, or writes through one are not seen through the other
+    torch.manual_seed(0)
+    eager = _ClosesOverItself()
+    torch.manual_seed(0)
+    model = _ClosesOverItself()
+    captured = capture(model)
+    for _ in range(2):
+        x = torch.randn(2, 4)
+        assert eager(x) == captured(x) == 1
+        assert_same(eager.seen, model.seen, "recorded outputs")

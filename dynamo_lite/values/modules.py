@@ -18,9 +18,9 @@ import torch
 from ..breaks import UNKNOWN_CALL, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, USER_EXCEPTION, Unsupported, user_error
 from ..guards import DictKeysMatch, NoHooksMatch
 from ..modelled import models
-from ..sources import AttrSource, ModuleDictSource
+from ..sources import AttrSource, ItemSource, ModuleDictSource
 from .base import Const, IteratorValue, Value, missing_attribute
-from .containers import SeqValue
+from .containers import DictValue, SeqValue
 from .functions import FunctionValue
 from .objects import (MISSING, ObjectValue, class_attribute, guard_class_attribute, pending_instance_attr,
                       python_function, sub_source)
@@ -110,16 +110,53 @@ class ModuleValue(ObjectValue):
 
     # ---- calling -----------------------------------------------------------------------------
     def call(self, frame, args, kwargs):
+        """`module(*args, **kwargs)` as Module._call_impl does it: forward pre-hooks, forward, forward
+        hooks (each hook traced like any Python function; the hook tables guarded by their keys)."""
         m = self.obj
-        for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
+        for hooks in ("_backward_hooks", "_backward_pre_hooks", "_forward_hooks_always_called"):
             if getattr(m, hooks, None):
                 raise Unsupported(UNKNOWN_CALL, f"module {type(m).__name__} has {hooks[1:]}")
-        if self.source is not None:
-            frame.tracer.add_guard(NoHooksMatch(self.source))
         from torch.nn.modules import module as module_mod
         if any(getattr(module_mod, name, None) for name in ("_global_forward_hooks", "_global_forward_pre_hooks",
                                                             "_global_backward_hooks", "_global_backward_pre_hooks")):
             raise Unsupported(UNKNOWN_CALL, "global module hooks are registered")
+        if not (getattr(m, "_forward_hooks", None) or getattr(m, "_forward_pre_hooks", None)):
+            if self.source is not None:
+                frame.tracer.add_guard(NoHooksMatch(self.source))
+            return self._call_forward(frame, args, kwargs)
+        for table in _HOOK_TABLES:
+            self.guard_keys(frame, table)
+        for hook_id, hook in self._hooks(frame, "_forward_pre_hooks"):
+            if hook_id in m._forward_pre_hooks_with_kwargs:
+                result = hook.call(frame, [self, SeqValue(list(args), tuple), DictValue(dict(kwargs), dict)], {})
+                if not _is_none(result):
+                    pair = result.unpack(frame) if result.python_type() is tuple else None
+                    if pair is None or len(pair) != 2:
+                        raise user_error(RuntimeError, "forward pre-hook must return None or a tuple of "
+                                                       f"(new_args, new_kwargs), but got {result.python_type()}.")
+                    args, kwargs = pair[0].unpack(frame), _str_keyed(frame, pair[1])
+            else:
+                result = hook.call(frame, [self, SeqValue(list(args), tuple)], {})
+                if not _is_none(result):
+                    args = result.unpack(frame) if result.python_type() is tuple else [result]
+        result = self._call_forward(frame, args, kwargs)
+        for hook_id, hook in self._hooks(frame, "_forward_hooks"):
+            inputs = SeqValue(list(args), tuple)
+            hook_args = ([self, inputs, DictValue(dict(kwargs), dict), result] if hook_id in m._forward_hooks_with_kwargs
+                         else [self, inputs, result])
+            hook_result = hook.call(frame, hook_args, {})
+            if not _is_none(hook_result):
+                result = hook_result
+        return result
+
+    def _hooks(self, frame, table: str) -> list:
+        """(id, hook value) of one of the module's hook tables, in calling order."""
+        hooks = self.obj.__dict__[table]
+        return [(hook_id, frame.wrap(hook, ItemSource(AttrSource(self.source, table), hook_id)
+                                     if self.source is not None else None)) for hook_id, hook in hooks.items()]
+
+    def _call_forward(self, frame, args, kwargs):
+        m = self.obj
         if "forward" in m.__dict__:
             forward = frame.wrap(m.__dict__["forward"], AttrSource(self.source, "forward")
                                  if self.source is not None else None)
@@ -301,3 +338,19 @@ models(M.named_parameters)(_module_method(lambda f, mv, a, k: _pairs(_tensors(f,
 models(M.buffers)(_module_method(lambda f, mv, a, k: _pairs(_tensors(f, mv, "_buffers", _recurse_arg(a, k)), False)))
 models(M.named_buffers)(_module_method(lambda f, mv, a, k: _pairs(_tensors(f, mv, "_buffers",
                                                                           _recurse_arg(a[1:], k)), True)))
+
+
+# The tables Module._call_impl reads to call hooks: which hooks run, and which take kwargs.
+_HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
+                "_backward_hooks", "_backward_pre_hooks")
+
+
+def _is_none(value: Value) -> bool:
+    return isinstance(value, Const) and value.value is None
+
+
+def _str_keyed(frame, mapping: Value) -> dict:
+    """A hook's new kwargs (a dict value) as the {name: value} a call takes."""
+    if not isinstance(mapping, DictValue):
+        raise Unsupported(UNSUPPORTED_VALUE, f"forward pre-hook returned kwargs of type {mapping.python_type().__name__}")
+    return {key: value for key, value in mapping.items.items()}
