@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from .ir import Affine, Expr, Op, UNARY, expr, rewrite, substitute_index, walk
+from .ir import Affine, Expr, Op, UNARY, affines, expr, mask_of, rewrite, substitute_index, walk
 from .scheduler import Group
 
 #: reductions whose rows are at most this long (contiguous rows) keep the row in registers
@@ -180,8 +180,7 @@ class KernelBuilder:
 
     def _all_affines(self) -> list[Affine]:
         roots = [b for _, b in self.reductions] + [v for _, v, _, _ in self.stores]
-        out = [e.arg[1] if e.op is Op.LOAD else e.arg for e in walk(roots) if e.op in (Op.LOAD, Op.INDEX)]
-        return out + [s for _, _, s, _ in self.stores]
+        return affines(roots) + [s for _, _, s, _ in self.stores]
 
     def _loop_order(self, dims: list) -> list:
         """Order the x dims (and the r dims) outer to inner by their stride in the main access,
@@ -238,8 +237,8 @@ class KernelBuilder:
         memo = self._shape_memo
         if id(e) in memo:
             return memo[id(e)]
-        if e.op in (Op.LOAD, Op.INDEX):
-            aff = e.arg[1] if e.op is Op.LOAD else e.arg
+        if e.op in (Op.LOAD, Op.GATHER, Op.INDEX):
+            aff = e.arg if e.op is Op.INDEX else e.arg[1]
             hx = any(v.startswith("x") for v in aff.vars())
             hr = any(v.startswith("r") for v in aff.vars())
         elif e.op is Op.REDUCED:
@@ -316,7 +315,7 @@ class KernelBuilder:
 
     def _emit_code(self, e: Expr) -> Optional[str]:
         op = e.op
-        if op is Op.LOAD:
+        if op in (Op.LOAD, Op.GATHER):
             return self._emit_load(e)
         if op is Op.INDEX:
             return f"({self._index(e.arg)}).to(tl.int64)"
@@ -338,15 +337,19 @@ class KernelBuilder:
         return name
 
     def _emit_load(self, e: Expr) -> str:
-        name, aff = e.arg
+        name, aff = e.arg[0], e.arg[1]
         ptr = self._param(name)
         hx, hr = self._shape_of(e)
         vx = any(v.startswith("x") for v in aff.vars())
         vr = any(v.startswith("r") for v in aff.vars())
         mask = self._mask_for(vx, vr)
         offset = self._index(aff)
-        if e.args:
-            extra = self.emit(e.args[0])
+        user_mask = mask_of(e)
+        if e.op is Op.GATHER:
+            target = self.emit(e.args[0])
+            offset += f" + {target}" if e.arg[2] == 1 else f" + {e.arg[2]} * {target}"
+        if user_mask is not None:
+            extra = self.emit(user_mask)
             mask = f"({extra})" if mask is None else f"{mask} & ({extra})"
             # a block mask needs a block pointer, even where the index ignores those dims
             if hx and not vx and "xindex" not in offset:
@@ -439,8 +442,10 @@ class KernelBuilder:
         return False
 
     def _final_affines(self) -> list[Affine]:
+        """Every index, a gather's at its largest target (`base + stride * (size - 1)`)."""
         roots = [b for _, b in self.reductions] + [v for _, v, _, _ in self.stores]
-        out = [e.arg[1] if e.op is Op.LOAD else e.arg for e in walk(roots) if e.op in (Op.LOAD, Op.INDEX)]
+        out = affines(roots)
+        out += [e.arg[1] + max(0, e.arg[2] * (e.arg[3] - 1)) for e in walk(roots) if e.op is Op.GATHER]
         return out + [s for _, _, s, _ in self.stores]
 
     def _decompose(self, prefix: str, sizes: list[int], flat: str) -> list[str]:

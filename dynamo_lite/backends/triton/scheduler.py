@@ -20,7 +20,7 @@ import dataclasses
 import heapq
 from typing import Optional, Union
 
-from .ir import (Affine, Buffer, ExternNode, PointwiseNode, ReductionNode, loads,
+from .ir import (Affine, Buffer, ExternNode, PointwiseNode, ReductionNode, at_position, loads,
                  substitute_index)
 
 MAX_GROUP_MEMBERS = 64
@@ -129,11 +129,10 @@ def _reads_match(group: Group, member: Member) -> bool:
     """Every read of a group-produced buffer happens where the group computes that value."""
     produced = {m.node.name: m for m in group.members}
     for ld in loads([member.body]):
-        name, index = ld.arg
-        producer = produced.get(name)
+        producer = produced.get(ld.arg[0])
         if producer is None:
             continue
-        if ld.args or index != producer.store:          # masked or elsewhere
+        if ld.args or not at_position(ld, producer.store):   # masked, gathered or elsewhere
             return False
         if producer.role == "full" and member.role == "out":
             return False
@@ -148,7 +147,7 @@ def _mutation_ok(group: Group, member: Member) -> bool:
     for w in writers:
         for m in group.members + [member]:
             for ld in loads([m.body]):
-                if ld.arg[0] == w.node.name and ld.arg[1] != w.store:
+                if ld.arg[0] == w.node.name and not at_position(ld, w.store):
                     return False
     return True
 
