@@ -156,11 +156,15 @@ class KernelBuilder:
             if e.op is Op.LOAD and not args and e.arg[0] in subst:
                 return subst[e.arg[0]]
             return None
+        same: dict[tuple, str] = {}            # (kind, body, dtype) -> the reduction computing it
         for m in self.group.members:
             body = rewrite([m.body], replace)[0]
             if m.role == "reduction":
-                self.reductions.append((m, body))
-                subst[m.node.name] = expr(Op.REDUCED, (), m.node.name, m.node.buffer.dtype)
+                key = (m.node.kind, id(body), m.node.buffer.dtype)
+                first = same.setdefault(key, m.node.name)
+                if first == m.node.name:         # a reduction seen before (softmax + log_softmax) is reused
+                    self.reductions.append((m, body))
+                subst[m.node.name] = expr(Op.REDUCED, (), first, m.node.buffer.dtype)
             elif m.node.buffer.kind != "input":        # a graph input read means its old value
                 subst[m.node.name] = body
             final[m.node.name] = subst.get(m.node.name, body)
@@ -503,11 +507,32 @@ class KernelBuilder:
                 accs.append(acc)
             loop = self._open_loop()
             for (m, body), acc in zip(stage, accs):
+                if m.node.name in self.online.values():
+                    continue                     # updated with its max, below
                 v = self._broadcast(self.emit(body), body, True, True)
-                loop.append(f"{acc} = tl.where(xmask & rmask, {COMBINE[m.node.kind](acc, v)}, {acc})")
+                partner = self.online.get(m.node.name)
+                if partner is None:
+                    loop.append(f"{acc} = tl.where(xmask & rmask, {COMBINE[m.node.kind](acc, v)}, {acc})")
+                    continue
+                # online softmax: a running max and the sum of exp(v - running max), rescaled
+                # whenever the max grows (one pass over the row instead of two)
+                sum_acc, new = f"acc_{partner}", self._tmp()
+                loop.append(f"{new} = {_nan_max(acc, v)}")
+                loop.append(f"{sum_acc} = tl.where(xmask & rmask, tl.where({new} == float(\"-inf\"), 0.0, "
+                            f"{sum_acc} * tl.exp({acc} - {new}) + tl.exp({v} - {new})), {sum_acc})")
+                loop.append(f"{acc} = tl.where(xmask & rmask, {new}, {acc})")
             self._close_loop(out)
             for (m, body), acc in zip(stage, accs):
-                self._define_reduced(m, body, f"{REDUCE[m.node.kind]}({acc}, 1)[:, None]")
+                maximum = next((mx for mx, sm in self.online.items() if sm == m.node.name), None)
+                if maximum is None:
+                    self._define_reduced(m, body, f"{REDUCE[m.node.kind]}({acc}, 1)[:, None]")
+                    continue
+                # each lane's sum rescaled to the row's max; a row of -inf sums exp(nan) in eager
+                row_max = self.emit(expr(Op.REDUCED, (), maximum, self._reduced_dtype[maximum]))
+                lane_max = f"acc_{maximum}"
+                total = (f"tl.sum(tl.where({lane_max} == float(\"-inf\"), 0.0, "
+                         f"{acc} * tl.exp({lane_max} - {row_max})), 1)[:, None]")
+                self._define_reduced(m, body, f"tl.where({row_max} == float(\"-inf\"), float(\"nan\"), {total})")
         if any(role == "full" for _, _, _, role in self.stores):
             self._open_loop()
             self._emit_stores("full")
@@ -517,12 +542,21 @@ class KernelBuilder:
         return out
 
     def _stages(self) -> list[list]:
-        """Reductions grouped by dependency depth: a stage only reads results of earlier stages."""
+        """Reductions grouped by dependency depth: a stage only reads results of earlier stages,
+        except that `sum(exp(b - max(b)))` shares its max's stage (`self.online`: max -> sum)."""
         depth: dict[str, int] = {}
         stages: list[list] = []
+        self.online: dict[str, str] = {}
+        self._reduced_dtype = {m.node.name: m.node.buffer.dtype for m, _ in self.reductions}
+        bodies = {m.node.name: (m, b) for m, b in self.reductions}
         for m, body in self.reductions:
-            used = [e.arg for e in walk([body]) if e.op is Op.REDUCED]
-            d = 1 + max((depth[n] for n in used), default=-1)
+            maximum = _online_softmax_max(m, body, bodies)
+            if maximum is not None and maximum not in self.online:
+                self.online[maximum] = m.node.name
+                d = depth[maximum]
+            else:
+                used = [e.arg for e in walk([body]) if e.op is Op.REDUCED]
+                d = 1 + max((depth[n] for n in used), default=-1)
             depth[m.node.name] = d
             while len(stages) <= d:
                 stages.append([])
@@ -573,6 +607,20 @@ class KernelBuilder:
             mask = "xmask & rmask" if full else "xmask"
             target = self.loop_lines if (self.loop_lines is not None) else self.lines_outer
             target.append(f"tl.store({ptr} + ({offset}), {v}, {mask})")
+
+
+def _online_softmax_max(member, body: Expr, bodies: dict) -> Optional[str]:
+    """The max reduction whose result `body` subtracts when `member` is `sum(exp(b - max(b)))`
+    over the same `b` (softmax, log_softmax, cross-entropy), or None."""
+    if member.node.kind != "sum" or body.op is not Op.EXP or body.args[0].op is not Op.SUB:
+        return None
+    b, sub = body.args[0].args
+    if sub.op is not Op.REDUCED or sub.arg not in bodies or sub.dtype != body.dtype:
+        return None
+    m, mb = bodies[sub.arg]
+    if m.node.kind != "max" or mb is not b or not b.dtype.is_floating_point:
+        return None
+    return sub.arg
 
 
 def _prod(xs) -> int:
