@@ -226,9 +226,10 @@ class Scheduler:
                 self.dependents[id(src)].add(id(item))
 
     def _candidates(self, i: int, groups) -> list[Group]:
-        """Groups producing what node i reads (latest first), then groups reading the same inputs;
-        for a write into a graph input, also groups writing other inputs (an optimizer step over
-        many same-shaped parameters becomes one kernel, not one per parameter)."""
+        """Groups producing what node i reads (latest first), then groups reading the same inputs
+        or reading what the same kernels produce (the second passes of split reductions, side
+        by side); for a write into a graph input, also groups writing other inputs (an optimizer
+        step over many same-shaped parameters becomes one kernel, not one per parameter)."""
         seen, out = set(), []
         for d in sorted(self.deps[i], reverse=True):
             g = self.item_of.get(d)
@@ -236,11 +237,13 @@ class Scheduler:
                 seen.add(id(g))
                 out.append(g)
         reads = self.nodes[i].reads()
+        sources = {id(self.item_of[d]) for d in self.deps[i]}
         writes_input = _writes_input(self.nodes[i])
         for g in reversed(groups):
             if id(g) in seen:
                 continue
             if any(name in reads for m in g.members for name in m.node.reads()) or \
+                    any(id(self.item_of[d]) in sources for m in g.members for d in self.deps[self.index[id(m.node)]]) or \
                     (writes_input and any(_writes_input(m.node) for m in g.members)):
                 seen.add(id(g))
                 out.append(g)
