@@ -204,3 +204,14 @@ def test_instance_norm_by_hand_is_one_kernel():
     compile_and_check(fn, t(2, 3, 16, 16), kernels=1, rtol=1e-4, atol=1e-4)
     info = compile_and_check(fn, t(2, 3, 100, 100), kernels=1, rtol=1e-4, atol=1e-4)
     assert info.kernels[0].source.count("for roffset") == 2    # statistics in one pass, then the stores
+
+
+def test_outer_reduction_with_many_narrow_outputs_is_split():
+    # 512 outputs of an outer reduction are only 8 programs of 64 lanes: split the long dim
+    plan = lower_reductions._split_plan((16384, 2, 256), [0])
+    assert plan is not None and plan[1] == 0 and plan[2] > 1
+
+    def fn(x):
+        return x.sum(0)
+    info = compile_and_check(fn, t(16384, 2, 16), rtol=1e-4, atol=1e-3, kernels=2)
+    assert info.kernels[1].xnumel == 32

@@ -69,12 +69,16 @@ SPLIT_MIN_ROW = 16384
 #: ... into about this many partial rows, each at least SPLIT_MIN_CHUNK long
 SPLIT_TARGET_ROWS = 4096
 SPLIT_MIN_CHUNK = 2048
+#: rows (contiguous outputs) one program of a reduction over an outer dim covers (launch.py's XBLOCK)
+OUTER_ROWS_PER_PROGRAM = 64
 
 
 def _split_plan(sizes, dims: list[int]) -> Optional[tuple[list[int], int, int]]:
     """How to split: (reduced dims kept whole by the first pass, the dim split in two or -1, the
     number of pieces it splits into), or None when the reduction is fine as one pass."""
     rows = math.prod(s for d, s in enumerate(sizes) if d not in dims)
+    if dims[-1] != len(sizes) - 1:
+        rows = max(1, rows // OUTER_ROWS_PER_PROGRAM)   # an outer reduction's program takes many rows
     length = math.prod(sizes[d] for d in dims)
     if rows >= SPLIT_MAX_ROWS or length < SPLIT_MIN_ROW:
         return None
