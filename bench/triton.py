@@ -134,6 +134,28 @@ def sgd_momentum_foreach(params, grads, bufs):
     torch._foreach_add_(params, bufs, alpha=-0.01)
 
 
+def cross_entropy(logits, target):
+    return F.cross_entropy(logits, target)
+
+
+def group_norm(x, w, b):
+    return F.group_norm(x, 32, w, b)
+
+
+def instance_norm_by_hand(x):
+    m = x.mean((2, 3), keepdim=True)
+    v = x.var((2, 3), keepdim=True, unbiased=False)
+    return (x - m) / torch.sqrt(v + 1e-5)
+
+
+def sum_dim0(x):
+    return x.sum(0)
+
+
+def sum_dim1(x):
+    return x.sum(1)
+
+
 def optimizer_state(shapes, dev):
     params = [torch.randn(s, device=dev) for s in shapes]
     return (params, [torch.randn_like(p) for p in params], [torch.zeros_like(p) for p in params],
@@ -168,6 +190,21 @@ def workloads(quick: bool):
                 (torch.randn(8, 512, 2048, device=dev, dtype=torch.bfloat16),), None))
     conv = ConvNet().to(dev).eval()
     out.append(("ResNet-style ConvNet 32x3x64x64 fp32", conv, (torch.randn(32, 3, 64, 64, device=dev),), None))
+    # reductions of every shape: cross-entropy (row kernel + gather), group/instance norm, outer sums
+    vocab_rows = 1024 if quick else 8192
+    target = torch.randint(0, 32000, (vocab_rows,), device=dev)
+    for dtype, size in ((torch.float32, 4), (torch.bfloat16, 2)):
+        logits = torch.randn(vocab_rows, 32000, device=dev, dtype=dtype)
+        out.append((f"cross-entropy {vocab_rows}x32000 {str(dtype)[6:]}", cross_entropy, (logits, target),
+                    logits.numel() * size))
+    batch = 4 if quick else 32
+    xg = torch.randn(batch, 64, 128, 128, device=dev, dtype=torch.float16)
+    wg, bg = torch.randn(64, device=dev, dtype=torch.float16), torch.randn(64, device=dev, dtype=torch.float16)
+    out.append((f"group_norm {batch}x64x128x128 fp16 (32 groups)", group_norm, (xg, wg, bg), 2 * xg.numel() * 2))
+    out.append((f"instance norm by hand {batch}x64x128x128 fp16", instance_norm_by_hand, (xg,), 2 * xg.numel() * 2))
+    x3 = torch.randn(2048 if quick else 16384, 64, 256, device=dev)
+    out.append((f"sum over dim 0 of {'x'.join(map(str, x3.shape))} fp32", sum_dim0, (x3,), x3.numel() * 4))
+    out.append((f"sum over dim 1 of {'x'.join(map(str, x3.shape))} fp32", sum_dim1, (x3,), x3.numel() * 4))
     # optimizer updates: in place (reads p, g, m, v; writes p, m, v)
     m = 1 << (20 if quick else 24)
     state = optimizer_state([(m,)], dev)

@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from .ir import Affine, Expr, Op, UNARY, expr, rewrite, substitute_index, walk
+from .ir import Affine, Expr, Op, UNARY, affines, expr, mask_of, rewrite, substitute_index, walk
 from .scheduler import Group
 
 #: reductions whose rows are at most this long (contiguous rows) keep the row in registers
@@ -156,11 +156,15 @@ class KernelBuilder:
             if e.op is Op.LOAD and not args and e.arg[0] in subst:
                 return subst[e.arg[0]]
             return None
+        same: dict[tuple, str] = {}            # (kind, body, dtype) -> the reduction computing it
         for m in self.group.members:
             body = rewrite([m.body], replace)[0]
             if m.role == "reduction":
-                self.reductions.append((m, body))
-                subst[m.node.name] = expr(Op.REDUCED, (), m.node.name, m.node.buffer.dtype)
+                key = (m.node.kind, id(body), m.node.buffer.dtype)
+                first = same.setdefault(key, m.node.name)
+                if first == m.node.name:         # a reduction seen before (softmax + log_softmax) is reused
+                    self.reductions.append((m, body))
+                subst[m.node.name] = expr(Op.REDUCED, (), first, m.node.buffer.dtype)
             elif m.node.buffer.kind != "input":        # a graph input read means its old value
                 subst[m.node.name] = body
             final[m.node.name] = subst.get(m.node.name, body)
@@ -180,8 +184,7 @@ class KernelBuilder:
 
     def _all_affines(self) -> list[Affine]:
         roots = [b for _, b in self.reductions] + [v for _, v, _, _ in self.stores]
-        out = [e.arg[1] if e.op is Op.LOAD else e.arg for e in walk(roots) if e.op in (Op.LOAD, Op.INDEX)]
-        return out + [s for _, _, s, _ in self.stores]
+        return affines(roots) + [s for _, _, s, _ in self.stores]
 
     def _loop_order(self, dims: list) -> list:
         """Order the x dims (and the r dims) outer to inner by their stride in the main access,
@@ -238,8 +241,8 @@ class KernelBuilder:
         memo = self._shape_memo
         if id(e) in memo:
             return memo[id(e)]
-        if e.op in (Op.LOAD, Op.INDEX):
-            aff = e.arg[1] if e.op is Op.LOAD else e.arg
+        if e.op in (Op.LOAD, Op.GATHER, Op.INDEX):
+            aff = e.arg if e.op is Op.INDEX else e.arg[1]
             hx = any(v.startswith("x") for v in aff.vars())
             hr = any(v.startswith("r") for v in aff.vars())
         elif e.op is Op.REDUCED:
@@ -316,7 +319,7 @@ class KernelBuilder:
 
     def _emit_code(self, e: Expr) -> Optional[str]:
         op = e.op
-        if op is Op.LOAD:
+        if op in (Op.LOAD, Op.GATHER):
             return self._emit_load(e)
         if op is Op.INDEX:
             return f"({self._index(e.arg)}).to(tl.int64)"
@@ -338,15 +341,19 @@ class KernelBuilder:
         return name
 
     def _emit_load(self, e: Expr) -> str:
-        name, aff = e.arg
+        name, aff = e.arg[0], e.arg[1]
         ptr = self._param(name)
         hx, hr = self._shape_of(e)
         vx = any(v.startswith("x") for v in aff.vars())
         vr = any(v.startswith("r") for v in aff.vars())
         mask = self._mask_for(vx, vr)
         offset = self._index(aff)
-        if e.args:
-            extra = self.emit(e.args[0])
+        user_mask = mask_of(e)
+        if e.op is Op.GATHER:
+            target = self.emit(e.args[0])
+            offset += f" + {target}" if e.arg[2] == 1 else f" + {e.arg[2]} * {target}"
+        if user_mask is not None:
+            extra = self.emit(user_mask)
             mask = f"({extra})" if mask is None else f"{mask} & ({extra})"
             # a block mask needs a block pointer, even where the index ignores those dims
             if hx and not vx and "xindex" not in offset:
@@ -439,8 +446,10 @@ class KernelBuilder:
         return False
 
     def _final_affines(self) -> list[Affine]:
+        """Every index, a gather's at its largest target (`base + stride * (size - 1)`)."""
         roots = [b for _, b in self.reductions] + [v for _, v, _, _ in self.stores]
-        out = [e.arg[1] if e.op is Op.LOAD else e.arg for e in walk(roots) if e.op in (Op.LOAD, Op.INDEX)]
+        out = affines(roots)
+        out += [e.arg[1] + max(0, e.arg[2] * (e.arg[3] - 1)) for e in walk(roots) if e.op is Op.GATHER]
         return out + [s for _, _, s, _ in self.stores]
 
     def _decompose(self, prefix: str, sizes: list[int], flat: str) -> list[str]:
@@ -498,11 +507,32 @@ class KernelBuilder:
                 accs.append(acc)
             loop = self._open_loop()
             for (m, body), acc in zip(stage, accs):
+                if m.node.name in self.online.values():
+                    continue                     # updated with its max, below
                 v = self._broadcast(self.emit(body), body, True, True)
-                loop.append(f"{acc} = tl.where(xmask & rmask, {COMBINE[m.node.kind](acc, v)}, {acc})")
+                partner = self.online.get(m.node.name)
+                if partner is None:
+                    loop.append(f"{acc} = tl.where(xmask & rmask, {COMBINE[m.node.kind](acc, v)}, {acc})")
+                    continue
+                # online softmax: a running max and the sum of exp(v - running max), rescaled
+                # whenever the max grows (one pass over the row instead of two)
+                sum_acc, new = f"acc_{partner}", self._tmp()
+                loop.append(f"{new} = {_nan_max(acc, v)}")
+                loop.append(f"{sum_acc} = tl.where(xmask & rmask, tl.where({new} == float(\"-inf\"), 0.0, "
+                            f"{sum_acc} * tl.exp({acc} - {new}) + tl.exp({v} - {new})), {sum_acc})")
+                loop.append(f"{acc} = tl.where(xmask & rmask, {new}, {acc})")
             self._close_loop(out)
             for (m, body), acc in zip(stage, accs):
-                self._define_reduced(m, body, f"{REDUCE[m.node.kind]}({acc}, 1)[:, None]")
+                maximum = next((mx for mx, sm in self.online.items() if sm == m.node.name), None)
+                if maximum is None:
+                    self._define_reduced(m, body, f"{REDUCE[m.node.kind]}({acc}, 1)[:, None]")
+                    continue
+                # each lane's sum rescaled to the row's max; a row of -inf sums exp(nan) in eager
+                row_max = self.emit(expr(Op.REDUCED, (), maximum, self._reduced_dtype[maximum]))
+                lane_max = f"acc_{maximum}"
+                total = (f"tl.sum(tl.where({lane_max} == float(\"-inf\"), 0.0, "
+                         f"{acc} * tl.exp({lane_max} - {row_max})), 1)[:, None]")
+                self._define_reduced(m, body, f"tl.where({row_max} == float(\"-inf\"), float(\"nan\"), {total})")
         if any(role == "full" for _, _, _, role in self.stores):
             self._open_loop()
             self._emit_stores("full")
@@ -512,12 +542,21 @@ class KernelBuilder:
         return out
 
     def _stages(self) -> list[list]:
-        """Reductions grouped by dependency depth: a stage only reads results of earlier stages."""
+        """Reductions grouped by dependency depth: a stage only reads results of earlier stages,
+        except that `sum(exp(b - max(b)))` shares its max's stage (`self.online`: max -> sum)."""
         depth: dict[str, int] = {}
         stages: list[list] = []
+        self.online: dict[str, str] = {}
+        self._reduced_dtype = {m.node.name: m.node.buffer.dtype for m, _ in self.reductions}
+        bodies = {m.node.name: (m, b) for m, b in self.reductions}
         for m, body in self.reductions:
-            used = [e.arg for e in walk([body]) if e.op is Op.REDUCED]
-            d = 1 + max((depth[n] for n in used), default=-1)
+            maximum = _online_softmax_max(m, body, bodies)
+            if maximum is not None and maximum not in self.online:
+                self.online[maximum] = m.node.name
+                d = depth[maximum]
+            else:
+                used = [e.arg for e in walk([body]) if e.op is Op.REDUCED]
+                d = 1 + max((depth[n] for n in used), default=-1)
             depth[m.node.name] = d
             while len(stages) <= d:
                 stages.append([])
@@ -568,6 +607,20 @@ class KernelBuilder:
             mask = "xmask & rmask" if full else "xmask"
             target = self.loop_lines if (self.loop_lines is not None) else self.lines_outer
             target.append(f"tl.store({ptr} + ({offset}), {v}, {mask})")
+
+
+def _online_softmax_max(member, body: Expr, bodies: dict) -> Optional[str]:
+    """The max reduction whose result `body` subtracts when `member` is `sum(exp(b - max(b)))`
+    over the same `b` (softmax, log_softmax, cross-entropy), or None."""
+    if member.node.kind != "sum" or body.op is not Op.EXP or body.args[0].op is not Op.SUB:
+        return None
+    b, sub = body.args[0].args
+    if sub.op is not Op.REDUCED or sub.arg not in bodies or sub.dtype != body.dtype:
+        return None
+    m, mb = bodies[sub.arg]
+    if m.node.kind != "max" or mb is not b or not b.dtype.is_floating_point:
+        return None
+    return sub.arg
 
 
 def _prod(xs) -> int:

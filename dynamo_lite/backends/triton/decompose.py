@@ -59,16 +59,24 @@ def _native_layer_norm(x, normalized_shape, weight, bias, eps):
 
 
 def _native_group_norm(x, weight, bias, N, C, HxW, group, eps):
+    """Statistics over `x` viewed as (N, group, C/group, *spatial) (a split of C: an index
+    rewrite, never a copy), then one scale and shift per (sample, channel) (N*C values, like
+    eager's kernel), so the normalize pass is `x * a + b` in x's own shape: it fuses with the
+    ops that follow and never materializes an fp32 copy of the group view."""
     acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-    xg = x.to(acc).reshape(N, group, -1)
-    var, mean = torch.var_mean(xg, [2], correction=0, keepdim=True)
-    rstd = torch.rsqrt(var + eps)
-    out = ((xg - mean) * rstd).reshape(x.shape)
-    affine_shape = [1, C] + [1] * (x.dim() - 2)
+    per_group = C // group
+    spatial = list(x.shape[2:])
+    xg = x.reshape(N, group, per_group, *spatial).to(acc)
+    var, mean = torch.var_mean(xg, list(range(2, xg.dim())), correction=0, keepdim=True)
+    mean, rstd = mean.reshape(N, group, 1), torch.rsqrt(var + eps).reshape(N, group, 1)
+    scale = rstd.expand(N, group, per_group)
     if weight is not None:
-        out = out * weight.reshape(affine_shape)
+        scale = scale * weight.reshape(1, group, per_group)
+    shift = -mean * scale
     if bias is not None:
-        out = out + bias.reshape(affine_shape)
+        shift = shift + bias.reshape(1, group, per_group)
+    channel = [N, C] + [1] * len(spatial)
+    out = x.to(acc) * scale.reshape(channel) + shift.reshape(channel)
     return out.to(x.dtype), mean.reshape(N, group).to(x.dtype), rstd.reshape(N, group).to(x.dtype)
 
 

@@ -18,9 +18,9 @@ import torch
 import torch.fx
 
 from . import availability, settings
-from .ir import (Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, cast, const, contiguous_strides,
-                 domain_vars, loads, walk)
-from . import lower_reductions, lower_views  # noqa: F401  (the other halves of the lowering table)
+from .ir import (Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, at_position, cast, const,
+                 contiguous_strides, domain_vars, loads, walk)
+from . import lower_losses, lower_reductions, lower_views  # noqa: F401  (the rest of the lowering table)
 from .lowerings import NotLowerable, lookup
 from .values import Value, broadcast_to
 
@@ -276,7 +276,7 @@ class GraphLowering:
         for item in pending:
             buf, body, _ = item
             at = buf.store_index(domain_vars(len(buf.sizes)))
-            if any(ld.arg[0] == buf.name and ld.arg[1] != at for ld in loads([body])):
+            if any(ld.arg[0] == buf.name and not at_position(ld, at) for ld in loads([body])):
                 item[1] = self._write_back_body(buf, self._materialize(_lazy_of(buf, body)))
             item[2] = {ld.arg[0] for ld in loads([item[1]])}
         ordered = []
@@ -313,7 +313,7 @@ def _same_lanes(reader, written) -> bool:
     if reader[0].sizes != buf.sizes:
         return False
     at = buf.store_index(domain_vars(len(buf.sizes)))
-    return all(ld.arg[1] == at for ld in loads([reader[1]]) if ld.arg[0] == buf.name)
+    return all(at_position(ld, at) for ld in loads([reader[1]]) if ld.arg[0] == buf.name)
 
 
 def _lazy_of(buf, body) -> Value:

@@ -5,7 +5,8 @@ Three layers:
 
 * `Affine`  - an integer index `const + sum(coeff * var)`. Views, permutes, expands, slices and
   broadcasts only ever rewrite these; they never become kernels.
-* `Expr`    - a value expression DAG: `LOAD(buffer, affine)`, constants, `INDEX` (the loop
+* `Expr`    - a value expression DAG: `LOAD(buffer, affine)`, `GATHER` (a load whose address also
+  depends on a loaded integer: `logp[i, target[i]]`), constants, `INDEX` (the loop
   position itself, for iota/masks), casts and the pointwise ops of `Op`. Exprs are interned, so
   structurally equal expressions are the same object (cheap CSE, identity comparisons).
 * nodes     - `PointwiseNode` (one expression over a domain, stored to a buffer),
@@ -112,6 +113,8 @@ def contiguous_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
 class Op(enum.Enum):
     # leaves and structure
     LOAD = "load"          # arg = (buffer name, Affine); args = (mask,) or ()
+    GATHER = "gather"      # arg = (buffer name, Affine, stride, size); args = (int index, mask): loads
+                           # buffer[Affine + stride * index]; the mask keeps 0 <= index < size
     CONST = "const"        # arg = python scalar
     INDEX = "index"        # arg = Affine: the integer position itself
     CAST = "cast"          # to self.dtype
@@ -152,6 +155,8 @@ class Expr:
     def __repr__(self) -> str:
         if self.op is Op.LOAD:
             return f"load({self.arg[0]}[{self.arg[1]}])"
+        if self.op is Op.GATHER:
+            return f"gather({self.arg[0]}[{self.arg[1]} + {self.arg[2]}*{self.args[0]!r}])"
         if self.op in (Op.CONST, Op.INDEX, Op.REDUCED):
             return f"{self.op.value}({self.arg})"
         if self.op is Op.CAST:
@@ -232,22 +237,63 @@ def rewrite(roots: list[Expr], fn: Callable[[Expr, tuple[Expr, ...]], Optional[E
 
 
 def substitute_index(roots: list[Expr], mapping: dict[str, Affine]) -> list[Expr]:
-    """Rename/replace loop variables inside every LOAD and INDEX."""
+    """Rename/replace loop variables inside every LOAD, GATHER and INDEX."""
     def fn(e: Expr, args: tuple[Expr, ...]) -> Optional[Expr]:
-        if e.op is Op.LOAD:
-            return expr(Op.LOAD, args, (e.arg[0], e.arg[1].substitute(mapping)), e.dtype)
+        if e.op in (Op.LOAD, Op.GATHER):
+            return expr(e.op, args, (e.arg[0], e.arg[1].substitute(mapping)) + e.arg[2:], e.dtype)
         if e.op is Op.INDEX:
             return expr(Op.INDEX, args, e.arg.substitute(mapping), e.dtype)
         return None
     return rewrite(roots, fn)
 
 
+def gather_var(roots: list[Expr], var: str, size: int, index: Expr, in_range: Expr) -> list[Expr]:
+    """Replace the loop variable `var` (of extent `size`) by the integer expression `index`
+    (data-dependent: a loaded target class). Every LOAD walking `var` becomes a GATHER masked by
+    `in_range` (which must imply `0 <= index < size`), every INDEX walking it adds `index`
+    itself. Exact, since indices are affine in `var`."""
+    def fn(e: Expr, args: tuple[Expr, ...]) -> Optional[Expr]:
+        if e.op is Op.LOAD and e.arg[1].coeff(var):
+            aff = e.arg[1]
+            mask = in_range if not args else expr(Op.AND, (args[0], in_range), None, torch.bool)
+            base = aff.substitute({var: Affine(0)})
+            return expr(Op.GATHER, (index, mask), (e.arg[0], base, aff.coeff(var), size), e.dtype)
+        if e.op is Op.INDEX and e.arg.coeff(var):
+            c = e.arg.coeff(var)
+            scaled = index if c == 1 else expr(Op.MUL, (index, const(c, index.dtype)), None, index.dtype)
+            rest = expr(Op.INDEX, (), e.arg.substitute({var: Affine(0)}), e.dtype)
+            return expr(Op.ADD, (rest, cast(scaled, e.dtype)), None, e.dtype)
+        return None
+    return rewrite(roots, fn)
+
+
 def loads(roots: Iterable[Expr]) -> list[Expr]:
-    return [e for e in walk(roots) if e.op is Op.LOAD]
+    """The LOADs and GATHERs (arg[0] is the buffer read) reachable from `roots`."""
+    return [e for e in walk(roots) if e.op in (Op.LOAD, Op.GATHER)]
+
+
+def at_position(ld: Expr, index: Affine) -> bool:
+    """Does the load `ld` read exactly element `index` (a plain, unmasked or masked, LOAD)?"""
+    return ld.op is Op.LOAD and ld.arg[1] == index
+
+
+def mask_of(ld: Expr) -> Optional[Expr]:
+    if ld.op is Op.GATHER:
+        return ld.args[1] if len(ld.args) > 1 else None
+    return ld.args[0] if ld.args else None
+
+
+def with_mask(ld: Expr, mask: Expr) -> Expr:
+    """The load `ld` with `mask` and-ed into its own mask."""
+    old = mask_of(ld)
+    m = mask if old is None else expr(Op.AND, (old, mask), None, torch.bool)
+    args = (m,) if ld.op is Op.LOAD else (ld.args[0], m)
+    return expr(ld.op, args, ld.arg, ld.dtype)
 
 
 def affines(roots: Iterable[Expr]) -> list[Affine]:
-    return [e.arg[1] if e.op is Op.LOAD else e.arg for e in walk(roots) if e.op in (Op.LOAD, Op.INDEX)]
+    return [e.arg[1] if e.op in (Op.LOAD, Op.GATHER) else e.arg for e in walk(roots)
+            if e.op in (Op.LOAD, Op.GATHER, Op.INDEX)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,13 @@
-"""Lowerings of reductions: sum, mean, amax/amin, any/all, var/var_mean (two passes over the row,
-which the scheduler fuses into one kernel). Each adds a `ReductionNode` through the
-`GraphLowering`; the result is a view of its keep-dim buffer.
+"""Lowerings of reductions: sum, mean, amax/amin, any/all, var/var_mean. Each adds a
+`ReductionNode` through the `GraphLowering`; the result is a view of its keep-dim buffer.
+
+Shapes: a reduction over any dims (innermost, outer, several) is one node; codegen orders the
+loops by stride, so the contiguous dim is the one lanes walk. Few long rows (batch-norm
+statistics, `x.sum(0)` of a tall tensor) are *split*: a first reduction keeps some of the
+reduced positions (many rows, each a chunk), a small second one reduces the partial results.
+var/var_mean runs as two passes over the row (mean, then centered squares) where the row stays
+in registers; longer rows take one pass of shifted sums (`sum(x - k)`, `sum((x - k)^2)` with `k`
+the row's first element, in fp32), so the loop reads the row once.
 """
 from __future__ import annotations
 
@@ -9,7 +16,8 @@ from typing import Optional
 
 import torch
 
-from .ir import Op, cast, const
+from .codegen import PERSISTENT_MAX_INNER, PERSISTENT_MAX_OUTER
+from .ir import Affine, Op, cast, const
 from .lowerings import NotLowerable, binary, out_meta, pointwise, register
 from . import values as V
 from .values import Value, broadcast_to, lazy
@@ -49,10 +57,70 @@ def reduce(lw, x: Value, dims: list[int], kind: str, keepdim: bool, out_dtype: t
         result = lazy(keep_sizes, buffer_dtype, x.device,
                       lambda idx: cast(cast(x.load(idx), acc), buffer_dtype))
     else:
-        result = lw.add_reduction(x, dims, kind, acc, buffer_dtype)
+        result = _split_reduction(lw, x, dims, kind, acc, buffer_dtype)
     if not keepdim:
         result = V.squeeze(result, dims)
     return result
+
+
+#: split a reduction with fewer output rows than this and rows at least SPLIT_MIN_ROW long
+SPLIT_MAX_ROWS = 2048
+SPLIT_MIN_ROW = 16384
+#: ... into about this many partial rows, each at least SPLIT_MIN_CHUNK long
+SPLIT_TARGET_ROWS = 4096
+SPLIT_MIN_CHUNK = 2048
+#: rows (contiguous outputs) one program of a reduction over an outer dim covers (launch.py's XBLOCK)
+OUTER_ROWS_PER_PROGRAM = 64
+
+
+def _split_plan(sizes, dims: list[int]) -> Optional[tuple[list[int], int, int]]:
+    """How to split: (reduced dims kept whole by the first pass, the dim split in two or -1, the
+    number of pieces it splits into), or None when the reduction is fine as one pass."""
+    rows = math.prod(s for d, s in enumerate(sizes) if d not in dims)
+    if dims[-1] != len(sizes) - 1:
+        rows = max(1, rows // OUTER_ROWS_PER_PROGRAM)   # an outer reduction's program takes many rows
+    length = math.prod(sizes[d] for d in dims)
+    if rows >= SPLIT_MAX_ROWS or length < SPLIT_MIN_ROW:
+        return None
+    wanted = min(-(-SPLIT_TARGET_ROWS // rows), length // SPLIT_MIN_CHUNK)
+    whole, pieces = [], 1
+    for d in dims:
+        if pieces >= wanted:
+            break
+        need = -(-wanted // pieces)
+        if sizes[d] <= need:
+            whole.append(d)
+            pieces *= sizes[d]
+            continue
+        split = next((k for k in range(need, sizes[d] // 2 + 1) if sizes[d] % k == 0), None)
+        if split is None:
+            break
+        return whole, d, split
+    if not whole or len(whole) == len(dims) or pieces < 2:
+        return None
+    return whole, -1, 1
+
+
+def _split_reduction(lw, x: Value, dims: list[int], kind: str, acc: torch.dtype,
+                     buffer_dtype: torch.dtype) -> Value:
+    """`lw.add_reduction`, in two passes where there are few long rows (see `_split_plan`)."""
+    plan = _split_plan(x.sizes, dims)
+    if plan is None:
+        return lw.add_reduction(x, dims, kind, acc, buffer_dtype)
+    whole, d, pieces = plan
+    if d >= 0:                                   # dim d -> (pieces, chunk): an index rewrite
+        chunk = x.sizes[d] // pieces
+        sizes = x.sizes[:d] + (pieces, chunk) + x.sizes[d + 1:]
+        x = V.view_by_remap(x, sizes, lambda idx: idx[:d] + (idx[d] * chunk + idx[d + 1],) + idx[d + 2:])
+        moved = [k if k < d else k + 1 for k in dims]         # d itself becomes the chunk dim d + 1
+        first = [k for k in moved if k not in whole]
+        second = whole + [d]
+    else:
+        first = [k for k in dims if k not in whole]
+        second = whole
+    partial = lw.add_reduction(x, first, kind, acc, acc)
+    result = lw.add_reduction(partial, sorted(second), kind, acc, buffer_dtype)
+    return V.squeeze(result, [d + 1]) if d >= 0 else result
 
 
 @register(aten.sum, prims.sum)
@@ -102,6 +170,27 @@ def _var_mean(lw, x: Value, dims, correction, keepdim, out_dtype):
     dims = _reduce_dims(x, dims)
     n = math.prod(x.sizes[d] for d in dims)
     acc = acc_dtype(out_dtype)
+    if _row_in_registers(x, dims, n):
+        mean, m2 = _two_pass(lw, x, dims, n, acc)
+    else:
+        mean, m2 = _shifted_one_pass(lw, x, dims, n, acc)
+    denom = max(n - (1 if correction is None else correction), 0)
+    var = lazy(m2.sizes, out_dtype, x.device,
+               lambda idx: cast(binary(Op.DIV, m2.load(idx), const(denom, acc)), out_dtype))
+    mean_out = lazy(mean.sizes, out_dtype, x.device, lambda idx: cast(mean.load(idx), out_dtype))
+    if not keepdim:
+        var, mean_out = V.squeeze(var, dims), V.squeeze(mean_out, dims)
+    return var, mean_out
+
+
+def _row_in_registers(x: Value, dims: list[int], n: int) -> bool:
+    """Will codegen keep each row in registers (a persistent kernel)? Then two passes are free."""
+    inner = dims[-1] == x.ndim - 1
+    return n <= (PERSISTENT_MAX_INNER if inner else PERSISTENT_MAX_OUTER)
+
+
+def _two_pass(lw, x: Value, dims, n: int, acc):
+    """mean, then the sum of squared deviations from it (keep-dim values)."""
     total = reduce(lw, x, dims, "sum", True, acc)
     mean = lazy(total.sizes, acc, x.device,
                 lambda idx: binary(Op.MUL, total.load(idx), const(1.0 / n, acc)))
@@ -110,15 +199,34 @@ def _var_mean(lw, x: Value, dims, correction, keepdim, out_dtype):
     def centered_sq(idx):
         d = binary(Op.SUB, cast(x.load(idx), acc), mean_b.load(idx))
         return binary(Op.MUL, d, d)
-    sq = lazy(x.sizes, acc, x.device, centered_sq)
-    m2 = reduce(lw, sq, dims, "sum", True, acc)
-    denom = max(n - (1 if correction is None else correction), 0)
-    var = lazy(m2.sizes, out_dtype, x.device,
-               lambda idx: cast(binary(Op.DIV, m2.load(idx), const(denom, acc)), out_dtype))
-    mean_out = lazy(mean.sizes, out_dtype, x.device, lambda idx: cast(mean.load(idx), out_dtype))
-    if not keepdim:
-        var, mean_out = V.squeeze(var, dims), V.squeeze(mean_out, dims)
-    return var, mean_out
+    m2 = reduce(lw, lazy(x.sizes, acc, x.device, centered_sq), dims, "sum", True, acc)
+    return mean, m2
+
+
+def _shifted_one_pass(lw, x: Value, dims, n: int, acc):
+    """mean and sum of squared deviations from one read of the row: with `k` the row's first
+    element, `s1 = sum(x - k)`, `s2 = sum((x - k)^2)`, `mean = k + s1/n`, `m2 = s2 - s1^2/n`
+    (the shift keeps the cancellation small: `k` is a sample of the row, not 0)."""
+    def shift(idx):
+        return cast(x.load(tuple(Affine(0) if k in dims else i for k, i in enumerate(idx))), acc)
+
+    def shifted(idx):
+        return binary(Op.SUB, cast(x.load(idx), acc), shift(idx))
+
+    def shifted_sq(idx):
+        d = shifted(idx)
+        return binary(Op.MUL, d, d)
+    s1 = reduce(lw, lazy(x.sizes, acc, x.device, shifted), dims, "sum", True, acc)
+    s2 = reduce(lw, lazy(x.sizes, acc, x.device, shifted_sq), dims, "sum", True, acc)
+    inv_n = const(1.0 / n, acc)
+    mean = lazy(s1.sizes, acc, x.device,
+                lambda idx: binary(Op.ADD, shift(idx), binary(Op.MUL, s1.load(idx), inv_n)))
+
+    def m2(idx):
+        a = s1.load(idx)
+        return binary(Op.MAX, binary(Op.SUB, s2.load(idx), binary(Op.MUL, binary(Op.MUL, a, a), inv_n)),
+                      const(0.0, acc))
+    return mean, lazy(s2.sizes, acc, x.device, m2)
 
 
 @register(aten.var_mean)

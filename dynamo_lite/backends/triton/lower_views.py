@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .ir import Affine, Expr, Op, cast, const, load, rewrite
+from .ir import Affine, Expr, Op, cast, const, expr, rewrite, with_mask
 from .lowerings import NotLowerable, binary, index_expr, out_meta, register, where
 from . import values as V
 from .values import Value, broadcast_to, lazy
@@ -119,9 +119,8 @@ def _masked(value: Value, idx, mask: Expr, dtype) -> Expr:
     e = cast(value.load(idx), dtype)
 
     def add_mask(x, args):
-        if x.op is Op.LOAD:
-            m = mask if not args else binary(Op.AND, args[0], mask)
-            return load(x.arg[0], x.arg[1], x.dtype, m)
+        if x.op in (Op.LOAD, Op.GATHER):
+            return with_mask(expr(x.op, args, x.arg, x.dtype), mask)
         return None
     return rewrite([e], add_mask)[0]
 

@@ -20,7 +20,7 @@ import dataclasses
 import heapq
 from typing import Optional, Union
 
-from .ir import (Affine, Buffer, ExternNode, PointwiseNode, ReductionNode, loads,
+from .ir import (Affine, Buffer, ExternNode, PointwiseNode, ReductionNode, at_position, loads,
                  substitute_index)
 
 MAX_GROUP_MEMBERS = 64
@@ -129,11 +129,10 @@ def _reads_match(group: Group, member: Member) -> bool:
     """Every read of a group-produced buffer happens where the group computes that value."""
     produced = {m.node.name: m for m in group.members}
     for ld in loads([member.body]):
-        name, index = ld.arg
-        producer = produced.get(name)
+        producer = produced.get(ld.arg[0])
         if producer is None:
             continue
-        if ld.args or index != producer.store:          # masked or elsewhere
+        if ld.args or not at_position(ld, producer.store):   # masked, gathered or elsewhere
             return False
         if producer.role == "full" and member.role == "out":
             return False
@@ -148,7 +147,7 @@ def _mutation_ok(group: Group, member: Member) -> bool:
     for w in writers:
         for m in group.members + [member]:
             for ld in loads([m.body]):
-                if ld.arg[0] == w.node.name and ld.arg[1] != w.store:
+                if ld.arg[0] == w.node.name and not at_position(ld, w.store):
                     return False
     return True
 
@@ -227,9 +226,10 @@ class Scheduler:
                 self.dependents[id(src)].add(id(item))
 
     def _candidates(self, i: int, groups) -> list[Group]:
-        """Groups producing what node i reads (latest first), then groups reading the same inputs;
-        for a write into a graph input, also groups writing other inputs (an optimizer step over
-        many same-shaped parameters becomes one kernel, not one per parameter)."""
+        """Groups producing what node i reads (latest first), then groups reading the same inputs
+        or reading what the same kernels produce (the second passes of split reductions, side
+        by side); for a write into a graph input, also groups writing other inputs (an optimizer
+        step over many same-shaped parameters becomes one kernel, not one per parameter)."""
         seen, out = set(), []
         for d in sorted(self.deps[i], reverse=True):
             g = self.item_of.get(d)
@@ -237,11 +237,13 @@ class Scheduler:
                 seen.add(id(g))
                 out.append(g)
         reads = self.nodes[i].reads()
+        sources = {id(self.item_of[d]) for d in self.deps[i]}
         writes_input = _writes_input(self.nodes[i])
         for g in reversed(groups):
             if id(g) in seen:
                 continue
             if any(name in reads for m in g.members for name in m.node.reads()) or \
+                    any(id(self.item_of[d]) in sources for m in g.members for d in self.deps[self.index[id(m.node)]]) or \
                     (writes_input and any(_writes_input(m.node) for m in g.members)):
                 seen.add(id(g))
                 out.append(g)

@@ -1,0 +1,217 @@
+"""Reductions of every shape on the triton backend, against eager under Triton's interpreter.
+
+Cross-entropy (log_softmax + nll_loss) never writes its [N, C] log-probabilities and makes no
+extern nll_loss call; long rows take one pass (online softmax, one-pass var_mean); few long rows
+are split into a partial and a small second reduction; group norm normalizes in x's own shape.
+Each test compares values with eager and asserts the structure (kernels, buffers, externs).
+"""
+import re
+
+import pytest
+import torch
+
+from triton_env import DEVICE, strict   # noqa: F401  (first: sets TRITON_INTERPRET; autouse)
+
+pytest.importorskip("triton")
+
+import torch.fx                                           # noqa: E402
+import torch.nn.functional as F                           # noqa: E402
+
+from dynamo_lite.backends.triton import lower_reductions, triton_backend   # noqa: E402
+from test_triton_kernels import compile_and_check, t     # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy, on masked-off lanes
+
+
+def allocated_shapes(info) -> list[tuple[int, ...]]:
+    """The sizes of every buffer the wrapper allocates."""
+    return [tuple(int(s) for s in re.findall(r"\d+", m)) for m in
+            re.findall(r"empty_strided\(\(([\d, ]*)\)", info.wrapper_source)]
+
+
+def targets(n, classes, ignored=()):
+    tgt = torch.randint(0, classes, (n,), device=DEVICE)
+    for i in ignored:
+        tgt[i] = -100
+    return tgt
+
+
+# -- cross-entropy: a reduction followed by a gather ----------------------------------------------
+
+@pytest.mark.parametrize("classes", [100, 10000])          # a persistent and a looped row kernel
+def test_cross_entropy_never_writes_log_probabilities(classes):
+    def fn(x, tgt):
+        return F.cross_entropy(x, tgt)
+    info = compile_and_check(fn, t(6, classes), targets(6, classes, ignored=(2,)), kernels=2, externs=0)
+    assert (6, classes) not in allocated_shapes(info), info.wrapper_source
+    assert "nll_loss" not in info.wrapper_source
+    if classes == 10000:                                   # max and sum of exp in one loop
+        row = info.kernels[0]
+        assert row.kind == "red" and row.source.count("for roffset") == 1, row.source
+
+
+def test_cross_entropy_bf16():
+    def fn(x, tgt):
+        return F.cross_entropy(x, tgt)
+    info = compile_and_check(fn, t(8, 300, dtype=torch.bfloat16), targets(8, 300), kernels=2, externs=0,
+                             rtol=2e-2, atol=2e-2)
+    assert (8, 300) not in allocated_shapes(info)
+
+
+def test_nll_loss_reductions_weights_and_label_smoothing():
+    def fn(x, tgt, w):
+        logp = F.log_softmax(x, -1)
+        return (F.nll_loss(logp, tgt, weight=w), F.nll_loss(logp, tgt, reduction="sum"),
+                F.nll_loss(logp, tgt, weight=w, reduction="none"), F.cross_entropy(x, tgt, label_smoothing=0.1),
+                F.nll_loss(logp[1], tgt[1]))
+    compile_and_check(fn, t(7, 50), targets(7, 50, ignored=(0, 4)), torch.rand(50, device=DEVICE) + 0.1, externs=0)
+
+
+def test_all_targets_ignored_gives_nan_like_eager():
+    def fn(x, tgt):
+        return F.cross_entropy(x, tgt)
+    tgt = torch.full((4,), -100, device=DEVICE)
+    gm = torch.fx.symbolic_trace(fn)
+    x = t(4, 20)
+    out = triton_backend(gm, [x, tgt])(x, tgt)
+    assert torch.isnan(out) and torch.isnan(fn(x, tgt))
+
+
+def test_target_out_of_range_is_nan_not_a_stray_read():
+    def fn(x, tgt):
+        return F.cross_entropy(x, tgt, reduction="none")
+    x, tgt = t(4, 20), targets(4, 20)
+    compiled = triton_backend(torch.fx.symbolic_trace(fn), [x, tgt])
+    bad = tgt.clone()
+    bad[1] = 20                                           # eager raises; we must not read past the row
+    out = compiled(x, bad)
+    assert torch.isnan(out[1]) and not torch.isnan(out[[0, 2, 3]]).any()
+    torch.testing.assert_close(out[[0, 2, 3]], fn(x, tgt)[[0, 2, 3]])
+
+
+def test_cross_entropy_backward_is_one_kernel_without_extern():
+    from dynamo_lite.backends.triton import backend
+
+    def fn(x, tgt):
+        return (F.cross_entropy(x, tgt),)
+    x = t(6, 40).requires_grad_()
+    tgt = targets(6, 40, ignored=(1,))
+    compiled = triton_backend(torch.fx.symbolic_trace(fn), [x, tgt])
+    out = compiled(x, tgt)[0]
+    out.backward()
+    grad = x.grad.clone()
+    x.grad = None
+    expected = fn(x, tgt)[0]
+    expected.backward()
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(grad, x.grad)
+    forward, _, backward_graph = list(backend.recent)     # forward, both, backward (AOTAutograd)
+    assert forward.extern_ops == {} and backward_graph.extern_ops == {}
+    assert backward_graph.kernel_count == 1, backward_graph.source
+
+
+# -- online softmax edge cases ---------------------------------------------------------------------
+
+def test_looped_softmax_with_infinities_matches_eager():
+    def fn(x):
+        return torch.softmax(x, -1), torch.log_softmax(x, -1)
+    x = t(5, 9000) * 20
+    x[1] = float("-inf")                                  # a row of -inf: NaN in eager
+    x[2, 7] = float("inf")
+    x[3, :8000] = float("-inf")                           # the max appears late in the row
+    x[4, 100] = float("nan")
+    gm = torch.fx.symbolic_trace(fn)
+    compiled = triton_backend(gm, [x])
+    for got, want in zip(compiled(x), fn(x)):
+        torch.testing.assert_close(got, want, equal_nan=True)
+    assert compiled.compiled_graph.kernel_count == 1
+    assert compiled.compiled_graph.kernels[0].source.count("for roffset") == 2   # stats, then stores
+
+
+# -- reductions over outer and several dims; split reductions ----------------------------------------
+
+@pytest.mark.parametrize("dims", [0, 1, (0, 2), (0, 1)])
+def test_large_outer_and_multi_dim_reductions(dims):
+    def fn(x):
+        return x.sum(dims), x.mean(dims), x.amax(dims)
+    x = t(64, 12, 40)
+    info = compile_and_check(fn, x, rtol=1e-4, atol=1e-3)
+    assert info.kernel_count <= 2
+
+
+def test_few_long_rows_are_split():
+    def fn(x):
+        return x.sum(0), x.amax(0)
+    x = t(40000, 6)
+    info = compile_and_check(fn, x, rtol=1e-4, atol=1e-3, kernels=2)
+    first, second = info.kernels
+    assert first.xnumel > 6 and second.xnumel == 6 and second.rnumel == first.xnumel // 6
+    # the contiguous dim is the one lanes walk: the tile's x dim is the unit-stride one
+    assert first.inner is False
+
+
+def test_split_plan_keeps_many_rows_whole():
+    assert lower_reductions._split_plan((4096, 4096), [1]) is None            # enough rows
+    assert lower_reductions._split_plan((64, 100), [0]) is None               # short rows
+    whole, dim, pieces = lower_reductions._split_plan((32, 32, 2, 128, 128), [2, 3, 4])
+    assert whole == [2] and dim == 3 and pieces == 2                          # group norm's groups
+
+
+# -- norms -------------------------------------------------------------------------------------------
+
+def test_var_mean_of_long_rows_reads_them_once():
+    def fn(x):
+        v, m = torch.var_mean(x, -1)
+        return v, m, x.std(-1)
+    x = t(3, 12000) * 3 + 100                             # a large mean: the shift keeps precision
+    info = compile_and_check(fn, x, kernels=1, rtol=1e-4, atol=1e-3)
+    assert info.kernels[0].source.count("for roffset") == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_group_norm_normalizes_in_place_shape_and_fuses_what_follows(dtype):
+    def fn(x, w, b):
+        return F.silu(F.group_norm(x, 4, w, b))
+    tol = 1e-4 if dtype is torch.float32 else 2e-2
+    x = (t(2, 8, 16, 16) * 2 + 1).to(dtype)
+    info = compile_and_check(fn, x, t(8, dtype=dtype), t(8, dtype=dtype), rtol=tol, atol=tol, externs=0,
+                             kernels=3)
+    assert allocated_shapes(info).count((2, 8, 16, 16)) == 1                    # only the output
+    assert not any(s == (2, 4, 512) for s in allocated_shapes(info))             # no fp32 group view
+
+
+def test_group_norm_with_large_groups_is_split():
+    def fn(x, w, b):
+        return F.group_norm(x, 2, w, b)
+    info = compile_and_check(fn, t(1, 4, 128, 128), t(4), t(4), rtol=1e-4, atol=1e-4, externs=0)
+    stats = info.kernels[0]
+    assert stats.xnumel > 2                                # more partial rows than groups
+
+
+def test_batch_norm_training_statistics_split_and_update():
+    def fn(x, mean, var, w, b):
+        return F.batch_norm(x, mean, var, w, b, training=True, momentum=0.1).relu()
+    info = compile_and_check(fn, t(8, 3, 48, 48), t(3), torch.rand(3, device=DEVICE) + 0.5, t(3), t(3),
+                             rtol=1e-4, atol=1e-4, externs=0)
+    assert info.kernels[0].xnumel > 3
+
+
+def test_instance_norm_by_hand_is_one_kernel():
+    def fn(x):
+        m = x.mean((2, 3), keepdim=True)
+        v = x.var((2, 3), keepdim=True, unbiased=False)
+        return (x - m) / torch.sqrt(v + 1e-5)
+    compile_and_check(fn, t(2, 3, 16, 16), kernels=1, rtol=1e-4, atol=1e-4)
+    info = compile_and_check(fn, t(2, 3, 100, 100), kernels=1, rtol=1e-4, atol=1e-4)
+    assert info.kernels[0].source.count("for roffset") == 2    # statistics in one pass, then the stores
+
+
+def test_outer_reduction_with_many_narrow_outputs_is_split():
+    # 512 outputs of an outer reduction are only 8 programs of 64 lanes: split the long dim
+    plan = lower_reductions._split_plan((16384, 2, 256), [0])
+    assert plan is not None and plan[1] == 0 and plan[2] > 1
+
+    def fn(x):
+        return x.sum(0)
+    info = compile_and_check(fn, t(16384, 2, 16), rtol=1e-4, atol=1e-3, kernels=2)
+    assert info.kernels[1].xnumel == 32
