@@ -19,6 +19,11 @@ traceback: the user's except/finally sees it, and an error of ours never reaches
 Where writes cannot be undone (unknown targets, an input that requires grad), the graph's error
 propagates as it is. The eager run has the frame hook off (DisabledCall), so it cannot come back
 to the same graph.
+
+The copies are taken until the graph has once run to the end: a graph that failed for a reason
+of ours (a lowering, a kernel that does not compile) fails on its first call; after that, under
+the same guards, what can still fail fails in eager too (out of memory, an index out of range),
+and the error propagates as TorchDynamo's does, instead of every optimizer step copying p, m and v.
 """
 from __future__ import annotations
 
@@ -79,13 +84,19 @@ class FrameRun:
         self.written = written
         self.random = random
         self.on_internal_error = on_internal_error
+        self.snapshots = 0              # taken so far; one more than the graph's failures: it has run once
+        self.failures = 0
 
     @property
     def needs_snapshot(self) -> bool:
         return self.written != [] or self.random
 
     def snapshot(self, *inputs):
-        """(copies of the written inputs, their versions, random generator states)."""
+        """(copies of the written inputs, their versions, random generator states); _PROVEN once the
+        graph has run to the end once (nothing is copied: a failure propagates)."""
+        if self.snapshots > self.failures:
+            return _PROVEN
+        self.snapshots += 1
         rng = _rng_states() if self.random else None
         if self.written == []:
             return None, None, rng
@@ -100,8 +111,9 @@ class FrameRun:
     def rerun(self, exc: BaseException, snapshot, closure, frame_args: tuple):
         """The graph (or a rebuild after it) raised `exc`: undo what the graph wrote, run the frame's
         code eagerly and return its result; re-raise `exc` when the writes cannot be undone."""
-        if not isinstance(exc, Exception) or _stops_recomputation(exc):    # never retried
+        if not isinstance(exc, Exception) or _stops_recomputation(exc) or snapshot is _PROVEN:   # never retried
             raise exc
+        self.failures += 1
         saved, versions, rng = snapshot if snapshot is not None else (None, None, None)
         if versions is not None and any(t._version != v for t, v in versions):
             if saved is None:
@@ -117,6 +129,9 @@ class FrameRun:
         if self.on_internal_error is not None:     # eager succeeded: the failure was the graph's, not the program's
             self.on_internal_error(self.code, exc)
         return result
+
+
+_PROVEN = ("proven",)         # FrameRun.snapshot's answer once its graph has run to the end
 
 
 def _stops_recomputation(exc: BaseException) -> bool:

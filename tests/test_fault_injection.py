@@ -4,7 +4,8 @@ Python values after it — makes the frame run eagerly (the user gets eager's re
 and warned about once; `fullgraph=True` raises instead, naming the reason.
 
 Each test injects a failure at one stage (monkeypatching our own code) and compares the captured
-function's results with eager's over several calls.
+function's results with eager's over several calls. One exception, by design: a graph that writes
+into its inputs is copied for undo only until it has run once (runtime.FrameRun).
 """
 from __future__ import annotations
 
@@ -150,6 +151,32 @@ def test_a_graph_failing_after_writing_into_its_input_is_undone_then_run_eagerly
         got = dl.capture(f, backend=_writes_then_fails)(x_captured)
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close(x_captured, x_eager)          # written once, not twice
+
+
+def _writes_then_fails_on_the_second_call(gm, example_inputs):
+    calls = []
+
+    def compiled(*args):
+        calls.append(1)
+        out = gm.forward(*args)
+        if len(calls) == 2:
+            raise Injected("second call, after the write")
+        return out
+    return compiled
+
+
+def test_a_writing_graph_is_copied_for_undo_until_it_has_run_once():
+    # an optimizer step must not copy p, m and v on every call: once the graph has run to the end,
+    # a later failure propagates (as TorchDynamo's do) instead of being undone and rerun eagerly
+    def f(x):
+        x.mul_(2)
+        return x + 1
+
+    captured = dl.capture(f, backend=_writes_then_fails_on_the_second_call)
+    x = torch.ones(3)
+    torch.testing.assert_close(captured(x), torch.full((3,), 3.0))
+    with pytest.raises(Injected):
+        captured(x)
 
 
 @dataclasses.dataclass
