@@ -71,7 +71,7 @@ def _capture_module(module: torch.nn.Module, options: CaptureOptions) -> torch.n
             # The wrapper shares the module's __dict__ but is another object: forward runs on the
             # module itself, which closures, hooks and globals of the program refer to (two objects
             # with one state would be two objects to the tracer). A copy of the wrapper is its own.
-            original = type(self)._dynamo_lite_original
+            original = getattr(type(self), "_dynamo_lite_original", self)
             return captured_forward(original if original.__dict__ is self.__dict__ else self, *args, **kwargs)
         call_forward.__dynamo_lite_captured__ = forward     # `self.forward(...)` in traced code: the original
     else:

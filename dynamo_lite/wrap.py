@@ -115,7 +115,7 @@ def _build(tracer, value, source) -> Value:
     if callable(value) and (isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, type,
                                                types.MethodWrapperType, types.WrapperDescriptorType,
                                                types.MethodDescriptorType, types.ClassMethodDescriptorType))
-                            or is_torch_namespace(value) and not _traced_method(value)
+                            or is_torch_namespace(value) and not _traced_method(value) and not _called_object(value)
                             or type(value).__module__ == "functools"):
         if source is not None and not is_torch_namespace(value):
             _guard(tracer, _bound_builtin_guard(source, value) or IdMatch.of(source, value))
@@ -150,6 +150,15 @@ def _traced_method(value) -> bool:
     bound by hand): a method of its object, not one opaque graph op."""
     return isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType) \
         and call_rule(value.__func__) == INLINE
+
+
+def _called_object(value) -> bool:
+    """An instance of a torch Python class whose __call__ is Python code (the WeightNorm pre-hook
+    of torch.nn.utils.weight_norm): an object whose call is traced, not a torch function. Operator
+    objects (torch.ops.aten.add, higher-order operators) are torch functions."""
+    return not isinstance(value, (types.FunctionType, types.MethodType, type, torch._ops.OperatorBase,
+                                  torch._ops.OpOverloadPacket)) \
+        and isinstance(getattr(type(value), "__call__", None), types.FunctionType)
 
 
 def _plain_list_instance(value) -> bool:

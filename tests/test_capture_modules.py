@@ -428,15 +428,15 @@ def test_pre_hooks_and_hooks_change_arguments_and_result():
 def test_weight_norm_pre_hook_is_traced():
     # the old weight_norm recomputes `weight` from g and v in a pre-hook (an object with __call__)
     torch.manual_seed(0)
-    eager = torch.nn.utils.weight_norm(nn.Conv1d(3, 4, 3))
+    eager = nn.Sequential(nn.ReLU(), torch.nn.utils.weight_norm(nn.Conv1d(3, 4, 3)))
     torch.manual_seed(0)
-    model = torch.nn.utils.weight_norm(nn.Conv1d(3, 4, 3))
+    model = nn.Sequential(nn.ReLU(), torch.nn.utils.weight_norm(nn.Conv1d(3, 4, 3)))
     backend = CountingBackend()
-    captured = capture(model, backend=backend)
+    captured = capture(model, backend=backend, fullgraph=True)
     for _ in range(2):
         x = torch.randn(2, 3, 8)
         assert_same(eager(x), captured(x))
-        assert_same(eager.weight, model.weight, "recomputed weight")
+        assert_same(eager[1].weight, model[1].weight, "recomputed weight")
     assert backend.count == 1
 
 

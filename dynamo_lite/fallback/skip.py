@@ -46,7 +46,8 @@ def _traced_optim(filename: str) -> bool:
 # module state around tensor ops (parametrize.py: the `module.weight` property of a parametrized
 # module and ParametrizationList; parametrizations.py: weight_norm / orthogonal / spectral_norm).
 _TORCH_INLINED_FILES = (os.path.join(_TORCH_DIR, "utils", "_contextlib.py"),
-                        *(os.path.join(_TORCH_DIR, "nn", "utils", f) for f in ("parametrize.py", "parametrizations.py")))
+                        *(os.path.join(_TORCH_DIR, "nn", "utils", f)
+                          for f in ("parametrize.py", "parametrizations.py", "weight_norm.py")))
 # torch's own machinery that runs Python functions it was handed: the higher-order ops (eager
 # torch.cond compiles its branches with TorchDynamo), torch.func (vmap/grad call the function on
 # batched or grad-tracking tensors), export. TorchDynamo's own directory is not in it: its
