@@ -386,6 +386,11 @@ def enter_autocast_block(state, previous):
 # rebuilding values made while tracing
 # ============================================================================================
 
+def sequential_of(keys: tuple, modules: tuple) -> torch.nn.Sequential:
+    """A slice of an nn.Sequential made while tracing, as eager makes it: the modules under their keys."""
+    return torch.nn.Sequential(OrderedDict(zip(keys, modules)))
+
+
 def rebuild_object(cls, attrs, items=None):
     """An object created while tracing, made for real without running its __init__ again: its
     dict contents first (dict / OrderedDict subclasses, through the base's own __setitem__, so

@@ -485,3 +485,21 @@ def test_captured_module_is_the_object_its_closures_see():
         x = torch.randn(2, 4)
         assert eager(x) == captured(x) == 1
         assert_same(eager.seen, model.seen, "recorded outputs")
+
+
+class _SlicesItsSequential(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.Tanh())
+
+    def forward(self, x):
+        x = self.layers[:-1](x)              # diffusers' audio VAE encoder does this
+        head = self.layers[1:]
+        return self.layers[-1](x) + len(head), head
+
+
+def test_a_slice_of_a_sequential_is_called_and_escapes_with_its_keys():
+    model = _SlicesItsSequential()
+    result = check(model, torch.randn(2, 4), graphs=1)
+    (_, head), (_, eager_head) = result.captured.unwrap(), result.eager.unwrap()
+    assert type(head) is nn.Sequential and list(head._modules) == list(eager_head._modules) == ["1", "2", "3"]

@@ -18,6 +18,7 @@ import torch
 from ..breaks import UNKNOWN_CALL, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, USER_EXCEPTION, Unsupported, user_error
 from ..guards import DictKeysMatch, NoHooksMatch
 from ..modelled import models
+from ..runtime import sequential_of
 from ..sources import AttrSource, ItemSource, ModuleDictSource
 from .base import Const, IteratorValue, Value, missing_attribute
 from .containers import DictValue, SeqValue
@@ -202,6 +203,8 @@ class ModuleValue(ObjectValue):
             self.guard_keys(frame)
             keys = list(m._modules)
             if isinstance(k, slice):
+                if type(m) is torch.nn.Sequential:
+                    return SequentialSliceValue(keys[k], [self.load_attr(frame, name) for name in keys[k]])
                 if type(m) is not torch.nn.ModuleList:
                     raise Unsupported(UNSUPPORTED_VALUE, "slicing a module container")
                 # `self.layers[:n]`: the modules themselves; rebuilt as a ModuleList if it escapes
@@ -354,3 +357,23 @@ def _str_keyed(frame, mapping: Value) -> dict:
     if not isinstance(mapping, DictValue):
         raise Unsupported(UNSUPPORTED_VALUE, f"forward pre-hook returned kwargs of type {mapping.python_type().__name__}")
     return {key: value for key, value in mapping.items.items()}
+
+
+class SequentialSliceValue(SeqValue):
+    """`seq[a:b]` of an nn.Sequential: eager makes a new Sequential of the same modules under their
+    keys. Here the modules themselves (each with its own source), called as Sequential.forward
+    does; rebuilt as a new Sequential, with the keys, only if it escapes the trace."""
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: list, modules: list):
+        super().__init__(modules, torch.nn.Sequential)
+        self.keys = list(keys)
+
+    def as_python(self):
+        return sequential_of(tuple(self.keys), tuple(m.as_python() for m in self.items))
+
+    def rebuild(self, em):
+        em.call_const(sequential_of, [lambda: em.const(tuple(self.keys)), lambda: em.build_tuple(self.items)])
+
+    def call(self, frame, args, kwargs):
+        return FunctionValue(torch.nn.Sequential.forward).call(frame, [self, *args], kwargs)
