@@ -17,6 +17,7 @@ from torch.autograd.function import FunctionCtx, _SingleLevelFunction
 
 from . import breaks
 from .breaks import Unsupported
+from .graph_builder import storage_key, written_storages
 from .modelled import models
 from .values.base import Const, Value
 from .values.containers import SeqValue
@@ -89,13 +90,22 @@ def _check_forward(frame, cls, args):
         output = FunctionValue(forward).call(frame, list(args), {})
         FunctionValue(setup_context).call(frame, [ctx, SeqValue(args, tuple), output], {})
     new_nodes = state.nodes_since(graph)
-    if any(graph.writes_in_place(n) for n in new_nodes):
+    if _writes_outside(graph, new_nodes):
         raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.forward changes a tensor in place")
     if not state.unchanged(tracer):
         raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.forward has side effects")
     for node in reversed(new_nodes):
         if node.op != "placeholder":          # an input first read by forward stays an (unused) input
             graph.graph.erase_node(node)
+
+
+def _writes_outside(graph, new_nodes: list) -> bool:
+    """Whether forward writes in place into memory it did not allocate itself (an input, a view of
+    one, a tensor from outside): writes into its own intermediates (`out.masked_fill_(...)`) are
+    its business, done again by the real forward at run time."""
+    made_here = {id(n) for n in new_nodes if n.op != "placeholder"}
+    outside = {storage_key(n.meta.get("example_value")) for n in graph.graph.nodes if id(n) not in made_here}
+    return any(key is None or key in outside for n in new_nodes for key in written_storages(n))
 
 
 class _State:

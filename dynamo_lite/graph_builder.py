@@ -377,29 +377,33 @@ def written_inputs(graph: torch.fx.Graph) -> Optional[list[int]]:
     storage)."""
     positions: dict = {}
     for i, node in enumerate(n for n in graph.nodes if n.op == "placeholder"):
-        key = _storage_key(node.meta.get("example_value"))
+        key = storage_key(node.meta.get("example_value"))
         if key is not None:
             positions.setdefault(key, []).append(i)
     written: set = set()
     for node in graph.nodes:
-        if not GraphBuilder.writes_in_place(node):
-            continue
-        if "out" in node.kwargs:
-            out = node.kwargs["out"]
-            targets = list(out) if isinstance(out, (tuple, list)) else [out]
-        else:
-            first = node.args[0] if node.args else None
-            # a foreach op (`torch._foreach_add_(tensors, 1)`) writes into each tensor of its list
-            targets = list(first) if isinstance(first, (tuple, list)) else [first]
-        for target in targets:
-            key = _storage_key(target.meta.get("example_value")) if isinstance(target, torch.fx.Node) else None
+        for key in written_storages(node):
             if key is None:
                 return None
             written.update(positions.get(key, ()))
     return sorted(written)
 
 
-def _storage_key(value):
+def written_storages(node: torch.fx.Node) -> list:
+    """The storages (keys of their example values; None where unknown) an in-place node writes
+    into: its `out=` tensors, else its first argument (each tensor of a foreach op's list)."""
+    if not GraphBuilder.writes_in_place(node):
+        return []
+    if "out" in node.kwargs:
+        out = node.kwargs["out"]
+        targets = list(out) if isinstance(out, (tuple, list)) else [out]
+    else:
+        first = node.args[0] if node.args else None
+        targets = list(first) if isinstance(first, (tuple, list)) else [first]
+    return [storage_key(t.meta.get("example_value")) if isinstance(t, torch.fx.Node) else None for t in targets]
+
+
+def storage_key(value):
     if not isinstance(value, torch.Tensor):
         return None
     try:

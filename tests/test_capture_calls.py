@@ -389,3 +389,46 @@ def test_function_marked_with_torch_compiler_allow_in_graph_is_one_graph_op():
     backend = check(f, torch.randn(3, 4), graphs=1).backend
     targets = [n.target for n in backend.call_nodes(0) if n.op == "call_function"]
     assert any(getattr(t, "__name__", "") == "_normalized_rows" for t in targets), targets
+
+
+class _MaskedSoftmax(torch.autograd.Function):
+    """transformers' SEW-D/DeBERTa XSoftmax: forward fills its own softmax output in place."""
+
+    @staticmethod
+    def forward(ctx, x, mask, dim):
+        rmask = ~mask.to(torch.bool)
+        out = torch.softmax(x.masked_fill(rmask, torch.finfo(x.dtype).min), dim)
+        out.masked_fill_(rmask, 0)
+        ctx.save_for_backward(out)
+        ctx.dim = dim
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return torch._softmax_backward_data(grad, out, ctx.dim, out.dtype), None, None
+
+
+def test_a_function_whose_forward_writes_its_own_intermediate_is_one_graph():
+    def f(x, mask):
+        return _MaskedSoftmax.apply(x * 2, mask, -1).sum(-1)
+
+    check(f, torch.randn(2, 5), torch.tensor([[1, 1, 0, 1, 0], [0, 1, 1, 1, 1]]), graphs=1)
+
+
+class _ScalesItsInput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        return x + 1
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def test_a_function_whose_forward_writes_its_input_matches_eager():
+    def f(x):
+        return _ScalesItsInput.apply(x) * 3
+
+    check(f, torch.randn(4), graphs=None)     # the count: whatever runs around the break; values and x compared

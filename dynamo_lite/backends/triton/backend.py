@@ -102,7 +102,7 @@ triton_backend.accepts_scalar_inputs = False
 def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
     """An in-place write eager may refuse: into a tensor whose elements share memory (an
     expand), or from an operand that is another view of the written memory (`v *= v[1:]`)."""
-    from ...graph_builder import GraphBuilder, _storage_key
+    from ...graph_builder import GraphBuilder, storage_key
     for node in graph.nodes:
         target = node.args[0] if node.args else None
         if not (GraphBuilder.writes_in_place(node) and isinstance(target, torch.fx.Node)):
@@ -112,10 +112,10 @@ def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
             continue
         if torch._debug_has_internal_overlap(written) == 1:
             return True
-        key = _storage_key(written)
+        key = storage_key(written)
         for arg in [*node.args[1:], *node.kwargs.values()]:
             other = arg.meta.get("example_value") if isinstance(arg, torch.fx.Node) else None
-            if isinstance(other, torch.Tensor) and other is not written and _storage_key(other) == key \
+            if isinstance(other, torch.Tensor) and other is not written and storage_key(other) == key \
                     and key is not None and not _same_view(other, written) and _ranges_overlap(other, written):
                 return True
     return False
@@ -239,15 +239,15 @@ def _fresh_views(call, gm) -> Callable:
 def _returns_view_of_written_input(graph: torch.fx.Graph) -> Optional[int]:
     """The position of an output sharing memory with an input the graph writes (by the example
     values), other than that input itself, or None."""
-    from ...graph_builder import _storage_key, written_inputs
+    from ...graph_builder import storage_key, written_inputs
     written = written_inputs(graph) or []
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    keys = {_storage_key(placeholders[i].meta.get("example_value")) for i in written} - {None}
+    keys = {storage_key(placeholders[i].meta.get("example_value")) for i in written} - {None}
     output = next(n for n in graph.nodes if n.op == "output")
     outs = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
     for i, o in enumerate(outs):
         if isinstance(o, torch.fx.Node) and not _is_input_itself(o) \
-                and _storage_key(o.meta.get("example_value")) in keys:
+                and storage_key(o.meta.get("example_value")) in keys:
             return i
     return None
 
