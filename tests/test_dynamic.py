@@ -340,3 +340,23 @@ def test_asdict_of_a_dataclass_holding_dynamic_numbers_is_captured():
         assert backend.count == 2
     finally:
         _CONFIG.scale = 3.0
+
+
+def test_an_int_that_indexes_a_tensor_stays_a_graph_input():
+    # `scores[:, label]` in a loop over labels: a select at a symbolic index, not one graph per label
+    def f(x, i):
+        row = x[i]
+        col = x[:, i]
+        return row * 2, col.sum(), x[i, i], x[:, i - 1]
+
+    backend = CountingBackend()
+    captured = dl.capture(f, backend=backend)
+    x = torch.rand(6, 6)
+    for i in (1, 2, 3, 4, 5):
+        for got, expected in zip(captured(x, i), f(x, i)):
+            torch.testing.assert_close(got, expected)
+    assert backend.count == 2
+    for got, expected in zip(captured(x, -1), f(x, -1)):      # the sign is guarded: one more graph
+        torch.testing.assert_close(got, expected)
+    with pytest.raises(IndexError):
+        captured(x, 6)

@@ -131,6 +131,12 @@ class TensorValue(GraphValue):
         return tensor_method(frame, self, name, args, kwargs)
 
     def getitem(self, frame, key):
+        selects = _symbolic_selects(key)
+        if selects is not None:
+            result = self
+            for dim, index in selects:
+                result = frame.tracer.graph.call("call_function", torch.select, (result, dim, index), {})
+            return result
         return frame.tracer.graph.call("call_function", operator.getitem, (self, index_operand(key)), {})
 
     def setitem(self, frame, key, value):
@@ -215,6 +221,25 @@ def make_slice(start: Value, stop: Value, step: Value) -> Value:
     if any(isinstance(p, SymValue) for p in (start, stop, step)):
         return SliceValue(start, stop, step)
     return Const(slice(start.as_python(), stop.as_python(), step.as_python()))
+
+
+def _symbolic_selects(key: Value):
+    """`x[i]`, `x[:, i]`, `x[i, j]` where an index is a symbolic int (a loop counter seen
+    changing): [(dim, index)] for torch.select, which keeps the index symbolic where indexing
+    itself would pin it to its current value. None for any other key."""
+    items = getattr(key, "items", None)
+    items = items if isinstance(items, list) and key.python_type() is tuple else [key]
+    if not any(isinstance(k, SymValue) and k.python_type() is int for k in items):
+        return None
+    selects, dim = [], 0
+    for k in items:
+        if isinstance(k, SymValue) and k.python_type() is int or isinstance(k, Const) and type(k.value) is int:
+            selects.append((dim, k))
+        elif isinstance(k, Const) and k.value == slice(None):
+            dim += 1
+        else:
+            return None
+    return selects
 
 
 def index_operand(key: Value):
