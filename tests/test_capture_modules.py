@@ -503,3 +503,26 @@ def test_a_slice_of_a_sequential_is_called_and_escapes_with_its_keys():
     result = check(model, torch.randn(2, 4), graphs=1)
     (_, head), (_, eager_head) = result.captured.unwrap(), result.eager.unwrap()
     assert type(head) is nn.Sequential and list(head._modules) == list(eager_head._modules) == ["1", "2", "3"]
+
+
+class _Router(nn.Module):
+    """transformers' SwitchTransformers router: casts its classifier to its dtype on every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.classifier = nn.Linear(4, 3)
+        self.dtype = torch.float32
+
+    def forward(self, x):
+        self.classifier = self.classifier.to(self.dtype)
+        return self.classifier(x.to(self.dtype)).softmax(-1)
+
+
+def test_module_to_where_nothing_changes_is_the_module_itself():
+    check(_Router(), torch.randn(2, 4), graphs=1)
+
+
+def test_module_to_that_converts_still_matches_eager():
+    router = _Router()
+    router.dtype = torch.float64
+    check(router, torch.randn(2, 4), graphs=None)       # the conversion itself runs eagerly

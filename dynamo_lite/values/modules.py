@@ -85,6 +85,9 @@ class ModuleValue(ObjectValue):
                 raise Unsupported(UNSUPPORTED_MUTATION, f"custom __setattr__ of {cls.__name__}")
             FunctionValue(setter).call(frame, [self, Const(name), value], {})
             return
+        if isinstance(value, ModuleValue) and real.__dict__.get("_modules", {}).get(name) is value.obj:
+            self.guard_keys(frame)
+            return              # `self.sub = self.sub.to(dtype)` where `to` changed nothing: the same module back
         for table in ("_parameters", "_modules"):
             if name in real.__dict__.get(table, {}):
                 raise Unsupported(UNSUPPORTED_MUTATION, f"assigning module {table[1:-1]} {name!r}")
@@ -341,6 +344,32 @@ models(M.named_parameters)(_module_method(lambda f, mv, a, k: _pairs(_tensors(f,
 models(M.buffers)(_module_method(lambda f, mv, a, k: _pairs(_tensors(f, mv, "_buffers", _recurse_arg(a, k)), False)))
 models(M.named_buffers)(_module_method(lambda f, mv, a, k: _pairs(_tensors(f, mv, "_buffers",
                                                                           _recurse_arg(a[1:], k)), True)))
+
+
+@models(M.to)
+def _module_to(frame, args, kwargs):
+    """`module.to(dtype / device)` where every parameter and buffer already is there: the module
+    itself, unchanged (transformers' routers call `self.classifier.to(self.dtype)` per forward). The
+    tensors are read, so their guards (dtype, device) make a later call where one differs recapture;
+    a real conversion is not modelled."""
+    if not _module_arg(args) or args[0].source is None:
+        return NotImplemented
+    try:
+        target = [a.as_python() for a in args[1:]]
+        named = {k: v.as_python() for k, v in kwargs.items()}
+        device, dtype, _, memory_format = torch._C._nn._parse_to(*target, **named)
+    except Exception:          # not constants, or not what `to` takes: as if unmodelled
+        return NotImplemented
+    if memory_format is not None:
+        return NotImplemented
+    for table in ("_parameters", "_buffers"):
+        for _, tensor in _tensors(frame, args[0], table, True):
+            example = getattr(tensor, "example", None)
+            if not isinstance(example, torch.Tensor) or device is not None and example.device != device \
+                    or dtype is not None and (example.is_floating_point() or example.is_complex()) \
+                    and example.dtype != dtype:
+                return NotImplemented
+    return args[0]
 
 
 # The tables Module._call_impl reads to call hooks: which hooks run, and which take kwargs.
