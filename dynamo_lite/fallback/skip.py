@@ -148,6 +148,48 @@ def skip_frame(code: types.CodeType) -> bool:
     return is_skipped_file(filename)
 
 
+def may_use_torch(code: types.CodeType, func, args: tuple) -> bool:
+    """Whether a frame of `code` called with `args` can do anything with tensors (TorchDynamo's
+    `has_tensor_in_frame`): a global of the function it names is torch (or one of its modules)
+    or numpy, or an argument or a closed-over value is or holds (in lists, tuples, dicts, namedtuples) a tensor, a
+    module, a module class or a numpy array. A frame that cannot (a learning-rate lambda on an
+    int) is left to run as it is, this time: capturing it could only specialize or symbolize its
+    Python numbers, into a recapture per value or a graph of arithmetic on them."""
+    f_globals = getattr(func, "__globals__", None)
+    if not isinstance(f_globals, dict):
+        return True
+    numpy = sys.modules.get("numpy")
+    for name in code.co_names:
+        obj = f_globals.get(name)
+        if isinstance(obj, types.ModuleType) and (obj is torch or obj.__name__.startswith("torch.") or
+                                                  (numpy is not None and obj.__name__.split(".")[0] == "numpy")):
+            return True
+    seen: set = set()
+
+    def holds_tensor(obj) -> bool:
+        if id(obj) in seen:
+            return False
+        seen.add(id(obj))
+        if isinstance(obj, (torch.Tensor, torch.nn.Module)) or (type(obj) is type and issubclass(obj, torch.nn.Module)):
+            return True
+        if numpy is not None and isinstance(obj, (numpy.ndarray, numpy.generic)):
+            return True
+        if type(obj) in (list, tuple):
+            return any(holds_tensor(v) for v in obj)
+        if type(obj) is dict:
+            return any(holds_tensor(v) for v in list(obj.values()))
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):       # a namedtuple
+            return any(holds_tensor(v) for v in obj)
+        return False
+    cells = []
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:           # an empty cell
+            pass
+    return any(holds_tensor(a) for a in (*args, *cells))
+
+
 def is_torch_machinery(code: types.CodeType) -> bool:
     """Code of torch's own machinery (above): it runs with the hook off until it returns, so no
     function it calls (the branches eager torch.cond compiles and all TorchDynamo runs while
