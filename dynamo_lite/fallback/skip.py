@@ -24,7 +24,7 @@ import weakref
 
 import torch
 
-INLINE, GRAPH_OP, SKIPPED, DISABLED, UNWRAP, BREAK = range(6)
+INLINE, GRAPH_OP, SKIPPED, DISABLED, UNWRAP, BREAK, TORCH_DISABLED = range(7)
 
 _DYNAMO_LITE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
@@ -203,6 +203,8 @@ def call_rule(fn) -> int:
         return UNWRAP
     if getattr(fn, "__dynamo_lite_disabled__", None) is not None:
         return DISABLED
+    if torch_disabled(fn):
+        return TORCH_DISABLED
     if id(fn) in _allowed_in_graph or _allowed_by_torch_compiler(fn):
         return GRAPH_OP
     code = getattr(fn, "__code__", None)
@@ -270,6 +272,60 @@ def _torch_disabled_for_torchdynamo(fn):
     if isinstance(inner, types.FunctionType) and _traced_optim(inner.__code__.co_filename):
         return inner
     return None
+
+
+def _torch_disable_wrapper_code():
+    """The code of the wrapper `torch._disable_dynamo` puts around a function (None: no such API)."""
+    mark = getattr(torch, "_disable_dynamo", None)
+    try:
+        return mark(lambda: None).__code__ if mark is not None else None
+    except Exception:                # noqa: BLE001 -- torch's private API changed shape: nothing is marked
+        return None
+
+
+_TORCH_DISABLE_WRAPPER = _torch_disable_wrapper_code()
+
+
+def torch_disabled(fn) -> bool:
+    """Is `fn` torch's `torch._disable_dynamo` wrapper (recursive, the default) around one of its
+    own functions: torch's statement that no compiler traces it (Optimizer.zero_grad, state_dict,
+    load_state_dict, add_param_group)? Calls to it are breaks (TORCH_DISABLED) and its frame is
+    not captured (`called_through_torch_disable`). A non-recursive mark (DDP's
+    `_inside_ddp_forward`) is traced as before."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code is not _TORCH_DISABLE_WRAPPER:
+        return False
+    cells = dict(zip(code.co_freevars, getattr(fn, "__closure__", None) or ()))
+    try:
+        return bool(cells["recursive"].cell_contents) and callable(cells["fn"].cell_contents)
+    except (KeyError, ValueError):
+        return False
+
+
+def called_through_torch_disable(code: types.CodeType, caller) -> bool:
+    """Is a frame of `code` called by `caller` the marked function of a `torch_disabled` wrapper
+    (the wrapper calls it through TorchDynamo's disable function, so it is one or two frames up)?
+    Its code and the code defined in it (comprehensions, 3.11) are then never captured."""
+    f = caller
+    for _ in range(2):
+        if f is None:
+            return False
+        if f.f_code is _TORCH_DISABLE_WRAPPER:
+            names = f.f_locals
+            inner = names.get("fn")
+            return bool(names.get("recursive")) and getattr(inner, "__code__", None) is code
+        f = f.f_back
+    return False
+
+
+def with_nested_codes(code: types.CodeType) -> list:
+    """`code` and the code objects defined inside it (comprehensions, lambdas, nested functions)."""
+    out, todo = [], [code]
+    while todo:
+        c = todo.pop()
+        out.append(c)
+        todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    return out
 
 
 def disable(fn):
