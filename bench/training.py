@@ -608,7 +608,10 @@ def run_in_processes(cases: list[Case], world: int, steps: int, verbose: bool = 
                 if engine not in done:
                     blamed = started is not None and engine == started["engine"]
                     rows.append(Row(case, engine, status=died if blamed else "not run (the process died)"))
-            todo.remove(case)
+            if case in todo:
+                todo.remove(case)
+            else:                        # it died after the case's last row (at teardown): said, not hidden
+                print(f"[training bench] after {case}: {died}", file=sys.stderr, flush=True)
     return rows
 
 
