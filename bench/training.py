@@ -631,11 +631,12 @@ def summary(rows: list[Row]) -> str:
     ours = {r.case: r for r in rows if r.engine == "dynamo_lite"}
     theirs = {r.case: r for r in rows if r.engine == "torchdynamo"}
     correct = sum(r.correct for r in ours.values())
-    fewer = sum(1 for c in ours if ours[c].status == "ok" and theirs[c].status == "ok"
-                and ours[c].graphs <= theirs[c].graphs)
+    ran = [c for c in ours if c in theirs and theirs[c].status in ("ok", "WRONG")]     # TorchDynamo's graphs count
+    fewer = sum(1 for c in ran if ours[c].status in ("ok", "WRONG") and ours[c].graphs <= theirs[c].graphs)
     crashed = sum(r.status not in ("ok", "WRONG") for r in ours.values())
-    return (f"dynamo_lite: {correct}/{len(ours)} correct, graphs <= TorchDynamo's in {fewer}/{len(ours)}, "
-            f"{crashed} raised; TorchDynamo: {sum(r.correct for r in theirs.values())}/{len(theirs)} correct")
+    return (f"dynamo_lite: {correct}/{len(ours)} correct, graphs <= TorchDynamo's in {fewer} of the {len(ran)} "
+            f"cases TorchDynamo ran, {crashed} raised; TorchDynamo: "
+            f"{sum(r.correct for r in theirs.values())}/{len(theirs)} correct")
 
 
 def main(argv=None) -> int:
