@@ -163,6 +163,11 @@ NOT_ITERABLE_MODEL = _kind(
     "DL035", "iteration-not-modelled", "iterating an object whose iteration the tracer does not model (a C type's "
     "__iter__, a view or iterator of an object it cannot follow)",
     "iterate over a list or tuple of the items, or give the class an __iter__ written in Python")
+TORCH_DISABLED = _kind(
+    "DL036", "torch-disabled", "torch marks this function of its own as not to be traced by a compiler "
+    "(`torch._disable_dynamo`: Optimizer.zero_grad, state_dict, add_param_group, ...): it runs as it is, as "
+    "under TorchDynamo (Python functions it calls back are still captured)",
+    "call it outside the captured function if the break matters")
 
 
 def event_kind(event: dict) -> str:

@@ -29,7 +29,7 @@ from .breaks import GraphBreakError, TracedException, Unsupported
 from .code_facts import facts
 from .codegen import break_start, check_resumable, make_break_code, make_code, tensors_needed
 from .graph_builder import keep_saved_tensor, tracing_saved_tensor_hooks_lifted
-from .resume import is_driven
+from .resume import is_driven, is_resume
 from .fallback import records, skip
 from .fallback.records import FrameRecord
 from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch,
@@ -301,6 +301,12 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
     if skip.skip_frame(code):
         set_extra(code, _evalframe.SKIP)
         return None
+    if skip.called_through_torch_disable(code, sys._getframe(3)):
+        for inner in skip.with_nested_codes(code):
+            _mark_skip(inner)
+        return None
+    if not skip.may_use_torch(code, func, args) and not is_resume(code) and not _called_from_wrapper(sys._getframe(3)):
+        return None                       # no tensor in reach: runs as it is (asked again next call)
     entries = cache_entries(code)
     if skip.is_torch_nn_forward(code) and args and _runs_eagerly_nested(sys._getframe(3), args[0]) \
             and not any(e.guards is _NESTED_BUILTIN_GUARDS for e in entries):
@@ -520,6 +526,15 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     compiled, inputs = None, []
     try:
         _check_ops_in_try(tracer)
+    except Unsupported as e:
+        if tracer.failed_at is not None and code_facts.index_of.get(tracer.failed_at, end) < end:
+            # an earlier call's inlined ops sit in a try block (optimizer.step() before a print):
+            # the break moves to that call, which runs eagerly, as when nothing breaks after it
+            record.kind, record.detail, record.user_stack = e.kind, e.detail, e.user_stack
+            return _graph_break(code, func, args, options, tracer, record)
+        record.fallback_kind, record.fallback_reason = e.kind, e.detail
+        return code, failed
+    try:
         check_resumable(tracer, frame, code_facts, code_facts.insts[end].offset)     # before compiling anything
     except Unsupported as e:
         record.fallback_kind, record.fallback_reason = e.kind, e.detail

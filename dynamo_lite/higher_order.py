@@ -1,4 +1,5 @@
-"""torch's higher-order ops that take a Python function: `torch.cond` and `associative_scan`.
+"""torch's higher-order ops that take a Python function: `torch.cond`, activation checkpointing
+and `associative_scan`.
 
 `torch.cond(pred, true_fn, false_fn, operands)` with a tensor predicate keeps both branches, as
 TorchDynamo does: each branch is traced by our tracer into an fx subgraph (subgraphs.py), the
@@ -10,6 +11,15 @@ specializes under a guard) eager torch.cond simply calls the taken branch, and s
 it is inlined. Branches must be pure (DL032), take and return tensors with the same structure
 and metadata, and not return their inputs (eager refuses aliasing); otherwise the call runs
 eagerly, where torch raises the same error eager would.
+
+`torch.utils.checkpoint.checkpoint(fn, *tensors, use_reentrant=..., ...)` (activation
+checkpointing, both flavours) traces `fn` into a subgraph the same way and records one node
+calling `run_checkpoint`: the real `checkpoint` with the same keyword arguments, on the same
+tensors, of a function that runs the subgraph with the tensors `fn` closed over (parameters)
+still closed over. So forward, recomputation in backward, which inputs get gradients (reentrant
+checkpointing gives none to parameters of a block whose inputs do not require grad), RNG state
+and the early stop are eager's. (TorchDynamo's `tag_activation_checkpoint` instead always runs
+the non-reentrant flavour and does not preserve the RNG state.)
 
 The torch.func transforms (vmap, grad, jacrev, ...) live in func_transforms.py.
 
@@ -119,6 +129,50 @@ def _storage(x):
         return x.untyped_storage()._cdata
     except Exception:      # noqa: BLE001 -- no storage to compare: treated as aliasing (refused)
         return None
+
+
+# ---- torch.utils.checkpoint ---------------------------------------------------------------------
+
+try:
+    import torch.utils.checkpoint as _checkpoint_module
+except ImportError:        # a torch without it: nothing to model
+    _checkpoint_module = None
+
+# checkpoint's own keyword arguments (the others go to the function, non-reentrant flavour only)
+_CHECKPOINT_KWARGS = ("use_reentrant", "preserve_rng_state", "determinism_check", "debug", "early_stop")
+
+
+@models(getattr(_checkpoint_module, "checkpoint", None))
+def _checkpoint(frame, args: list, kwargs: dict) -> Value:
+    if not args:
+        return NotImplemented
+    fn, inputs = args[0], args[1:]
+    if not inputs or not all(isinstance(x, TensorValue) for x in inputs):
+        return NotImplemented          # constants among the inputs: the call runs as it is (a break)
+    options = {}
+    for name, value in kwargs.items():
+        if name == "context_fn" and value.is_python_constant() \
+                and value.as_python() is _checkpoint_module.noop_context_fn:
+            continue
+        if name not in _CHECKPOINT_KWARGS or not value.is_python_constant():
+            return NotImplemented      # a context_fn, or arguments for the function itself
+        options[name] = value.as_python()
+    body = trace_body(frame, fn, [x.example for x in inputs], what="torch.utils.checkpoint", flatten=True)
+    if not body.output_examples():
+        raise Unsupported(breaks.UNKNOWN_CALL, "a checkpointed function that returns no tensor")
+    graph = frame.tracer.graph
+    body_gm = graph.subgraph(body.gm, "checkpoint_body")
+    out = graph.call("call_function", run_checkpoint,
+                     (body_gm, Const(len(inputs)), *inputs, *body.lifted), {k: Const(v) for k, v in options.items()})
+    return repack(body.output, out.items)
+
+
+def run_checkpoint(body, n_inputs: int, *args, **options):
+    """`torch.utils.checkpoint.checkpoint` of a traced function (`body`: a subgraph taking the
+    checkpointed inputs, then the tensors the function closed over) on `args[:n_inputs]`, the
+    closed-over tensors closed over as in eager. The graph node of a checkpoint call."""
+    inputs, closed_over = args[:n_inputs], args[n_inputs:]
+    return _checkpoint_module.checkpoint(lambda *xs: body(*xs, *closed_over), *inputs, **options)
 
 
 # ---- associative_scan ---------------------------------------------------------------------------

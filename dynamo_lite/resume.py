@@ -40,6 +40,11 @@ def original_of(code: types.CodeType, offset: int) -> tuple[types.CodeType, int]
     return origin[0], origin[1][offset]
 
 
+def is_resume(code: types.CodeType) -> bool:
+    """Is `code` a resume function (made here from a user's code)?"""
+    return code in _ORIGINS
+
+
 def is_driven(code: types.CodeType) -> bool:
     """Is `code` a resume function that `runtime.drive` calls (it returns Continue at breaks)?"""
     return code in _DRIVEN

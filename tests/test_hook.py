@@ -11,6 +11,7 @@ import dynamo_lite as dl
 from dynamo_lite import _evalframe
 from dynamo_lite.convert_frame import TOUCHED_CODES
 from dynamo_lite.fallback.records import RECORDS
+from harness import CountingBackend
 
 
 def _raising(x):
@@ -209,3 +210,37 @@ def test_a_big_frame_with_a_closure_reads_its_cells():
     before = _evalframe.stats()["new_frames"]
     check(deep, torch.randn(4), graphs=1)
     assert _evalframe.stats()["new_frames"] == before + 2
+
+
+def _arithmetic(step, scale=0.5):
+    return scale ** step
+
+
+def _names_torch(n):
+    return torch.ones(n)
+
+
+def test_a_frame_with_no_tensor_in_reach_is_left_alone():
+    # What the hook asks before capturing a frame (TorchDynamo's has_tensor_in_frame): a frame
+    # that names no torch module and gets no tensor, module, module class or numpy array (in its
+    # arguments, their lists/tuples/dicts/namedtuples, or its closure) runs as it is.
+    import collections
+    from dynamo_lite.fallback.skip import may_use_torch
+    Pair = collections.namedtuple("Pair", "a b")
+    code = _arithmetic.__code__
+    assert not may_use_torch(code, _arithmetic, (3, 0.5))
+    assert not may_use_torch(code, _arithmetic, ([1, (2, {"k": 3.0})], "s"))
+    for holder in (torch.ones(1), [torch.ones(1)], ({"k": (torch.ones(1),)},), Pair(1, torch.ones(1)),
+                   torch.nn.Linear(1, 1), torch.nn.Linear):
+        assert may_use_torch(code, _arithmetic, (holder,)), holder
+    assert may_use_torch(_names_torch.__code__, _names_torch, (3,))
+    w = torch.ones(2)
+    closes_over = lambda s: w * s  # noqa: E731
+    assert may_use_torch(closes_over.__code__, closes_over, (2,))
+
+
+def test_a_captured_function_without_tensors_is_still_captured():
+    backend = CountingBackend()
+    captured = dl.capture(_arithmetic, backend=backend)
+    assert [captured(s) for s in range(4)] == [_arithmetic(s) for s in range(4)]
+    assert any(r.name == "_arithmetic" for r in RECORDS), "the function given to capture() is always captured"

@@ -195,6 +195,85 @@ def test_a_whole_training_step_with_the_scheduler_inside_the_captured_function()
     assert any("addcdiv_" in g.code for g in backend.graphs)      # the optimizer's update is in a graph
 
 
+def test_a_lambda_lr_stepped_inside_the_train_step_makes_no_graph_of_its_own():
+    # LambdaLR calls its lambda on the step count (an int) from the scheduler's step, which runs
+    # eagerly (a break). The lambda holds no tensor and names no torch module: it runs as it is,
+    # as under TorchDynamo, where capturing it made the count a graph input after it changed and
+    # `0.8 ** s` a graph of its own (5 graphs where TorchDynamo makes 4).
+    torch_dynamo = pytest.importorskip("torch._dynamo")
+
+    def run(wrap):
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.8 ** s)
+
+        def train_step(x, y):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            scheduler.step()
+            return loss.detach()
+        fn = wrap(train_step)
+        data = torch.Generator().manual_seed(3)
+        losses = [fn(torch.randn(5, 4, generator=data), torch.randn(5, 2, generator=data)) for _ in range(6)]
+        return losses, model, opt
+
+    eager_losses, eager_model, eager_opt = run(lambda f: f)
+    backend = CountingBackend()
+    losses, model, opt = run(lambda f: dl.capture(f, backend=backend))
+    torch.testing.assert_close(losses, eager_losses, **TOL)
+    for p, q in zip(model.parameters(), eager_model.parameters()):
+        torch.testing.assert_close(p, q, **TOL)
+        torch.testing.assert_close(p.grad, q.grad, **TOL)
+    _assert_same_state(eager_opt, opt)
+    assert not [g for g in backend.graphs if "pow" in g.code], "the lambda made a graph"
+    graphs = []
+    torch_dynamo.reset()
+    run(lambda f: torch.compile(f, backend=lambda gm, _: graphs.append(gm) or gm.forward))
+    torch_dynamo.reset()
+    assert backend.count <= len(graphs), (backend.count, len(graphs))
+
+
+def test_functions_torch_marks_disabled_run_as_they_are():
+    # Optimizer.zero_grad (and state_dict, add_param_group) carry torch's `torch._disable_dynamo`
+    # mark: a call is a break (DL036) and its frame is not captured, as under TorchDynamo; it used
+    # to be traced on its own frame, a break per `p.grad = None` and a loop stretch run eagerly.
+    # The break at state_dict() comes after opt.step(), whose inlined ops sit in a try block: the
+    # frame breaks at the step's call instead of running eagerly (DL018 could not resume).
+    def run(wrap):
+        model = _model()
+        opt = KINDS["sgd"](model.parameters(), None)
+        states = []
+
+        def train_step(x, y):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            states.append(opt.state_dict())
+            return loss.detach()
+        fn = wrap(train_step)
+        data = torch.Generator().manual_seed(4)
+        losses = [fn(torch.randn(5, 4, generator=data), torch.randn(5, 2, generator=data)) for _ in range(4)]
+        return losses, model, opt, states
+
+    eager_losses, eager_model, eager_opt, eager_states = run(lambda f: f)
+    first = len(records.RECORDS)
+    losses, model, opt, states = run(lambda f: dl.capture(f, backend=CountingBackend()))
+    torch.testing.assert_close(losses, eager_losses, **TOL)
+    for p, q in zip(model.parameters(), eager_model.parameters()):
+        torch.testing.assert_close(p, q, **TOL)
+        torch.testing.assert_close(p.grad, q.grad, **TOL)
+    _assert_same_state(eager_opt, opt)
+    assert [s["param_groups"] for s in states] == [s["param_groups"] for s in eager_states]
+    mine = list(records.RECORDS)[first:]
+    assert not [r for r in mine if r.name in ("zero_grad", "state_dict")], [r.qualname for r in mine]
+    assert {r.detail for r in mine if r.status == "break" and r.kind.id == "DL036"} == {
+        "Optimizer.zero_grad", "Optimizer.state_dict"}
+    assert not [r for r in mine if r.status in ("fallback", "error")], [(r.qualname, r.detail) for r in mine]
+
+
 def test_two_optimizers_with_schedulers_do_not_keep_recapturing(recwarn):
     def run(captured):
         torch.manual_seed(0)

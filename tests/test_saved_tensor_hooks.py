@@ -99,3 +99,75 @@ def test_saved_tensor_hooks_see_what_eager_saves():
     assert saved_again == expected_saved
     for got, want in zip(grads, expected_grads):
         torch.testing.assert_close(got, want)
+
+
+class _CheckpointedBlocks(nn.Module):
+    """Checkpointed blocks with dropout (recomputation must draw the same mask) in a loop."""
+
+    def __init__(self, reentrant: bool):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 4)])
+        self.reentrant = reentrant
+
+    def forward(self, x):
+        for layer in self.layers[:-1]:
+            x = checkpoint(lambda h, layer=layer: nn.functional.dropout(torch.tanh(layer(h)), 0.3), x,
+                           use_reentrant=self.reentrant)
+        return self.layers[-1](x)
+
+
+@pytest.mark.parametrize("reentrant", [False, True], ids=["non-reentrant", "reentrant"])
+@pytest.mark.parametrize("input_grad", [False, True], ids=["data", "data-requiring-grad"])
+def test_checkpoint_is_a_graph_node_with_eagers_gradients(reentrant, input_grad):
+    # The checkpointed function is traced into a subgraph and the call is one node running the
+    # real checkpoint on it: the whole train step is one graph before backward (it was a break at
+    # every checkpoint call). Gradients, the dropout masks redrawn in recomputation, and which
+    # parameters get gradients (a reentrant block whose inputs do not require grad gives its
+    # parameters none) are eager's, over several steps.
+    torch.manual_seed(0)
+    model, reference = _CheckpointedBlocks(reentrant), _CheckpointedBlocks(reentrant)
+    reference.load_state_dict(model.state_dict())
+
+    def forward_loss(m, x, y):
+        return torch.nn.functional.mse_loss(m(x), y)
+    backend = CountingBackend()
+    captured = dl.capture(forward_loss, backend=backend, fullgraph=True)
+    for step in range(3):
+        x, y = torch.randn(8, 16, requires_grad=input_grad), torch.randn(8, 4)
+        x_ref = x.detach().clone().requires_grad_(input_grad)
+        torch.manual_seed(step)
+        loss = captured(model, x, y)
+        loss.backward()
+        torch.manual_seed(step)
+        expected = forward_loss(reference, x_ref, y)
+        expected.backward()
+        torch.testing.assert_close(loss, expected)
+        for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+            assert (p.grad is None) == (q.grad is None), (step, name)
+            if q.grad is not None:
+                torch.testing.assert_close(p.grad, q.grad, msg=f"step {step}: {name}")
+        if input_grad:
+            torch.testing.assert_close(x.grad, x_ref.grad)
+    assert backend.count == 1
+
+
+def test_checkpointed_function_with_a_side_effect_runs_eagerly():
+    # checkpoint runs its function twice (forward and recomputation): one with a Python side
+    # effect is not put in a graph; the call runs as in eager, appending twice per step.
+    calls = []
+    lin = nn.Linear(4, 4)
+
+    def block(h):
+        calls.append(1)
+        return torch.tanh(lin(h))
+
+    def f(x):
+        return checkpoint(block, x * 2, use_reentrant=False).sum()
+    x = torch.randn(3, 4, requires_grad=True)
+    f(x).backward()
+    expected_calls, expected_grad = len(calls), x.grad.clone()
+    calls.clear()
+    x.grad = None
+    dl.capture(f, backend=CountingBackend())(x).backward()
+    assert len(calls) == expected_calls == 2
+    torch.testing.assert_close(x.grad, expected_grad)

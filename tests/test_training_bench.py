@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 _PATH = os.path.join(os.path.dirname(__file__), os.pardir, "bench", "training.py")
 
@@ -65,3 +66,27 @@ def test_two_gloo_processes(tmp_path):
     assert len(ours) == 1 and ours[0]["status"] == "ok" and ours[0]["correct"], ours
     assert ours[0]["graphs"] == 3
     assert "ddp_small_buckets" in done.stdout
+
+
+def test_correct_means_as_close_to_float64_as_eager_is(bench):
+    # eager float32 (ref) and an engine's float32 result (res), both approximating the float64 run
+    torch.manual_seed(0)
+    fp64 = torch.randn(2000, dtype=torch.float64)
+    noise = lambda scale: (fp64 + scale * torch.randn(2000, dtype=torch.float64)).float()
+    ref = noise(1e-3)
+    assert bench._close(ref, ref.clone(), fp64, tol=1e-5)
+    assert bench._close(ref, noise(1e-3), fp64, tol=1e-5), "a different rounding, as far from float64 as eager"
+    assert not torch.allclose(ref, noise(1e-3), rtol=1e-5, atol=1e-5), "(beyond a fixed tolerance)"
+    assert not bench._close(ref, noise(1e-2), fp64, tol=1e-5), "ten times eager's error"
+    assert not bench._close(ref, torch.full_like(ref, float("nan")), fp64, tol=1e-5)
+    assert not bench._close(ref, noise(1e-3), None, tol=1e-5), "no float64 run: allclose only"
+    assert not bench._close(ref, ref.double(), fp64, tol=1e-5), "another dtype"
+
+
+def test_adamw_on_a_zero_gradient_is_correct_against_float64(bench, single_process_group):
+    # block_adamw: AdamW's m / sqrt(v) of a gradient that is zero in truth (the key third of the
+    # qkv bias) amplifies float32 rounding noise to ~1e-3 in the parameters, in eager as in a
+    # captured step; measured against the float64 run, the captured step is as good as eager.
+    row = _rows(bench.run_cases(bench.select(names=["block_adamw"]), steps=5), "dynamo_lite")["block_adamw"]
+    assert row.status == "ok" and row.correct, (row.status, row.detail)
+    assert row.max_diff > 1e-4, "the case still differs from eager beyond its fixed tolerance"

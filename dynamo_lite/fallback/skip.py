@@ -24,7 +24,7 @@ import weakref
 
 import torch
 
-INLINE, GRAPH_OP, SKIPPED, DISABLED, UNWRAP, BREAK = range(6)
+INLINE, GRAPH_OP, SKIPPED, DISABLED, UNWRAP, BREAK, TORCH_DISABLED = range(7)
 
 _DYNAMO_LITE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
@@ -149,6 +149,48 @@ def skip_frame(code: types.CodeType) -> bool:
     return is_skipped_file(filename)
 
 
+def may_use_torch(code: types.CodeType, func, args: tuple) -> bool:
+    """Whether a frame of `code` called with `args` can do anything with tensors (TorchDynamo's
+    `has_tensor_in_frame`): a global of the function it names is torch (or one of its modules)
+    or numpy, or an argument or a closed-over value is or holds (in lists, tuples, dicts, namedtuples) a tensor, a
+    module, a module class or a numpy array. A frame that cannot (a learning-rate lambda on an
+    int) is left to run as it is, this time: capturing it could only specialize or symbolize its
+    Python numbers, into a recapture per value or a graph of arithmetic on them."""
+    f_globals = getattr(func, "__globals__", None)
+    if not isinstance(f_globals, dict):
+        return True
+    numpy = sys.modules.get("numpy")
+    for name in code.co_names:
+        obj = f_globals.get(name)
+        if isinstance(obj, types.ModuleType) and (obj is torch or obj.__name__.startswith("torch.") or
+                                                  (numpy is not None and obj.__name__.split(".")[0] == "numpy")):
+            return True
+    seen: set = set()
+
+    def holds_tensor(obj) -> bool:
+        if id(obj) in seen:
+            return False
+        seen.add(id(obj))
+        if isinstance(obj, (torch.Tensor, torch.nn.Module)) or (type(obj) is type and issubclass(obj, torch.nn.Module)):
+            return True
+        if numpy is not None and isinstance(obj, (numpy.ndarray, numpy.generic)):
+            return True
+        if type(obj) in (list, tuple):
+            return any(holds_tensor(v) for v in obj)
+        if type(obj) is dict:
+            return any(holds_tensor(v) for v in list(obj.values()))
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):       # a namedtuple
+            return any(holds_tensor(v) for v in obj)
+        return False
+    cells = []
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:           # an empty cell
+            pass
+    return any(holds_tensor(a) for a in (*args, *cells))
+
+
 def is_torch_machinery(code: types.CodeType) -> bool:
     """Code of torch's own machinery (above): it runs with the hook off until it returns, so no
     function it calls (the branches eager torch.cond compiles and all TorchDynamo runs while
@@ -162,6 +204,8 @@ def call_rule(fn) -> int:
         return UNWRAP
     if getattr(fn, "__dynamo_lite_disabled__", None) is not None:
         return DISABLED
+    if torch_disabled(fn):
+        return TORCH_DISABLED
     if id(fn) in _allowed_in_graph or _allowed_by_torch_compiler(fn):
         return GRAPH_OP
     code = getattr(fn, "__code__", None)
@@ -229,6 +273,60 @@ def _torch_disabled_for_torchdynamo(fn):
     if isinstance(inner, types.FunctionType) and _traced_optim(inner.__code__.co_filename):
         return inner
     return None
+
+
+def _torch_disable_wrapper_code():
+    """The code of the wrapper `torch._disable_dynamo` puts around a function (None: no such API)."""
+    mark = getattr(torch, "_disable_dynamo", None)
+    try:
+        return mark(lambda: None).__code__ if mark is not None else None
+    except Exception:                # noqa: BLE001 -- torch's private API changed shape: nothing is marked
+        return None
+
+
+_TORCH_DISABLE_WRAPPER = _torch_disable_wrapper_code()
+
+
+def torch_disabled(fn) -> bool:
+    """Is `fn` torch's `torch._disable_dynamo` wrapper (recursive, the default) around one of its
+    own functions: torch's statement that no compiler traces it (Optimizer.zero_grad, state_dict,
+    load_state_dict, add_param_group)? Calls to it are breaks (TORCH_DISABLED) and its frame is
+    not captured (`called_through_torch_disable`). A non-recursive mark (DDP's
+    `_inside_ddp_forward`) is traced as before."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code is not _TORCH_DISABLE_WRAPPER:
+        return False
+    cells = dict(zip(code.co_freevars, getattr(fn, "__closure__", None) or ()))
+    try:
+        return bool(cells["recursive"].cell_contents) and callable(cells["fn"].cell_contents)
+    except (KeyError, ValueError):
+        return False
+
+
+def called_through_torch_disable(code: types.CodeType, caller) -> bool:
+    """Is a frame of `code` called by `caller` the marked function of a `torch_disabled` wrapper
+    (the wrapper calls it through TorchDynamo's disable function, so it is one or two frames up)?
+    Its code and the code defined in it (comprehensions, 3.11) are then never captured."""
+    f = caller
+    for _ in range(2):
+        if f is None:
+            return False
+        if f.f_code is _TORCH_DISABLE_WRAPPER:
+            names = f.f_locals
+            inner = names.get("fn")
+            return bool(names.get("recursive")) and getattr(inner, "__code__", None) is code
+        f = f.f_back
+    return False
+
+
+def with_nested_codes(code: types.CodeType) -> list:
+    """`code` and the code objects defined inside it (comprehensions, lambdas, nested functions)."""
+    out, todo = [], [code]
+    while todo:
+        c = todo.pop()
+        out.append(c)
+        todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    return out
 
 
 def disable(fn):

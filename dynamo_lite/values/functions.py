@@ -15,7 +15,7 @@ import operator
 import types
 import torch
 
-from ..breaks import (CLOSURE_ESCAPES, DISABLED_FUNCTION, EXPLICIT_BREAK, PRINT_OR_LOG, SKIPPED_FILE, UNSUPPORTED_ATTRIBUTE,
+from ..breaks import (CLOSURE_ESCAPES, DISABLED_FUNCTION, EXPLICIT_BREAK, PRINT_OR_LOG, SKIPPED_FILE, TORCH_DISABLED, UNSUPPORTED_ATTRIBUTE,
                       UNSUPPORTED_VALUE,
                       TracedException, Unsupported, user_error)
 from ..fallback import skip
@@ -104,6 +104,8 @@ class FunctionValue(Value):
             return frame.wrap(skip.unwrapped(f), None).call(frame, args, kwargs)
         if rule == skip.DISABLED:
             raise Unsupported(DISABLED_FUNCTION, f.__qualname__)
+        if rule == skip.TORCH_DISABLED:
+            raise Unsupported(TORCH_DISABLED, f.__qualname__)
         if rule == skip.BREAK:
             raise Unsupported(EXPLICIT_BREAK, "dynamo_lite.graph_break()")
         if rule == skip.GRAPH_OP and _is_module_method_call(f, args):
