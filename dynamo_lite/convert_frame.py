@@ -193,7 +193,10 @@ WRAPPER_CODES: set = set()
 
 def _called_from_wrapper(frame) -> bool:
     """Whether `frame` (the caller of the frame being evaluated) is a `capture` wrapper."""
-    return frame is not None and frame.f_code in WRAPPER_CODES
+    try:
+        return frame is not None and frame.f_code in WRAPPER_CODES
+    except TypeError:       # our generated code with an unhashable constant (a dict): never a wrapper
+        return False
 
 
 def _runs_eagerly_nested(caller, module) -> bool:

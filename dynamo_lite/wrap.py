@@ -27,7 +27,7 @@ from .values.arrays import is_numpy_constant
 from .values.numpy_functions import frame_array, shareable_tensor
 from .values.base import Const, MethodValue, Value, is_constant
 from .values.callables import CallableValue
-from .values.containers import SeqValue, is_plain_list_subclass
+from .values.containers import LazyListValue, SeqValue, is_plain_list_subclass
 from .values.contexts import AutocastValue, GradModeValue
 from .values.stdlib_collections import CONTAINER_TYPES, wrap_container
 from .values.dict_objects import DictObjectValue, dict_base
@@ -83,6 +83,8 @@ def _build(tracer, value, source) -> Value:
         if source is not None:
             _guard(tracer, ConstantMatch(source, value))
         return Const(value, source)
+    if type(value) is list and source is not None:
+        return LazyListValue(source, lambda: _list_items(tracer, value, source))
     if type(value) in (tuple, list) or _is_namedtuple(value) or _plain_list_instance(value):
         if source is not None:
             _guard(tracer, LengthMatch(source, type(value), len(value)))
@@ -150,6 +152,13 @@ def _traced_method(value) -> bool:
     bound by hand): a method of its object, not one opaque graph op."""
     return isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType) \
         and call_rule(value.__func__) == INLINE
+
+
+def _list_items(tracer, value: list, source) -> list:
+    """A list's items as values, once the trace reads them: its length guarded, each item wrapped
+    from its own source (as at the time of the call: tracing does not change the real list)."""
+    _guard(tracer, LengthMatch(source, list, len(value)))
+    return [wrap(tracer, v, ItemSource(source, i)) for i, v in enumerate(value)]
 
 
 def _called_object(value) -> bool:

@@ -446,3 +446,31 @@ def test_the_item_tuple_of_an_enumerate_becomes_graph_inputs():
     stretches keep a fixed number of graphs however long the loop (20 iterations here)."""
     check(loop_over_enumerate_of_ints, torch.ones(3), graphs=graphs(5))
 
+
+
+def accumulate_with_a_break(xs, outs):
+    for x in xs:
+        y = x * 2
+        print("step")
+        outs.append(y + 1)
+    outs.extend([xs[0]])
+    return outs[-2], len(outs)
+
+
+def test_an_accumulator_only_appended_to_keeps_one_graph_per_stretch():
+    # `outs` grows each iteration: appending to it reads neither its length nor its items, so the
+    # stretch after the break is not specialized per length (it was one graph per iteration, then eager)
+    xs = [torch.randn(3) for _ in range(6)]
+    result = check(accumulate_with_a_break, xs, [torch.zeros(3)], graphs=None)
+    assert result.backend.count <= 3
+    assert not [r for r in RECORDS if r.status == "fallback"]
+
+
+def comprehension_with_a_break(xs):
+    return [torch.split(x, x.shape[0] // 2)[0].tolist()[0] * 2 for x in xs]
+
+
+def test_a_comprehension_with_a_break_in_each_item_reuses_its_stretch():
+    xs = [torch.arange(4.0) + i for i in range(6)]
+    result = check(comprehension_with_a_break, xs, graphs=None)
+    assert result.backend.count <= 3

@@ -96,7 +96,7 @@ def _grows(frame, container):
 @handler("LIST_APPEND")
 def list_append(frame, inst):
     v = frame.pop()
-    _grows(frame, frame.peek(inst.arg)).items.append(v)
+    _grows(frame, frame.peek(inst.arg)).append_item(v)
 
 
 @handler("SET_ADD")
@@ -114,7 +114,7 @@ def map_add(frame, inst):
 @handler("LIST_EXTEND")
 def list_extend(frame, inst):
     v = frame.pop()
-    _grows(frame, frame.peek(inst.arg)).items.extend(unpack(frame, v))
+    _grows(frame, frame.peek(inst.arg)).extend_items(unpack(frame, v))
 
 
 @handler("SET_UPDATE")

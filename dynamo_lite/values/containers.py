@@ -144,6 +144,13 @@ class SeqValue(ContainerValue):
         em.const(slice(None))
         em.emit("STORE_SUBSCR")
 
+    def append_item(self, value: Value) -> None:
+        """`lst.append(value)` / LIST_APPEND: the caller records the change (tracer.mutate)."""
+        self.items.append(value)
+
+    def extend_items(self, values: list) -> None:
+        self.items.extend(values)
+
     def load_attr(self, frame, name):
         fields = field_names(self.cls)
         if name in fields:
@@ -261,6 +268,59 @@ class SeqValue(ContainerValue):
         return _fold_constants(fn, self, other)
 
 
+class LazyListValue(SeqValue):
+    """A list from the program (it has a source) whose contents this trace has not read: code that
+    only appends to it -- a comprehension's list arriving at the resume function of a break inside
+    the comprehension, a loop's accumulator (`outs.append(y)`) -- neither guards its length nor
+    reads its items, so the next iteration's stretch reuses the graph; the appends are replayed
+    with `extend`. The first read makes it an ordinary list value: `materialize()` installs the
+    guards and wraps the items exactly as `wrap` does for any list, and the appends follow them."""
+    __slots__ = ("_contents", "_materialize", "_appended")
+
+    def __init__(self, source, materialize: Callable[[], list]):
+        Value.__init__(self, source)
+        self.cls = list
+        self._contents = None
+        self._materialize = materialize
+        self._appended = []
+
+    @property
+    def items(self) -> list:
+        if self._contents is None:
+            self._contents = self._materialize() + self._appended
+            self._appended = None
+        return self._contents
+
+    @items.setter
+    def items(self, values) -> None:
+        self._contents = list(values)
+
+    @property
+    def read(self) -> bool:
+        return self._contents is not None
+
+    def append_item(self, value: Value) -> None:
+        if self.read:
+            self._contents.append(value)
+        else:
+            self._appended.append(value)
+
+    def extend_items(self, values: list) -> None:
+        if self.read:
+            self._contents.extend(values)
+        else:
+            self._appended.extend(values)
+
+    def children(self):
+        return tuple(self.items) if self.read else tuple(self._appended)
+
+    def replace_contents(self, em):
+        if self.read:
+            return super().replace_contents(em)
+        em.call_const(list.extend, [lambda: em.load_source(self.source), lambda: em.build_list(self._appended)])
+        em.emit("POP_TOP")
+
+
 # What a class body holds besides its attributes (never an override of list's behaviour).
 _CLASS_BOOKKEEPING = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__",
                                 "__annotations__", "__firstlineno__", "__static_attributes__", "__orig_bases__",
@@ -330,14 +390,14 @@ def _never_equals_a_tensor(v: Value) -> bool:
 
 def _list_append(frame, obj, args, kwargs):
     frame.tracer.mutate(obj)
-    obj.items.append(args[0])
+    obj.append_item(args[0])
     return Const(None)
 
 
 def _list_extend(frame, obj, args, kwargs):
     new = args[0].unpack(frame)
     frame.tracer.mutate(obj)
-    obj.items.extend(new)
+    obj.extend_items(new)
     return Const(None)
 
 
