@@ -1,0 +1,574 @@
+"""Real models end to end on one GPU: eager vs Inductor vs dynamo_lite's `triton` backend, in one run.
+
+    python bench/models_gpu.py [--quick] [-k NAME] [--only forward|train] [--json FILE]
+    python bench/models_gpu.py --device cpu --quick          # smoke mode, no GPU needed
+
+The benchmark issue 14 asks for ("Show"): models built from the installed libraries (Hugging Face
+transformers, timm, torchvision) with their default arguments and default configs at realistic sizes,
+random weights (nothing is downloaded), called as a user calls them (KV cache and every other default
+left on). A library that is not installed skips its rows. Sizes: batch 8, sequence 512, images 224;
+forward rows in bf16 with `model.eval()` under `torch.no_grad()`; training rows run a whole step
+(forward + loss + backward + optimizer step: AdamW for the transformers, SGD with momentum for the
+ResNet) with fp32 parameters under bf16 autocast, the step function captured as a whole. Training
+rows set every `nn.Dropout` to p=0 (each engine draws dropout masks from its own random stream, so
+with dropout on no run could be checked against eager); nothing else is changed.
+
+Engines, each on its own `copy.deepcopy` of one model built under `torch.manual_seed(0)`:
+eager; Inductor (`torch.compile(model)`, default mode); ours (`dynamo_lite.capture(model,
+backend="triton")`, through a wrapping backend that counts graphs). Per row: eager / Inductor /
+ours time (ms; medians of `triton.testing.do_bench`, which flushes L2 between calls), ours/Inductor,
+the first call of each compiled engine (seconds, capture and compile included; the eager model ran
+first, so cuBLAS/cuDNN set-up is not in them; one process for the whole run, so later rows find
+warm caches, as a user's second model would), graphs made (Inductor: TorchDynamo's
+`counters["stats"]["unique_graphs"]`; ours: graphs given to the backend, and the Triton kernels and
+eager fallbacks among them), and correctness against eager:
+
+* forward: every tensor of the output (logits, hidden states, the KV cache as legacy tuples)
+  compared to eager's; the row's number is the largest absolute difference, and it is correct when
+  that is <= tol * max(1, max |eager|) with tol = 2e-2 in bf16/fp16 (a few units in the last place of
+  an 8-bit mantissa after a few layers) and 1e-3 in fp32, and nothing is NaN where eager is not.
+* training: the loss of the first and second steps within rtol tol, and every parameter's gradient
+  after the second step (which depends on the first step's update) within a relative norm error
+  ||g - g_eager|| / ||g_eager|| <= 2.5 * tol, over all parameters together.
+
+At the end: geomean ours/Inductor over forward rows and over training rows (rows where both ran).
+Every engine of every row runs in a try/except: an exception is that engine's status in the row,
+never the end of the run. Rows are printed as they finish and `--json` is rewritten after each row,
+so a run cut short keeps what it measured. `--quick`: tiny configs and inputs (the smoke mode).
+On the CPU, ours uses the `eager` backend (pass `--ours-backend triton` with TRITON_INTERPRET=1 for
+the interpreter) and Inductor is off unless `--inductor on`. `run_models` is what
+tests/test_models_gpu_bench.py calls in-process.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import importlib.util
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+# bench/triton.py would shadow the triton package that torch.compile imports.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+sys.path.insert(0, os.path.dirname(_HERE))
+
+import torch                                               # noqa: E402
+import torch.nn as nn                                      # noqa: E402
+import torch.nn.functional as F                            # noqa: E402
+
+import dynamo_lite as dl                                   # noqa: E402
+
+
+# ---------------------------------------------------------------------------------------------
+# models: each builder returns (model, inputs as kwargs, loss function for a training row)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Sizes:
+    batch: int
+    seq: int
+    image: int
+    quick: bool
+
+
+def _ids(sizes: Sizes, vocab: int, device) -> dict:
+    return {"input_ids": torch.randint(0, vocab, (sizes.batch, sizes.seq), device=device)}
+
+
+def _lm_loss(model, inputs):
+    return model(**inputs, labels=inputs["input_ids"]).loss
+
+
+def _image_loss(model, inputs):
+    logits = model(inputs["x"])
+    return F.cross_entropy(logits.float(), inputs["target"])
+
+
+def _images(sizes: Sizes, classes: int, device) -> dict:
+    return {"x": torch.randn(sizes.batch, 3, sizes.image, sizes.image, device=device),
+            "target": torch.randint(0, classes, (sizes.batch,), device=device)}
+
+
+def hf_gpt2(sizes: Sizes, device):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    config = (GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1024, n_positions=256) if sizes.quick
+              else GPT2Config(n_layer=4))
+    return GPT2LMHeadModel(config), _ids(sizes, config.vocab_size, device), _lm_loss
+
+
+def hf_llama(sizes: Sizes, device):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = (LlamaConfig(hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=4, vocab_size=1024) if sizes.quick
+              else LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+                               num_attention_heads=16, num_key_value_heads=16, vocab_size=32000))
+    return LlamaForCausalLM(config), _ids(sizes, config.vocab_size, device), _lm_loss
+
+
+def hf_bert(sizes: Sizes, device):
+    from transformers import BertConfig, BertModel
+    config = (BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512,
+                         vocab_size=1024) if sizes.quick else BertConfig(num_hidden_layers=4))
+    return BertModel(config), _ids(sizes, config.vocab_size, device), None
+
+
+def timm_resnet50(sizes: Sizes, device):
+    import timm
+    model = timm.create_model("resnet18" if sizes.quick else "resnet50", pretrained=False)
+    return model, _images(sizes, model.num_classes, device), _image_loss
+
+
+def timm_vit(sizes: Sizes, device):
+    import timm
+    if sizes.quick:
+        model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=sizes.image)
+    else:
+        model = timm.create_model("vit_base_patch16_224", pretrained=False)
+    return model, _images(sizes, model.num_classes, device), _image_loss
+
+
+def tv_resnet50(sizes: Sizes, device):
+    import torchvision
+    model = torchvision.models.resnet18() if sizes.quick else torchvision.models.resnet50()
+    return model, _images(sizes, 1000, device), _image_loss
+
+
+@dataclass
+class Spec:
+    name: str               # row name; quick mode builds the tiny variant under the same name
+    library: str            # the module that must be importable
+    build: Callable
+    train: Optional[str]    # None: forward only; else the optimizer of its training row
+
+
+SPECS = [
+    Spec("hf GPT2LMHeadModel (4 layers)", "transformers", hf_gpt2, "adamw"),
+    Spec("hf LlamaForCausalLM (1024 hidden, 4 layers)", "transformers", hf_llama, None),
+    Spec("hf BertModel (4 layers)", "transformers", hf_bert, None),
+    Spec("timm resnet50", "timm", timm_resnet50, None),
+    Spec("timm vit_base_patch16_224", "timm", timm_vit, "adamw"),
+    Spec("torchvision resnet50", "torchvision", tv_resnet50, "sgd"),
+]
+
+
+def make_optimizer(kind: str, model: nn.Module):
+    if kind == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+
+
+def make_train_step(loss_fn: Callable, device_type: str, autocast: Optional[torch.dtype]):
+    """The step a user writes: zero the gradients, forward + loss under autocast, backward, step.
+
+    Gradients are zeroed first, so they are still there after the step to be checked."""
+    def train_step(model, opt, inputs):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type, dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+            loss = loss_fn(model, inputs)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return train_step
+
+
+# ---------------------------------------------------------------------------------------------
+# rows
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class EngineResult:
+    ms: Optional[float] = None
+    first_call_s: Optional[float] = None
+    max_diff: Optional[float] = None
+    correct: Optional[bool] = None
+    graphs: Optional[int] = None
+    kernels: Optional[int] = None            # ours on the triton backend: Triton kernels made
+    fallbacks: Optional[int] = None          # ours on the triton backend: graphs run as captured
+    status: str = "ok"
+
+
+@dataclass
+class Row:
+    name: str
+    mode: str                                # "forward" or "train"
+    status: str = "ok"
+    eager: EngineResult = field(default_factory=EngineResult)
+    inductor: EngineResult = field(default_factory=EngineResult)
+    ours: EngineResult = field(default_factory=EngineResult)
+
+    @property
+    def ratio(self) -> Optional[float]:
+        if self.ours.ms and self.inductor.ms:
+            return self.ours.ms / self.inductor.ms
+        return None
+
+
+class CountingBackend:
+    """Wraps a dynamo_lite backend, counting the graphs it is given and (triton) what it made of them."""
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        self.graphs = 0
+        self.compiled = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        if self.backend == "eager":
+            return gm.forward
+        from dynamo_lite.backends.triton import triton_backend
+        compiled = triton_backend(gm, example_inputs)
+        self.compiled.append(compiled.compiled_graph)
+        return compiled
+
+
+# ---------------------------------------------------------------------------------------------
+# measurement
+# ---------------------------------------------------------------------------------------------
+
+def _sync(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_ms(fn: Callable, device) -> float:
+    if torch.device(device).type == "cuda":
+        from triton.testing import do_bench
+        return do_bench(fn, warmup=100, rep=500, return_mode="median")
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def first_call(fn: Callable, device):
+    _sync(device)
+    start = time.perf_counter()
+    out = fn()
+    _sync(device)
+    return out, time.perf_counter() - start
+
+
+def output_tensors(out) -> list:
+    """Every tensor of a model's output, in a fixed order (ModelOutput fields, tuples, a KV cache)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):                     # ModelOutput is an OrderedDict
+        return [t for v in out.values() for t in output_tensors(v)]
+    if isinstance(out, (list, tuple)):
+        return [t for v in out for t in output_tensors(v)]
+    if hasattr(out, "to_legacy_cache"):           # transformers' Cache objects
+        try:
+            return output_tensors(out.to_legacy_cache())
+        except Exception:
+            return []
+    return []
+
+
+def tolerance(dtype: torch.dtype) -> float:
+    return 2e-2 if dtype in (torch.bfloat16, torch.float16) else 1e-3
+
+
+def compare_outputs(got, ref, tol: float) -> tuple[float, bool]:
+    got, ref = output_tensors(got), output_tensors(ref)
+    if len(got) != len(ref):
+        return math.inf, False
+    worst, ok = 0.0, True
+    for g, r in zip(got, ref):
+        if g.shape != r.shape or g.dtype != r.dtype:
+            return math.inf, False
+        if not g.is_floating_point():
+            same = torch.equal(g, r)
+            worst, ok = (worst, ok) if same else (math.inf, False)
+            continue
+        g, r = g.float(), r.float()
+        if not torch.equal(torch.isnan(g), torch.isnan(r)):
+            return math.inf, False
+        finite = ~torch.isnan(r)
+        if finite.any():
+            diff = (g[finite] - r[finite]).abs().max().item()
+            bound = tol * max(1.0, r[finite].abs().max().item())
+            worst = max(worst, diff)
+            ok = ok and diff <= bound
+    return worst, ok
+
+
+def grads(model: nn.Module) -> list:
+    return [p.grad.detach().float().clone() if p.grad is not None else None for p in model.parameters()]
+
+
+def compare_training(got: tuple, ref: tuple, tol: float) -> tuple[float, bool]:
+    """(losses, gradients) against eager's: loss within rtol tol, gradients within a relative norm error."""
+    (losses, gs), (ref_losses, ref_gs) = got, ref
+    worst, ok = 0.0, True
+    for a, b in zip(losses, ref_losses):
+        diff = abs(a - b)
+        worst = max(worst, diff)
+        ok = ok and math.isfinite(a) and diff <= tol * max(1.0, abs(b))
+    if [g is None for g in gs] != [g is None for g in ref_gs]:
+        return worst, False
+    pairs = [(g, r) for g, r in zip(gs, ref_gs) if r is not None]
+    if pairs:
+        err = math.sqrt(sum(((g - r) ** 2).sum().item() for g, r in pairs))
+        norm = math.sqrt(sum((r ** 2).sum().item() for _, r in pairs))
+        ok = ok and err <= 2.5 * tol * max(norm, 1e-12)
+    return worst, ok
+
+
+# ---------------------------------------------------------------------------------------------
+# running one row
+# ---------------------------------------------------------------------------------------------
+
+def _engines(ours_backend: str, inductor_backend: Optional[str]):
+    """(name, wrap(fn_or_module) -> (callable, graph counter)) for the compiled engines, in run order."""
+    def inductor(obj):
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        compiled = torch.compile(obj) if inductor_backend == "inductor" else torch.compile(obj, backend=inductor_backend)
+        return compiled, lambda: (int(torch._dynamo.utils.counters["stats"]["unique_graphs"]), None)
+
+    def ours(obj):
+        dl.reset()
+        counting = CountingBackend(ours_backend)
+        kernels = lambda: (sum(c.kernel_count for c in counting.compiled),            # noqa: E731
+                           sum(1 for c in counting.compiled if c.fallback_reason))
+        return dl.capture(obj, backend=counting), lambda: (counting.graphs, kernels() if counting.compiled else None)
+    out = []
+    if inductor_backend:
+        out.append(("inductor", inductor))
+    out.append(("ours", ours))
+    return out
+
+
+def run_forward(spec: Spec, sizes: Sizes, device, dtype, engines) -> Row:
+    row = Row(spec.name, "forward")
+    torch.manual_seed(0)
+    model, inputs, _ = spec.build(sizes, device)
+    model = model.to(device=device).eval()
+    model = model.to(dtype)
+    inputs = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in inputs.items() if k != "target"}
+    tol = tolerance(dtype)
+    with torch.no_grad():
+        ref, row.eager.first_call_s = first_call(lambda: model(**inputs), device)
+        row.eager.ms = time_ms(lambda: model(**inputs), device)
+        for name, wrap in engines:
+            result = getattr(row, name)
+            try:
+                compiled, counter = wrap(copy.deepcopy(model))
+                out, result.first_call_s = first_call(lambda: compiled(**inputs), device)
+                result.max_diff, result.correct = compare_outputs(out, ref, tol)
+                del out
+                result.ms = time_ms(lambda: compiled(**inputs), device)
+                _record_counts(result, counter)
+            except Exception as e:
+                result.status = _error(e)
+            finally:
+                compiled = None
+                _free(device)
+    return row
+
+
+def run_train(spec: Spec, sizes: Sizes, device, dtype, engines) -> Row:
+    row = Row(spec.name + " train step", "train")
+    torch.manual_seed(0)
+    model, inputs, loss_fn = spec.build(sizes, device)
+    model = model.to(device).train()
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    autocast = None if dtype == torch.float32 else dtype
+    step = make_train_step(loss_fn, torch.device(device).type, autocast)
+    tol = tolerance(dtype)
+
+    def two_steps(fn, m, opt):
+        (l1, first) = first_call(lambda: fn(m, opt, inputs), device)
+        l2 = fn(m, opt, inputs)
+        return (float(l1), float(l2)), first
+
+    eager_model = copy.deepcopy(model)
+    eager_opt = make_optimizer(spec.train, eager_model)
+    losses, row.eager.first_call_s = two_steps(step, eager_model, eager_opt)
+    ref = (losses, grads(eager_model))
+    row.eager.ms = time_ms(lambda: step(eager_model, eager_opt, inputs), device)
+    eager_model = eager_opt = None
+    for name, wrap in engines:
+        result = getattr(row, name)
+        try:
+            m = copy.deepcopy(model)
+            opt = make_optimizer(spec.train, m)
+            compiled, counter = wrap(step)
+            losses, result.first_call_s = two_steps(compiled, m, opt)
+            result.max_diff, result.correct = compare_training((losses, grads(m)), ref, tol)
+            result.ms = time_ms(lambda: compiled(m, opt, inputs), device)
+            _record_counts(result, counter)
+        except Exception as e:
+            result.status = _error(e)
+        finally:
+            m = opt = compiled = None
+            _free(device)
+    return row
+
+
+def _record_counts(result: EngineResult, counter):
+    result.graphs, made = counter()
+    if made is not None:
+        result.kernels, result.fallbacks = made
+
+
+def _error(e: Exception) -> str:
+    traceback.print_exc(limit=3)
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+
+
+def _free(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+# ---------------------------------------------------------------------------------------------
+
+def run_models(*, device="cuda", quick=False, dtype: Optional[torch.dtype] = None, k: str = "",
+               only: str = "all", ours_backend: Optional[str] = None, inductor_backend: Optional[str] = "inductor",
+               specs=None, on_row: Callable = lambda row: None) -> list[Row]:
+    """Every selected row; `inductor_backend=None` leaves Inductor out (its results stay empty)."""
+    cuda = torch.device(device).type == "cuda"
+    dtype = dtype or (torch.bfloat16 if cuda else torch.float32)
+    ours_backend = ours_backend or ("triton" if cuda else "eager")
+    sizes = Sizes(batch=2, seq=64, image=64, quick=True) if quick else Sizes(batch=8, seq=512, image=224, quick=False)
+    engines = _engines(ours_backend, inductor_backend)
+    rows = []
+    for spec in specs or SPECS:
+        modes = [m for m in ("forward", "train") if only in ("all", m) and (m == "forward" or spec.train)]
+        for mode in modes:
+            name = spec.name + (" train step" if mode == "train" else "")
+            if k and k.lower() not in name.lower():
+                continue
+            if importlib.util.find_spec(spec.library) is None:
+                row = Row(name, mode, status=f"skipped: {spec.library} is not installed")
+            else:
+                try:
+                    row = (run_forward if mode == "forward" else run_train)(spec, sizes, device, dtype, engines)
+                except Exception as e:             # the model itself failed (build or eager run)
+                    row = Row(name, mode, status=_error(e))
+                    _free(device)
+            if inductor_backend is None and row.status == "ok":
+                row.inductor.status = "skipped"
+            rows.append(row)
+            on_row(row)
+    return rows
+
+
+def geomean(xs) -> Optional[float]:
+    xs = list(xs)
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def _fmt(x, spec):
+    return format(x, spec) if x is not None else "–"
+
+
+def _seconds(x) -> str:
+    return f"{x:7.1f}s" if x is not None else f"{'–':>8s}"
+
+
+def _ok(r: EngineResult) -> str:
+    if r.status != "ok":
+        return "–" if r.status == "skipped" else "ERR"
+    return {True: "yes", False: "NO", None: "–"}[r.correct]
+
+
+HEADER = (f"{'model':52s} {'eager':>8s} {'inductor':>8s} {'ours':>8s} {'ours/ind':>8s} {'ind 1st':>8s} "
+          f"{'ours 1st':>8s} {'ind diff':>9s} {'ours diff':>9s} {'ok ind/ours':>11s} {'graphs ind/ours':>15s}  notes")
+
+
+def format_row(row: Row) -> str:
+    if row.status != "ok":
+        return f"{row.name:52s} {row.status}"
+    e, i, o = row.eager, row.inductor, row.ours
+    notes = []
+    if o.kernels is not None:
+        notes.append(f"{o.kernels} triton kernels" + (f", {o.fallbacks} graph(s) run as captured" if o.fallbacks else ""))
+    for who, r in (("inductor", i), ("ours", o)):
+        if r.status not in ("ok", "skipped"):
+            notes.append(f"{who}: {r.status}")
+    graphs = f"{_fmt(i.graphs, 'd')}/{_fmt(o.graphs, 'd')}"
+    return (f"{row.name:52s} {_fmt(e.ms, '8.2f')} {_fmt(i.ms, '8.2f')} {_fmt(o.ms, '8.2f')} "
+            f"{_fmt(row.ratio, '8.2f')} {_seconds(i.first_call_s)} {_seconds(o.first_call_s)} "
+            f"{_fmt(i.max_diff, '9.2g')} {_fmt(o.max_diff, '9.2g')} {_ok(i) + '/' + _ok(o):>11s} {graphs:>15s}  "
+            + "; ".join(notes))
+
+
+def summary(rows: list[Row]) -> list[str]:
+    lines = []
+    for mode in ("forward", "train"):
+        ratios = [r.ratio for r in rows if r.mode == mode and r.ratio]
+        firsts = [r.ours.first_call_s / r.inductor.first_call_s for r in rows
+                  if r.mode == mode and r.ours.first_call_s and r.inductor.first_call_s]
+        g, gf = geomean(ratios), geomean(firsts)
+        if g is not None:
+            lines.append(f"geomean ours/Inductor, {mode}: {g:.2f} over {len(ratios)} rows; "
+                         f"first call ours/Inductor: {_fmt(gf, '.2f')}")
+    wrong = [f"{r.name} ({who})" for r in rows for who in ("inductor", "ours") if getattr(r, who).correct is False]
+    lines.append("results differing from eager beyond tolerance: " + (", ".join(wrong) if wrong else "none"))
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--quick", action="store_true", help="tiny configs and inputs")
+    parser.add_argument("-k", default="", help="only rows whose name contains this (case-insensitive)")
+    parser.add_argument("--only", choices=("all", "forward", "train"), default="all")
+    parser.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default=None,
+                        help="forward dtype and autocast dtype (default bf16 on CUDA, fp32 on the CPU)")
+    parser.add_argument("--ours-backend", choices=("triton", "eager"), default=None,
+                        help="dynamo_lite backend (default triton on CUDA, eager on the CPU)")
+    parser.add_argument("--inductor", choices=("auto", "on", "off"), default="auto",
+                        help="auto: on with CUDA, off on the CPU")
+    parser.add_argument("--json", default="", help="write the rows to this file (rewritten after each row)")
+    opts = parser.parse_args(argv)
+    cuda = torch.device(opts.device).type == "cuda"
+    if cuda and not torch.cuda.is_available():
+        print("no CUDA GPU: run with --device cpu --quick for the smoke mode")
+        return 1
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, None: None}[opts.dtype]
+    inductor = opts.inductor == "on" or (opts.inductor == "auto" and cuda)
+    versions = [f"torch {torch.__version__}", f"python {sys.version.split()[0]}"]
+    for lib in ("triton", "transformers", "timm", "torchvision"):
+        if importlib.util.find_spec(lib) is not None:
+            versions.append(f"{lib} {getattr(__import__(lib), '__version__', '?')}")
+        else:
+            versions.append(f"{lib} not installed")
+    print(f"device: {torch.cuda.get_device_name() if cuda else 'cpu'}; " + ", ".join(versions))
+    print("times in ms; first calls in s; diff: largest |engine - eager| (train: of the two losses)")
+    print(HEADER, flush=True)
+    done = []
+
+    def on_row(row):
+        done.append(row)
+        print(format_row(row), flush=True)
+        if opts.json:
+            with open(opts.json, "w") as f:
+                json.dump([dict(dataclasses.asdict(r), ratio=r.ratio) for r in done], f, indent=1)
+
+    rows = run_models(device=opts.device, quick=opts.quick, dtype=dtype, k=opts.k, only=opts.only,
+                      ours_backend=opts.ours_backend, inductor_backend="inductor" if inductor else None,
+                      on_row=on_row)
+    for line in summary(rows):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
