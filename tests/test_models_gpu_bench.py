@@ -2,26 +2,19 @@
 row and the training row come back with eager and dynamo_lite timed, counted and checked against
 eager (a wrong result from either engine would make `correct` False), an engine that raises becomes
 that engine's status, and a library that is not installed skips its row."""
-import importlib.util
 import math
-import os
-import sys
 
 import pytest
 import torch
 
-pytest.importorskip("transformers")
+from bench_loader import load_bench
 
-_PATH = os.path.join(os.path.dirname(__file__), os.pardir, "bench", "models_gpu.py")
+pytest.importorskip("transformers")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("models_gpu_bench", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module          # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("models_gpu.py", "models_gpu_bench")
 
 
 def _gpt2(bench):

@@ -2,7 +2,6 @@
 spawned gloo processes. Its rows compare each engine with an eager run of the same case (losses,
 parameters, gradients), so a dynamo_lite row must come back correct, and the bench must turn an
 engine's exception into that engine's row."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,16 +10,14 @@ import sys
 import pytest
 import torch
 
-_PATH = os.path.join(os.path.dirname(__file__), os.pardir, "bench", "training.py")
+from bench_loader import bench_path, load_bench
+
+_PATH = bench_path("training.py")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("training_bench", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module          # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("training.py", "training_bench")
 
 
 def _rows(rows, engine):
