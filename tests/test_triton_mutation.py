@@ -153,11 +153,11 @@ def test_adam_matches_torch_optim():
 
 @pytest.mark.parametrize("opt_class", [torch.optim.AdamW, torch.optim.Adam])
 def test_a_torch_optim_foreach_step_matches_eager(opt_class):
-    """torch.optim's foreach Adam/AdamW stack their step sizes into a CPU tensor under a compiler:
-    `_foreach_addcdiv_(params, m, denom, step_sizes)` with a tensor of scalars, whose own kernel a
-    fake tensor cannot run, so that graph runs as captured (not lowered yet: spelling it per tensor
-    made the lowered graph compute the CPU step sizes on the GPU, which the eager rest of the step
-    then refused). Whatever is lowered, the step must match eager."""
+    """torch.optim's foreach Adam/AdamW stack their step sizes into a CPU tensor under a compiler
+    and hand it to `_foreach_addcdiv_(params, m, denom, step_sizes)`. On a GPU, a graph computing
+    both CPU step sizes and CUDA values runs as captured (our kernels run on one device: lowered,
+    the step sizes came back on the GPU and the step raised "Expected scalars to be on CPU").
+    Whatever is lowered, the step must match eager."""
     torch.manual_seed(0)
     eager_model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).to(DEVICE)
     model = copy.deepcopy(eager_model)

@@ -72,6 +72,12 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
     if not all(availability.can_run_on(d) for d in devices):
         return _eager(gm, f"tensors on {sorted(map(str, devices))}: Triton runs on CUDA (or on the CPU "
                           "with TRITON_INTERPRET=1)")
+    spread = _devices_of_values(gm.graph)
+    if len(spread) > 1:
+        # eager computes each op where its operands live (an optimizer's step sizes on the CPU next to
+        # CUDA parameters); our kernels run on one device and would hand the rest of the program a
+        # tensor on the wrong one
+        return _eager(gm, f"the graph computes on several devices ({', '.join(sorted(map(str, spread)))})")
     if any(isinstance(v, (float, torch.SymFloat)) for v in example_inputs):
         # A float input would be baked into the kernels as the example's value: wrong results on
         # the next value (sizes, ints, are specialized per value below). Such graphs run as captured.
@@ -98,6 +104,16 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
 # Python ints and floats as graph inputs (dynamic scalars) are not lowered yet: they stay constants
 # in graphs for this backend (convert_frame reads this).
 triton_backend.accepts_scalar_inputs = False
+
+def _devices_of_values(graph: torch.fx.Graph) -> set:
+    """The devices of the tensors the graph's nodes compute (their traced example values)."""
+    from .graph_lowering import _flatten
+    devices = set()
+    for node in graph.nodes:
+        example = node.meta.get("example_value", node.meta.get("val"))
+        devices.update(v.device for v in _flatten(example) if isinstance(v, torch.Tensor))
+    return devices
+
 
 def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
     """An in-place write eager may refuse: into a tensor whose elements share memory (an
