@@ -8,6 +8,7 @@ from __future__ import annotations
 import dis
 import sys
 import sysconfig
+import types
 
 PY_VERSION = sys.version_info[:2]
 PY311 = PY_VERSION == (3, 11)
@@ -102,3 +103,14 @@ def instrs_make_closure(lineno: int) -> list:
     if MAKE_FUNCTION_HAS_FLAGS:
         return [Instr("MAKE_FUNCTION", FUNCTION_CLOSURE, lineno=lineno)]
     return [Instr("MAKE_FUNCTION", lineno=lineno), Instr("SET_FUNCTION_ATTRIBUTE", FUNCTION_CLOSURE, lineno=lineno)]
+
+
+def ending_code(layout: types.CodeType, value, raising: bool) -> types.CodeType:
+    """Code with `layout`'s locals, cells and name whose one instruction returns `value` (or raises
+    it): RESUME; LOAD_CONST 0; RETURN_VALUE or RAISE_VARARGS 1 -- none has inline caches on
+    3.11-3.13 -- and one location entry (no columns, the def line) covering the three code units."""
+    ops = (("RESUME", 0), ("LOAD_CONST", 0), ("RAISE_VARARGS", 1) if raising else ("RETURN_VALUE", 0))
+    no_columns = 13                  # the location-table entry kind "line only"
+    return layout.replace(co_code=bytes(b for name, arg in ops for b in (dis.opmap[name], arg)),
+                          co_consts=(value,), co_stacksize=1, co_exceptiontable=b"",
+                          co_linetable=bytes((0x80 | (no_columns << 3) | (len(ops) - 1), 0)))

@@ -188,15 +188,12 @@ _CAPTURE_LOCK = threading.RLock()
 
 # The code of the function `capture` returns (eval_frame.py registers it): a frame it calls
 # directly is the captured entry point.
-WRAPPER_CODES: set = set()
+WRAPPER_CODES: dict = {}        # id(code) -> code (kept alive here): looked up by identity, never hashed
 
 
 def _called_from_wrapper(frame) -> bool:
     """Whether `frame` (the caller of the frame being evaluated) is a `capture` wrapper."""
-    try:
-        return frame is not None and frame.f_code in WRAPPER_CODES
-    except TypeError:       # our generated code with an unhashable constant (a dict): never a wrapper
-        return False
+    return frame is not None and id(frame.f_code) in WRAPPER_CODES
 
 
 def _runs_eagerly_nested(caller, module) -> bool:
@@ -304,14 +301,15 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
     if skip.skip_frame(code):
         set_extra(code, _evalframe.SKIP)
         return None
-    if skip.called_through_torch_disable(code, sys._getframe(3)):
+    caller = sys._getframe(3)           # the frame calling the one being evaluated
+    if skip.called_through_torch_disable(code, caller):
         for inner in skip.with_nested_codes(code):
             _mark_skip(inner)
         return None
-    if not skip.may_use_torch(code, func, args) and not is_resume(code) and not _called_from_wrapper(sys._getframe(3)):
+    if not skip.may_use_torch(code, func, args) and not is_resume(code) and not _called_from_wrapper(caller):
         return None                       # no tensor in reach: runs as it is (asked again next call)
     entries = cache_entries(code)
-    if skip.is_torch_nn_forward(code) and args and _runs_eagerly_nested(sys._getframe(3), args[0]) \
+    if skip.is_torch_nn_forward(code) and args and _runs_eagerly_nested(caller, args[0]) \
             and not any(e.guards is _NESTED_BUILTIN_GUARDS for e in entries):
         entries.append(CacheEntry(_nested_builtin_module, code, _NESTED_BUILTIN_GUARDS, None))
         return None

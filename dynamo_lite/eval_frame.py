@@ -56,7 +56,7 @@ def _capture_function(fn: Callable, options: CaptureOptions, stacklevel: int = 3
         finally:
             set_callback(prior)
 
-    WRAPPER_CODES.add(captured.__code__)
+    WRAPPER_CODES[id(captured.__code__)] = captured.__code__
     captured.__dynamo_lite_captured__ = fn
     captured.__dynamo_lite_options__ = options
     return captured

@@ -4,7 +4,7 @@ Everything here runs in the user's program, after capture: the wrappers around a
 graph (grad mode and autocast restored when it raises, `FrameRun`), the graph nodes that
 switch autocast or check an `assert`, the `__exit__`s of `with` blocks a graph break
 interrupted, and the helpers that rebuild Python objects made while tracing. Backends may import
-this module; it imports nothing of the engine but the C hook.
+this module; it imports nothing of the engine but the C hook and compat.
 
 **Running a frame eagerly when its graph fails (`FrameRun`).** A captured frame's replacement
 code calls the graph, rebuilds the Python values it returns (or leaves on the stack at a break),
@@ -27,7 +27,6 @@ and the error propagates as TorchDynamo's does, instead of every optimizer step 
 """
 from __future__ import annotations
 
-import dis
 import sys
 import types
 from collections import OrderedDict
@@ -37,6 +36,7 @@ import torch
 import torch.fx
 
 from . import _evalframe
+from .compat import ending_code
 
 DisabledCall = _evalframe.DisabledCall
 _VARARGS, _VARKEYWORDS = 0x04, 0x08
@@ -204,13 +204,7 @@ def run_in_new_frame(code: types.CodeType, func, frame_args: tuple, frame_code: 
         value, raising = fn(*args, **kwargs), False
     except BaseException as exc:
         value, raising = exc, True
-    # RESUME; LOAD_CONST 0; RETURN_VALUE or RAISE_VARARGS 1 (no inline caches on 3.11-3.13), one
-    # location entry (no columns, the def line) covering the three code units.
-    ending = ("RAISE_VARARGS", 1) if raising else ("RETURN_VALUE", 0)
-    ops = (("RESUME", 0), ("LOAD_CONST", 0), ending)
-    return frame_code.replace(co_code=bytes(b for name, arg in ops for b in (dis.opmap[name], arg)),
-                              co_consts=(value,), co_stacksize=1, co_exceptiontable=b"",
-                              co_linetable=bytes((0x80 | (13 << 3) | (len(ops) - 1), 0)))
+    return ending_code(frame_code, value, raising)
 
 
 _evalframe.set_frame_runner(run_in_new_frame)

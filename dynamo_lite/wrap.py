@@ -83,17 +83,10 @@ def _build(tracer, value, source) -> Value:
         if source is not None:
             _guard(tracer, ConstantMatch(source, value))
         return Const(value, source)
-    if type(value) is list and source is not None:
-        return LazyListValue(source, lambda: _list_items(tracer, value, source))
+    if type(value) is list and source is not None:      # read (and guarded) only if the trace reads it
+        return LazyListValue(source, lambda: _sequence_items(tracer, value, source))
     if type(value) in (tuple, list) or _is_namedtuple(value) or _plain_list_instance(value):
-        if source is not None:
-            _guard(tracer, LengthMatch(source, type(value), len(value)))
-            if type(value) not in (tuple, list):
-                _guard_class(tracer, type(value))
-            if hasattr(value, "__dict__"):      # a list subclass's instance: still no attributes of its own
-                _guard(tracer, DictKeysMatch(GenericAttrSource(source, "__dict__"), dict, ()))
-        items = [wrap(tracer, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
-        return SeqValue(items, type(value), source)
+        return SeqValue(_sequence_items(tracer, value, source), type(value), source)
     if type(value) in CONTAINER_TYPES:
         container = wrap_container(value, source, lambda v, s: wrap(tracer, v, s), lambda g: _guard(tracer, g))
         if container is not None:
@@ -154,11 +147,16 @@ def _traced_method(value) -> bool:
         and call_rule(value.__func__) == INLINE
 
 
-def _list_items(tracer, value: list, source) -> list:
-    """A list's items as values, once the trace reads them: its length guarded, each item wrapped
-    from its own source (as at the time of the call: tracing does not change the real list)."""
-    _guard(tracer, LengthMatch(source, list, len(value)))
-    return [wrap(tracer, v, ItemSource(source, i)) for i, v in enumerate(value)]
+def _sequence_items(tracer, value, source) -> list:
+    """A tuple's, list's or namedtuple's items as values, each wrapped from its own source, with
+    the guards that make them so: its length, a subclass's class, no attributes of its own."""
+    if source is not None:
+        _guard(tracer, LengthMatch(source, type(value), len(value)))
+        if type(value) not in (tuple, list):
+            _guard_class(tracer, type(value))
+        if hasattr(value, "__dict__"):      # a list subclass's instance: still no attributes of its own
+            _guard(tracer, DictKeysMatch(GenericAttrSource(source, "__dict__"), dict, ()))
+    return [wrap(tracer, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
 
 
 def _called_object(value) -> bool:

@@ -385,7 +385,7 @@ def _str_keyed(frame, mapping: Value) -> dict:
     """A hook's new kwargs (a dict value) as the {name: value} a call takes."""
     if not isinstance(mapping, DictValue):
         raise Unsupported(UNSUPPORTED_VALUE, f"forward pre-hook returned kwargs of type {mapping.python_type().__name__}")
-    return {key: value for key, value in mapping.items.items()}
+    return dict(mapping.items)
 
 
 class SequentialSliceValue(SeqValue):

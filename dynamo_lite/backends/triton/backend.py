@@ -107,12 +107,9 @@ triton_backend.accepts_scalar_inputs = False
 
 def _devices_of_values(graph: torch.fx.Graph) -> set:
     """The devices of the tensors the graph's nodes compute (their traced example values)."""
-    from .graph_lowering import _flatten
-    devices = set()
-    for node in graph.nodes:
-        example = node.meta.get("example_value", node.meta.get("val"))
-        devices.update(v.device for v in _flatten(example) if isinstance(v, torch.Tensor))
-    return devices
+    from torch.utils import _pytree as pytree
+    examples = [node.meta.get("example_value", node.meta.get("val")) for node in graph.nodes]
+    return {v.device for v in pytree.tree_leaves(examples) if isinstance(v, torch.Tensor)}
 
 
 def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
