@@ -32,7 +32,7 @@ from .graph_builder import keep_saved_tensor, tracing_saved_tensor_hooks_lifted
 from .resume import is_driven, is_resume
 from .fallback import records, skip
 from .fallback.records import FrameRecord
-from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DistinctMatch, IdMatch, ShapeEnvMatch, TensorMatch,
+from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DistinctMatch, IdMatch, RemainingMatch, ShapeEnvMatch, TensorMatch,
                      compile_guards)
 from .interpreter import SCALARS, Tracer
 from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, func_transform,
@@ -127,6 +127,17 @@ def note_changed_inputs(code, entries, func, args) -> None:
                 changed = {i for i, (a, b) in enumerate(zip(guard.shape, value.shape)) if a is not None and a != b}
                 if changed:
                     state.setdefault(guard.source, set()).update(changed)
+
+
+def _generalizes(code, failing) -> bool:
+    """Is a loop stretch's miss one that the next capture covers for all later iterations, not a
+    sign of a graph per iteration? The loop's last stretch, where its iterator runs out (an
+    iterator's items left), and a number just seen changing, which the next capture makes a graph
+    input, are such misses."""
+    if isinstance(failing, RemainingMatch):
+        return True
+    return isinstance(failing, ConstantMatch) and type(failing.value) in (int, float) \
+        and failing.source in AUTO_DYNAMIC.get(code, {}).get(SCALARS, ())
 
 
 def _accept_all(*args) -> bool:
@@ -333,7 +344,7 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
             # the guard checks and no capture attempt.
             entries.append(CacheEntry(_accept_all, code, _ACCEPT_ALL_GUARDS, None))
             return None
-        if is_driven(code) and len(entries) >= config.loop_stretch_limit:
+        if is_driven(code) and len(entries) >= config.loop_stretch_limit and not _generalizes(code, failing):
             # A loop's stretch specialized per iteration: like TorchDynamo, run the loop from here
             # eagerly (its calls are captured on their own) rather than a graph per iteration.
             records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "fallback",

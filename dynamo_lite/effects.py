@@ -15,6 +15,7 @@ from typing import Any, Optional
 from bytecode import FreeVar
 
 from .breaks import UNSUPPORTED_MUTATION, Unsupported
+from .runtime import advance_iterator
 from .values.base import Const, Value
 
 
@@ -107,18 +108,37 @@ class CallEffect(Effect):
         em.emit("POP_TOP")
 
 
+@dataclass(eq=False)
+class IteratorMove(Effect):
+    """An iterator the frame was given moved on by `steps` items (and run out, `exhaust`) by the
+    trace. Replayed after every other record: values read from the items ahead of it are reloaded
+    relative to where it stood when the frame was called (`sources.IteratorAheadSource`)."""
+    it: Value
+    steps: int = 0
+    exhaust: bool = False
+
+    def values(self):
+        return (self.it,)
+
+    def replay(self, em):
+        em.call_const(advance_iterator, [lambda: em.value(self.it), lambda: em.const(self.steps),
+                                         lambda: em.const(self.exhaust)])
+        em.emit("POP_TOP")
+
+
 class SideEffects:
     """The effects of one trace: containers whose contents changed (replaced as a whole, first),
-    then the records, in program order."""
+    then the records, in program order, then the moves of iterators the frame was given."""
 
     def __init__(self):
+        self.moves: list[IteratorMove] = []
         self.records: list[Effect] = []
         self.mutated: list[Value] = []              # containers with a source whose contents changed
         self.pending_attrs: dict[int, dict[str, Value]] = {}   # id(obj value) -> name -> value written
         self.global_writes: dict[str, Value] = {}
 
     def __bool__(self):
-        return bool(self.records or self.mutated or self.global_writes)
+        return bool(self.records or self.mutated or self.global_writes or self.moves)
 
     # ---- recording ------------------------------------------------------------------------------
     def mutate(self, container: Value) -> None:
@@ -155,18 +175,30 @@ class SideEffects:
     def call(self, fn, args: list) -> None:
         self.records.append(CallEffect(fn, list(args)))
 
+    def move_iterator(self, it: Value, exhaust: bool = False) -> None:
+        """`it`, an iterator the frame was given, yielded one more item (or, `exhaust`, ran out)."""
+        move = next((m for m in self.moves if m.it is it), None)
+        if move is None:
+            move = IteratorMove(it)
+            self.moves.append(move)
+        if exhaust:
+            move.exhaust = True
+        else:
+            move.steps += 1
+
     # ---- reading ------------------------------------------------------------------------------
     def values(self) -> list[Value]:
         # a changed container is reloaded, but its new contents are built: they count as values
         found = [v for container in self.mutated for v in (container, *container.children())]
-        for record in self.records:
+        for record in [*self.records, *self.moves]:
             found.extend(record.values())
         return found
 
     def snapshot(self) -> tuple:
         """Enough to tell later whether anything was recorded meanwhile (`unchanged`)."""
         return (len(self.records), len(self.mutated), dict(self.global_writes),
-                {k: dict(v) for k, v in self.pending_attrs.items()})
+                {k: dict(v) for k, v in self.pending_attrs.items()},
+                [(m.steps, m.exhaust) for m in self.moves])
 
     def unchanged(self, snapshot: tuple) -> bool:
         return self.snapshot() == snapshot
@@ -175,7 +207,7 @@ class SideEffects:
     def replay(self, em) -> None:
         for container in self.mutated:
             em.replace_contents(container)
-        for record in self.records:
+        for record in [*self.records, *self.moves]:
             record.replay(em)
 
 

@@ -188,7 +188,7 @@ class Tracer:
     # ---- guards -----------------------------------------------------------------------------
     def add_guard(self, guard: Guard):
         key = (type(guard), getattr(guard, "source", None), getattr(guard, "other", None), getattr(guard, "key", None),
-               getattr(guard, "attr", None))
+               getattr(guard, "attr", None), getattr(guard, "exact", None))
         if key not in self._guard_keys:
             self._guard_keys.add(key)
             self.guards.append(guard)

@@ -454,3 +454,34 @@ def dereference(ref):
 def fresh_array_copy(array):
     """A numpy array made while tracing, rebuilt for one call (no call sees another's writes)."""
     return array.copy()
+
+
+class _NothingAhead:
+    """What `iterator_ahead` gives where the iterator has no item: every guard on it fails."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<no item>"
+
+
+NOTHING_AHEAD = _NothingAhead()
+
+
+def iterator_ahead(it, j: int):
+    """The item a list's, tuple's or range's iterator yields after the next `j` (without moving it),
+    or NOTHING_AHEAD. (A range iterator reduces to its position on 3.11 and to the range still
+    ahead, position None, from 3.12 on; an exhausted one to no position at all.)"""
+    state = it.__reduce__()
+    seq = state[1][0]
+    pos = state[2] if len(state) > 2 and state[2] is not None else 0
+    return seq[pos + j] if 0 <= pos + j < len(seq) else NOTHING_AHEAD
+
+
+def advance_iterator(it, steps: int, exhaust: bool) -> None:
+    """Move an iterator the frame was given on by the `steps` items the captured code took, and to
+    its end (for good, as a loop that ran out leaves it) when the captured code ran out of items."""
+    for _ in range(steps):
+        next(it)
+    if exhaust:
+        for _ in it:
+            pass

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .runtime import dereference
+from .runtime import dereference, iterator_ahead
 
 
 class Source:
@@ -212,6 +212,31 @@ class KeyedItemSource(Source):
     def name(self):
         key = self.key_source.name() if self.key_source is not None else repr(self.key)
         return f"{self.owner.name()}[{key}]"
+
+    def base(self):
+        return self.owner.base()
+
+
+ITERATOR_AHEAD = "___iterator_ahead"
+
+
+@dataclass(frozen=True)
+class IteratorAheadSource(Source):
+    """The item an iterator the frame was given yields after the next `ahead` ones, read without
+    moving it (`runtime.iterator_ahead`): relative to where the iterator stands at each call, so
+    the next iteration's item comes from the same source."""
+    owner: Source
+    ahead: int
+
+    def expr(self, scope):
+        fn = "iterator_ahead" if scope.readable else ITERATOR_AHEAD      # a name every guard function has
+        return f"{fn}({self.owner.expr(scope)}, {self.ahead})"
+
+    def reload(self, em):
+        em.call_const(iterator_ahead, [lambda: em.load_source(self.owner), lambda: em.const(self.ahead)])
+
+    def name(self):
+        return f"next(iter) #{self.ahead + 1} of {self.owner.name()}"
 
     def base(self):
         return self.owner.base()

@@ -15,19 +15,19 @@ from typing import Any, Optional
 
 import torch
 
-from .breaks import TENSOR_SUBCLASS, UNSUPPORTED_VALUE, Unsupported
+from .breaks import EXTERNAL_ITERATOR, TENSOR_SUBCLASS, UNSUPPORTED_VALUE, Unsupported
 from .fallback.skip import INLINE, call_rule, is_torch_namespace
 from ._evalframe import type_version
-from .guards import (AliasMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, FunctionMatch, IdMatch, LengthMatch, TensorMatch,
+from .guards import (AliasMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, FunctionMatch, IdMatch, LengthMatch, RemainingMatch, TensorMatch,
                      TypeMatch)
 from .modelled import modelled
-from .runtime import AutocastBlock, GradModeBlock
-from .sources import AttrSource, FromNumpySource, GenericAttrSource, ItemSource, Source
+from .runtime import AutocastBlock, GradModeBlock, iterator_ahead
+from .sources import AttrSource, FromNumpySource, GenericAttrSource, ItemSource, IteratorAheadSource, Source
 from .values.arrays import is_numpy_constant
 from .values.numpy_functions import frame_array, shareable_tensor
 from .values.base import Const, MethodValue, Value, is_constant
 from .values.callables import CallableValue
-from .values.containers import LazyListValue, SeqValue, is_plain_list_subclass
+from .values.containers import InputIteratorValue, LazyListValue, SeqValue, is_plain_list_subclass
 from .values.contexts import AutocastValue, GradModeValue
 from .values.stdlib_collections import CONTAINER_TYPES, wrap_container
 from .values.dict_objects import DictObjectValue, dict_base
@@ -83,6 +83,9 @@ def _build(tracer, value, source) -> Value:
         if source is not None:
             _guard(tracer, ConstantMatch(source, value))
         return Const(value, source)
+    if type(value) in _SEQUENCE_ITERATORS and source is not None:
+        _guard(tracer, TypeMatch(source, type(value)))
+        return InputIteratorValue(value, source, lambda j: _iterator_item(tracer, value, source, j))
     if type(value) is list and source is not None:      # read (and guarded) only if the trace reads it
         return LazyListValue(source, lambda: _sequence_items(tracer, value, source))
     if type(value) in (tuple, list) or _is_namedtuple(value) or _plain_list_instance(value):
@@ -145,6 +148,24 @@ def _traced_method(value) -> bool:
     bound by hand): a method of its object, not one opaque graph op."""
     return isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType) \
         and call_rule(value.__func__) == INLINE
+
+
+_SEQUENCE_ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
+
+
+def _iterator_item(tracer, it, source, j: int) -> Optional[Value]:
+    """The item an iterator the frame was given yields after the next `j` (InputIteratorValue),
+    wrapped from a source relative to the iterator; None, guarded, where it has no more."""
+    state = it.__reduce__()
+    if type(state[1][0]) is list and id(state[1][0]) in tracer.wrapped:
+        # the trace also reaches the list itself, and may change it before reading on: the items
+        # ahead are then not the list's items as they were when the frame was called
+        raise Unsupported(EXTERNAL_ITERATOR, "next() of a list_iterator over a list the captured code also uses")
+    if it.__length_hint__() <= j:
+        _guard(tracer, RemainingMatch(source, j, exact=True))
+        return None
+    _guard(tracer, RemainingMatch(source, j + 1))
+    return wrap(tracer, iterator_ahead(it, j), IteratorAheadSource(source, j))
 
 
 def _sequence_items(tracer, value, source) -> list:

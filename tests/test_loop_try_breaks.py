@@ -41,10 +41,11 @@ def loop_over_range(x, n):
 
 
 def test_for_range_resumes_and_reuses_graphs_whatever_the_iteration_count():
-    # before the loop + the first stretch, after the print, the next iteration's first stretch
-    # (recaptured once: the loop counter becomes a graph input after its first change), the exit
-    few = check(loop_over_range, x44(), 3, graphs=graphs(5)).backend.count
-    many = check(loop_over_range, x44(), 12, graphs=graphs(5)).backend.count
+    # before the loop + the first stretch; after the print through the next iteration's first
+    # stretch (the resume function reads the range iterator it is given ahead, so one stretch
+    # per iteration), recaptured once as the loop counter becomes a graph input; the exit
+    few = check(loop_over_range, x44(), 3, graphs=graphs(4)).backend.count
+    many = check(loop_over_range, x44(), 12, graphs=graphs(4)).backend.count
     assert few == many
 
 
@@ -187,17 +188,17 @@ ws3 = lambda: [torch.randn(4, 4) for _ in range(3)]   # noqa: E731
 
 LOOP_SHAPES = [
     (loop_while, (x44,), 4),
-    (loop_break_continue, (x44,), 5),
+    (loop_break_continue, (x44,), 4),
     (nested_loops, (x44,), 6),
     (loop_over_list, (x44, ws3), 2),
     (loop_enumerate_zip, (x44, ws3), 2),
     (loop_over_dict, (x44,), 3),
     (loop_over_tensor_rows, (x44,), 2),
-    (loop_data_dependent_branch, (x44,), 5),
-    (loop_returns_inside, (x44,), 5),
+    (loop_data_dependent_branch, (x44,), 4),
+    (loop_returns_inside, (x44,), 4),
     (loop_raises_inside, (x44,), 3),
     (loop_mutates_inputs, (x44, list), 3),
-    (loop_with_item, (x44,), 6),
+    (loop_with_item, (x44,), 4),
 ]
 
 
@@ -306,7 +307,7 @@ TRY_SHAPES = [
     (try_break_instruction_raises, (x44,), 1),
     (try_resumed_code_raises, (x44, list), 2),
     (try_finally_return, (x44, list), 2),
-    (try_inside_loop, (x44,), 6),
+    (try_inside_loop, (x44,), 5),
     (loop_inside_try, (x44,), 4),
     (nested_try_finally, (x44,), 2),
     (try_uncaught_exception_type, (x44,), 1),
@@ -364,7 +365,7 @@ def test_an_iterator_part_way_through_a_list_the_trace_filled():
     """The list's contents are replayed after the stack is rebuilt: the iterator over it is moved to
     its position once they are there (a list iterator's position cannot pass its list's end).
     `print` is a break inside the inner loop."""
-    check(loop_over_a_list_filled_before, x44(), graphs=graphs(3))
+    check(loop_over_a_list_filled_before, x44(), graphs=graphs(2))
 
 
 class _Indexed(torch.nn.Module):
@@ -471,6 +472,11 @@ def comprehension_with_a_break(xs):
 
 
 def test_a_comprehension_with_a_break_in_each_item_reuses_its_stretch():
+    # the first item; each later item's stretch (it reads the comprehension's iterator ahead),
+    # recaptured once as the float from tolist() becomes a graph input; the exit, where the
+    # iterator has run out: one graph call per item, whatever the number of items
     xs = [torch.arange(4.0) + i for i in range(6)]
     result = check(comprehension_with_a_break, xs, graphs=None)
-    assert result.backend.count <= 3
+    assert result.backend.count <= 4
+    longer = check(comprehension_with_a_break, xs * 3, graphs=None)
+    assert longer.backend.count == result.backend.count

@@ -2,8 +2,9 @@
 
 * the protocol on any object: `__iter__` returning self / another iterator / a generator,
   `__next__` raising StopIteration, the old `__getitem__` protocol, `iter()` / `next()`, `in`
-  falling back to iteration, list subclasses read from the frame; iterators made outside the
-  frame are refused (DL020);
+  falling back to iteration, list subclasses read from the frame; a list's, tuple's or range's
+  iterator made outside the frame is read ahead and moved on, other iterators made outside are
+  refused (DL020);
 * generators as lazy iterators: the body runs only as far as it is consumed (side effects and
   prints interleave as in eager), infinite generators, `yield from` and return values, send /
   throw / close; a generator outliving the trace part-way is refused (DL021);
@@ -254,10 +255,80 @@ def test_config_iterated_through_yield_from():
     check(f, rows, Config(), graphs=1)
 
 
-def test_iterator_made_outside_is_refused():
-    def f(x, it):
-        return x * next(it), list(it)
-    run_with_fresh(f, lambda: (rows, iter([1, 2, 3])))
+def take_two(x, it):
+    first = next(it)
+    return x * first + next(it)
+
+
+def drain_into(x, it):
+    return x * len(list(it)), x + sum(it, torch.zeros(3))
+
+
+SEQUENCES = {"list": lambda xs: list(xs), "tuple": lambda xs: tuple(xs),
+             "range": lambda xs: range(len(xs))}
+
+
+@pytest.mark.parametrize("kind", SEQUENCES)
+def test_an_iterator_made_outside_is_read_ahead_and_left_where_eager_leaves_it(kind):
+    """A list's, tuple's or range's iterator passed in (a loop live across a break hands one to its
+    resume function): the captured code reads the items ahead of it, from wherever it stands, and
+    moves it on as eager does; the graph does not depend on the position."""
+    reset()
+    backend = CountingBackend()
+    captured = dl.capture(take_two, backend=backend)
+    items = [torch.randn(3) for _ in range(6)]
+    for skip in (0, 1, 3, 0, 4):
+        its = [iter(SEQUENCES[kind](items)) for _ in range(2)]
+        for it in its:
+            for _ in range(skip):
+                next(it)
+        expected, got = take_two(torch.ones(3), its[0]), captured(torch.ones(3), its[1])
+        torch.testing.assert_close(got, expected)
+        assert list(its[1]) == list(its[0]) if kind == "range" else \
+            [t.tolist() for t in its[1]] == [t.tolist() for t in its[0]]
+    # tensors: one graph at every position; ints (range): one, then one with the number as an input
+    assert backend.count == (2 if kind == "range" else 1)
+    assert "DL020" not in break_kinds(take_two)
+
+
+@pytest.mark.parametrize("kind", ["list", "tuple"])
+def test_an_iterator_made_outside_run_out_in_captured_code(kind):
+    """Draining it: its end is guarded as 'exactly n left' and it is left run out, as eager
+    leaves it (a list it runs over that grows later is not seen by it)."""
+    reset()
+    captured = dl.capture(drain_into, backend=CountingBackend())
+    for n, skip in ((4, 1), (4, 1), (5, 0), (3, 3)):
+        items = [torch.randn(3) for _ in range(n)]
+        seqs = [SEQUENCES[kind](items) for _ in range(2)]
+        its = [iter(seq) for seq in seqs]
+        for it in its:
+            for _ in range(skip):
+                next(it)
+        expected, got = drain_into(torch.ones(3), its[0]), captured(torch.ones(3), its[1])
+        torch.testing.assert_close(got, expected)
+        if kind == "list":
+            for seq in seqs:
+                seq.append(torch.zeros(3))
+        for it in its:
+            with pytest.raises(StopIteration):
+                next(it)
+
+
+def test_an_iterator_over_a_list_the_captured_code_also_changes_is_refused():
+    """The items ahead are read as they were when the frame was called: not when the code also
+    reaches the list itself (it could change it first), so that next() is a break (DL020)."""
+    def f(x, lst, it):
+        lst.insert(0, x * 2)
+        return next(it) + 1
+
+    def run(fn):
+        lst = [torch.ones(3), torch.zeros(3)]
+        it = iter(lst)
+        return fn(torch.full((3,), 5.0), lst, it), [t.tolist() for t in it], [t.tolist() for t in lst]
+    reset()
+    captured = dl.capture(f, backend=CountingBackend())
+    for _ in range(2):
+        torch.testing.assert_close(run(captured), run(f))
     expect_refused(f, "DL020")
 
 

@@ -6,11 +6,11 @@ first failing guard).
 """
 from .guards import (AliasMatch, AttrAbsent, CachedCallMatch, ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, DistinctMatch, FunctionMatch,
                      GlobalStateMatch, Guard, IdMatch, KeyInMatch,
-                     LengthMatch, MembershipMatch, NoHooksMatch, NoModesMatch, QueryMatch, ShapeEnvMatch, SubclassesMatch,
+                     LengthMatch, MembershipMatch, RemainingMatch, NoHooksMatch, NoModesMatch, QueryMatch, ShapeEnvMatch, SubclassesMatch,
                      TensorMatch, TypeMatch, weakref_able)
 from .compile import CompiledGuards, compile_guards
 
-__all__ = ["Guard", "AttrAbsent", "TensorMatch", "TypeMatch", "IdMatch", "ConstantMatch", "LengthMatch", "DictKeysMatch",
+__all__ = ["Guard", "AttrAbsent", "TensorMatch", "TypeMatch", "IdMatch", "ConstantMatch", "LengthMatch", "RemainingMatch", "DictKeysMatch",
            "MembershipMatch", "KeyInMatch", "GlobalStateMatch", "NoHooksMatch", "AliasMatch", "DistinctMatch", "ShapeEnvMatch",
            "FunctionMatch", "ClassAttrsMatch", "ClassVersionMatch", "SubclassesMatch", "CachedCallMatch", "NoModesMatch", "QueryMatch", "weakref_able", "CompiledGuards",
            "compile_guards"]

@@ -18,7 +18,8 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..code_facts import STACK_ARG_PREFIX
-from ..sources import GlobalSource, Scope, is_literal
+from ..runtime import iterator_ahead
+from ..sources import ITERATOR_AHEAD, GlobalSource, Scope, is_literal
 from .guards import Guard, short_repr
 
 
@@ -216,7 +217,7 @@ def _resolve(guard, fn, args, compiled):
 
 
 # Modules ShapeEnv's guard expressions call into (`not math.isnan(L['lr'])` for a float input).
-_GUARD_MODULES = {"math": math}
+_GUARD_MODULES = {"math": math, ITERATOR_AHEAD: iterator_ahead}
 
 
 def guard_local_names(arg_names: list[str]) -> dict[str, str]:

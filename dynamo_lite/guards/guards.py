@@ -293,6 +293,34 @@ class LengthMatch(Guard):
 
 
 @dataclass(frozen=True, eq=False)
+class RemainingMatch(Guard):
+    """An iterator of a list, tuple or range the frame was given has at least (or, where the trace
+    ran out, exactly) `key` items left: guarded instead of its position, so that each iteration of
+    a loop live across a break passes the same guards (`values/containers.InputIteratorValue`)."""
+    source: Source
+    key: int
+    exact: bool = False
+
+    def code(self, scope, const):
+        return f"{self.source.expr(scope)}.__length_hint__() {'==' if self.exact else '>='} {self.key}"
+
+    def describe(self):
+        return f"{self.source.name()} has {'exactly' if self.exact else 'at least'} {self.key} items left"
+
+    def why_not(self, value):
+        return f"items left in {self.source.name()}: expected {self.expected()}, got {self.shown(value)}"
+
+    def expected(self):
+        return f"{'' if self.exact else 'at least '}{self.key}"
+
+    def shown(self, value):
+        try:
+            return str(value.__length_hint__())
+        except Exception:
+            return short_repr(value)
+
+
+@dataclass(frozen=True, eq=False)
 class DictKeysMatch(Guard):
     """`x` is a `cls` whose keys (a dict's) or elements (a set's, a deque's) are `keys`, in this
     order."""

@@ -761,6 +761,48 @@ class ListIteratorValue(SelfIterator):
             em.after_effects(move_again)
 
 
+class InputIteratorValue(SelfIterator):
+    """An iterator over a list, tuple or range that the frame was given: a loop live across a graph
+    break hands its iterator to the resume function, which would otherwise stop at the loop's
+    next FOR_ITER. `ahead(j)` (wrap.py) wraps the item after the next j, read relative to where
+    the iterator stands when the frame is called, and guards how many items are left only as far
+    as the trace looked -- at least j + 1, or exactly j where it ran out -- never the position, so
+    each iteration's stretch passes the same guards and reuses the graph. The real iterator is
+    moved on by as many items as the trace took (`effects.IteratorMove`, replayed last)."""
+    __slots__ = ("obj", "taken", "done", "ahead")
+
+    def __init__(self, obj, source, ahead: Callable[[int], "Value | None"]):
+        super().__init__(source)
+        self.obj, self.taken, self.done, self.ahead = obj, 0, False, ahead
+
+    def python_type(self):
+        return type(self.obj)
+
+    def real_object(self):
+        return self.obj
+
+    def next(self, frame):
+        if self.done:
+            return None
+        item = self.ahead(self.taken)
+        if item is None:
+            self.done = True
+            frame.tracer.effects.move_iterator(self, exhaust=True)
+            return None
+        self.taken += 1
+        frame.tracer.effects.move_iterator(self)
+        return item
+
+    def unpack(self, frame):
+        items = []
+        while (item := self.next(frame)) is not None:
+            items.append(item)
+        return items
+
+    def length_hint(self) -> int:
+        return self.obj.__length_hint__() - self.taken
+
+
 def list_iterator_at(it_or_list, pos: int):
     """Run time: an iterator over a list that has consumed `pos` items (a loop live across a break);
     given the iterator itself, moves it there (once the list it runs over has its contents)."""
