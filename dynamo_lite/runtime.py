@@ -468,13 +468,59 @@ NOTHING_AHEAD = _NothingAhead()
 
 
 def iterator_ahead(it, j: int):
-    """The item a list's, tuple's or range's iterator yields after the next `j` (without moving it),
-    or NOTHING_AHEAD. (A range iterator reduces to its position on 3.11 and to the range still
-    ahead, position None, from 3.12 on; an exhausted one to no position at all.)"""
+    """The item an iterator yields after the next `j` (without moving it), or NOTHING_AHEAD: an
+    iterator of a list, tuple or range, or an enumerate / zip over such iterators (whatever
+    `reads_ahead` accepts). (A range iterator reduces to its position on 3.11 and to the range
+    still ahead, position None, from 3.12 on; an exhausted one to no position at all.)"""
+    cls = type(it)
+    if cls is enumerate:
+        inner, count = it.__reduce__()[1]
+        item = iterator_ahead(inner, j)
+        return item if item is NOTHING_AHEAD else (count + j, item)
+    if cls is zip:
+        items = tuple(iterator_ahead(part, j) for part in it.__reduce__()[1])
+        return NOTHING_AHEAD if not items or any(x is NOTHING_AHEAD for x in items) else items
     state = it.__reduce__()
     seq = state[1][0]
     pos = state[2] if len(state) > 2 and state[2] is not None else 0
     return seq[pos + j] if 0 <= pos + j < len(seq) else NOTHING_AHEAD
+
+
+def items_left(it) -> int:
+    """How many items an iterator `iterator_ahead` reads has left."""
+    cls = type(it)
+    if cls is enumerate:
+        return items_left(it.__reduce__()[1][0])
+    if cls is zip:
+        return min((items_left(part) for part in it.__reduce__()[1]), default=0)
+    return it.__length_hint__()
+
+
+SEQUENCE_ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
+
+
+def reads_ahead(it) -> bool:
+    """Can `iterator_ahead` read this iterator's items: a list's, tuple's or range's iterator, an
+    enumerate or a (non-strict) zip of such ones."""
+    cls = type(it)
+    if cls in SEQUENCE_ITERATORS:
+        return True
+    if cls is enumerate:
+        return reads_ahead(it.__reduce__()[1][0])
+    if cls is zip:
+        state = it.__reduce__()
+        return len(state) == 2 and all(reads_ahead(part) for part in state[1])
+    return False
+
+
+def sequences_under(it) -> list:
+    """The lists, tuples and ranges an iterator `reads_ahead` accepts runs over."""
+    cls = type(it)
+    if cls is enumerate:
+        return sequences_under(it.__reduce__()[1][0])
+    if cls is zip:
+        return [seq for part in it.__reduce__()[1] for seq in sequences_under(part)]
+    return [it.__reduce__()[1][0]]
 
 
 def advance_iterator(it, steps: int, exhaust: bool) -> None:

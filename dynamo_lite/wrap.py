@@ -21,7 +21,8 @@ from ._evalframe import type_version
 from .guards import (AliasMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, FunctionMatch, IdMatch, LengthMatch, RemainingMatch, TensorMatch,
                      TypeMatch)
 from .modelled import modelled
-from .runtime import AutocastBlock, GradModeBlock, iterator_ahead
+from .runtime import (SEQUENCE_ITERATORS, AutocastBlock, GradModeBlock, items_left, iterator_ahead, reads_ahead,
+                      sequences_under)
 from .sources import AttrSource, FromNumpySource, GenericAttrSource, ItemSource, IteratorAheadSource, Source
 from .values.arrays import is_numpy_constant
 from .values.numpy_functions import frame_array, shareable_tensor
@@ -83,7 +84,7 @@ def _build(tracer, value, source) -> Value:
         if source is not None:
             _guard(tracer, ConstantMatch(source, value))
         return Const(value, source)
-    if type(value) in _SEQUENCE_ITERATORS and source is not None:
+    if source is not None and type(value) in _READ_AHEAD_TYPES and reads_ahead(value):
         _guard(tracer, TypeMatch(source, type(value)))
         return InputIteratorValue(value, source, lambda j: _iterator_item(tracer, value, source, j))
     if type(value) is list and source is not None:      # read (and guarded) only if the trace reads it
@@ -150,18 +151,18 @@ def _traced_method(value) -> bool:
         and call_rule(value.__func__) == INLINE
 
 
-_SEQUENCE_ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
+_READ_AHEAD_TYPES = (*SEQUENCE_ITERATORS, enumerate, zip)
 
 
 def _iterator_item(tracer, it, source, j: int) -> Optional[Value]:
     """The item an iterator the frame was given yields after the next `j` (InputIteratorValue),
     wrapped from a source relative to the iterator; None, guarded, where it has no more."""
-    state = it.__reduce__()
-    if type(state[1][0]) is list and id(state[1][0]) in tracer.wrapped:
+    if any(type(seq) is list and id(seq) in tracer.wrapped for seq in sequences_under(it)):
         # the trace also reaches the list itself, and may change it before reading on: the items
         # ahead are then not the list's items as they were when the frame was called
-        raise Unsupported(EXTERNAL_ITERATOR, "next() of a list_iterator over a list the captured code also uses")
-    if it.__length_hint__() <= j:
+        raise Unsupported(EXTERNAL_ITERATOR, f"next() of a {type(it).__name__} over a list the captured code "
+                                             "also uses")
+    if items_left(it) <= j:
         _guard(tracer, RemainingMatch(source, j, exact=True))
         return None
     _guard(tracer, RemainingMatch(source, j + 1))

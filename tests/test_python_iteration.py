@@ -291,6 +291,57 @@ def test_an_iterator_made_outside_is_read_ahead_and_left_where_eager_leaves_it(k
     assert "DL020" not in break_kinds(take_two)
 
 
+def take_two_pairs(x, it):
+    i, a = next(it)
+    j, b = next(it)
+    return x * a + b * (i + j)
+
+
+PAIRS = {"enumerate": lambda xs: enumerate(list(xs), 3),
+         "zip": lambda xs: zip(xs, tuple(t * 2 for t in xs)),
+         "zip of enumerate": lambda xs: zip(range(len(xs)), enumerate(xs))}
+
+
+@pytest.mark.parametrize("kind", PAIRS)
+def test_an_enumerate_or_zip_made_outside_is_read_ahead_too(kind):
+    """enumerate / zip over list, tuple or range iterators: their items are read ahead the same way
+    (the count of an enumerate becomes a graph input once it is seen changing)."""
+    reset()
+    backend = CountingBackend()
+    captured = dl.capture(take_two_pairs if kind != "zip of enumerate" else
+                          lambda x, it: take_two_pairs(x, ((i, e[1] * e[0]) for i, e in it)), backend=backend)
+    items = [torch.randn(3) for _ in range(7)]
+    for skip in (0, 2, 1, 4):
+        seqs = [PAIRS[kind](items) for _ in range(2)]
+        for it in seqs:
+            for _ in range(skip):
+                next(it)
+        expected = (take_two_pairs if kind != "zip of enumerate" else
+                    lambda x, it: take_two_pairs(x, ((i, e[1] * e[0]) for i, e in it)))(torch.ones(3), seqs[0])
+        torch.testing.assert_close(captured(torch.ones(3), seqs[1]), expected)
+        torch.testing.assert_close(list(seqs[1]), list(seqs[0]))
+    assert backend.count <= 3
+    assert "DL020" not in {r.kind.id for r in RECORDS if r.kind is not None}
+
+
+def test_a_zip_run_out_leaves_its_iterators_where_eager_does():
+    """zip takes an item from its first iterator before it finds the second one run out: the
+    replay moves the real zip, so the first iterator loses that item in both runs."""
+    def f(x, it):
+        return sum((a * b for a, b in it), x)
+
+    def run(fn):
+        firsts, seconds = [torch.randn(3) for _ in range(5)], [torch.randn(3) for _ in range(3)]
+        a, b = iter(firsts), iter(seconds)
+        return fn(torch.zeros(3), zip(a, b)), list(a), list(b)
+    torch.manual_seed(0)
+    expected = run(f)
+    reset()
+    torch.manual_seed(0)
+    got = run(dl.capture(f, backend=CountingBackend()))
+    torch.testing.assert_close(got, expected)
+
+
 @pytest.mark.parametrize("kind", ["list", "tuple"])
 def test_an_iterator_made_outside_run_out_in_captured_code(kind):
     """Draining it: its end is guarded as 'exactly n left' and it is left run out, as eager

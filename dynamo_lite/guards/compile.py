@@ -18,9 +18,9 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..code_facts import STACK_ARG_PREFIX
-from ..runtime import iterator_ahead
+from ..runtime import items_left, iterator_ahead
 from ..sources import ITERATOR_AHEAD, GlobalSource, Scope, is_literal
-from .guards import Guard, short_repr
+from .guards import ITEMS_LEFT, Guard, short_repr
 
 
 @dataclass
@@ -217,7 +217,7 @@ def _resolve(guard, fn, args, compiled):
 
 
 # Modules ShapeEnv's guard expressions call into (`not math.isnan(L['lr'])` for a float input).
-_GUARD_MODULES = {"math": math, ITERATOR_AHEAD: iterator_ahead}
+_GUARD_MODULES = {"math": math, ITERATOR_AHEAD: iterator_ahead, ITEMS_LEFT: items_left}
 
 
 def guard_local_names(arg_names: list[str]) -> dict[str, str]:

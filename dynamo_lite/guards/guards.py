@@ -11,6 +11,7 @@ from typing import Any, Callable
 import torch
 
 from ..compat import HEAPTYPE
+from ..runtime import items_left
 from ..sources import Scope, Source
 
 
@@ -292,6 +293,9 @@ class LengthMatch(Guard):
             return f"a {type(value).__qualname__}"
 
 
+ITEMS_LEFT = "___items_left"       # the name every guard function has for runtime.items_left
+
+
 @dataclass(frozen=True, eq=False)
 class RemainingMatch(Guard):
     """An iterator of a list, tuple or range the frame was given has at least (or, where the trace
@@ -302,7 +306,8 @@ class RemainingMatch(Guard):
     exact: bool = False
 
     def code(self, scope, const):
-        return f"{self.source.expr(scope)}.__length_hint__() {'==' if self.exact else '>='} {self.key}"
+        fn = "items_left" if scope.readable else ITEMS_LEFT
+        return f"{fn}({self.source.expr(scope)}) {'==' if self.exact else '>='} {self.key}"
 
     def describe(self):
         return f"{self.source.name()} has {'exactly' if self.exact else 'at least'} {self.key} items left"
@@ -315,7 +320,7 @@ class RemainingMatch(Guard):
 
     def shown(self, value):
         try:
-            return str(value.__length_hint__())
+            return str(items_left(value))
         except Exception:
             return short_repr(value)
 

@@ -762,7 +762,8 @@ class ListIteratorValue(SelfIterator):
 
 
 class InputIteratorValue(SelfIterator):
-    """An iterator over a list, tuple or range that the frame was given: a loop live across a graph
+    """An iterator over a list, tuple or range (or an enumerate / zip of such) that the frame was
+    given (`runtime.reads_ahead`): a loop live across a graph
     break hands its iterator to the resume function, which would otherwise stop at the loop's
     next FOR_ITER. `ahead(j)` (wrap.py) wraps the item after the next j, read relative to where
     the iterator stands when the frame is called, and guards how many items are left only as far
@@ -798,9 +799,6 @@ class InputIteratorValue(SelfIterator):
         while (item := self.next(frame)) is not None:
             items.append(item)
         return items
-
-    def length_hint(self) -> int:
-        return self.obj.__length_hint__() - self.taken
 
 
 def list_iterator_at(it_or_list, pos: int):
