@@ -86,9 +86,6 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
     if view_of_written is not None:
         # eager's output shares the input's memory; ours would be a copy (aliasing differs)
         return _eager(gm, f"output {view_of_written} is a view of an input the graph writes in place")
-    from ...runtime import enter_autocast, exit_autocast
-    if any(n.target in (enter_autocast, exit_autocast) for n in gm.graph.nodes):
-        return _eager(gm, "the graph switches autocast on or off (autocast regions are not lowered)")
     if _writes_overlapping_memory(gm.graph):
         # Eager raises ("more than one element of the written-to tensor refers to a single
         # memory location"); lowered kernels would just compute. Run as captured: it raises too.

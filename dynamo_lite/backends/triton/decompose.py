@@ -2,8 +2,9 @@
 
 `make_fx` retraces the graph at the aten level under a FakeTensorMode with `functionalize`, so
 in-place ops (`add_`, `+=`, `x[0] = 3`) become pure ops plus a final `copy_` into each mutated
-graph input, and `torch._C._set_grad_enabled` calls run during tracing instead of staying in the
-graph. Composite ops go through the decomposition table below (torch._decomp entries plus our
+graph input, and `torch._C._set_grad_enabled` calls and autocast switches (`runtime.enter_autocast` /
+`exit_autocast`) run during tracing instead of staying in the graph: the ops between them are
+dispatched under autocast, so its casts are recorded as explicit `_to_copy` ops. Composite ops go through the decomposition table below (torch._decomp entries plus our
 own `native_layer_norm`, which emits `var_mean` instead of prims, and `_foreach_*` ops, one op per
 tensor) so the lowering table stays small. The few in-place ops decompositions leave behind are rewritten to their functional form.
 """

@@ -49,6 +49,9 @@ class GraphLowering:
         self._counter = 0
         self._mutations: list[tuple[Value, Any]] = []
         self._fake_mode = None
+        # id(Value) of a lazy graph output -> the dense strides eager gives it (what the caller, or
+        # AOTAutograd's backward graph reading a saved tensor, was traced with)
+        self._output_strides: dict[int, tuple[int, ...]] = {}
         devices = [t.device for t in example_inputs if isinstance(t, torch.Tensor)]
         self.device = next((d for d in devices if d.type != "cpu"), devices[0] if devices else torch.device("cpu"))
 
@@ -64,10 +67,11 @@ class GraphLowering:
     # -- realization -------------------------------------------------------------------------
 
     def realize(self, value: Value, strides=None) -> Value:
-        """Make `value` live in memory (in place: later readers load the buffer)."""
+        """Make `value` live in memory (in place: later readers load the buffer). A graph output
+        is stored in the layout eager gives it (`_output_strides`), wherever it is realized."""
         if value.is_strided():
             return value
-        return self._materialize(value, strides)
+        return self._materialize(value, strides if strides is not None else self._output_strides.get(id(value)))
 
     def realize_dense(self, value: Value) -> Value:
         """Like realize, but the result must be contiguous (for a merging reshape)."""
@@ -97,6 +101,8 @@ class GraphLowering:
 
     def run(self) -> "GraphLowering":
         placeholder_index = 0
+        output = next(n for n in self.gm.graph.nodes if n.op == "output")
+        self._returned = returned = set(_flatten(output.args[0]))
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 self.env[node] = self._placeholder(self.example_inputs[placeholder_index], placeholder_index)
@@ -105,11 +111,20 @@ class GraphLowering:
                 self.env[node] = self._constant(node)
             elif node.op == "call_function":
                 self.env[node] = self._call(node)
+                if node in returned:
+                    self._note_output_layout(node)
             elif node.op == "output":
                 self._output(node.args[0])
             else:
                 raise NotImplementedError(f"fx node op {node.op}")
         return self
+
+    def _note_output_layout(self, node: torch.fx.Node):
+        value = self.env[node]
+        if isinstance(value, Value) and not value.is_strided():
+            strides = _dense_strides(node.meta.get("val"), value.sizes)
+            if strides is not None:
+                self._output_strides[id(value)] = strides
 
     def _placeholder(self, example, i: int):
         if not isinstance(example, torch.Tensor):
@@ -175,7 +190,9 @@ class GraphLowering:
     def _extern(self, node: torch.fx.Node, args, kwargs):
         """Run the op as an aten call in the wrapper: realize tensor arguments, take result
         layouts from the op's meta function applied to the layouts we actually pass."""
-        channels_last_input = node.target is aten.convolution.default and self.device.type == "cuda"
+        # (not for a graph output: it would come out channels-last, not in eager's layout)
+        channels_last_input = (node.target is aten.convolution.default and self.device.type == "cuda"
+                               and node not in self._returned)
 
         def to_arg(a, position=None):
             if isinstance(a, Value):
@@ -242,11 +259,23 @@ class GraphLowering:
                     v = mutated_into[id(v)]          # `x += 1; return x`: return the input itself
                 elif not v.is_strided():
                     v = self.realize(v, _dense_strides(n.meta.get("val"), v.sizes))
-                elif v.layout[0].name in written:     # the value before the write-back: keep a copy
+                elif v.layout[0].name in written or self._other_layout(v, n):
+                    # the value before the write-back: keep a copy; a value stored in another
+                    # layout than eager's (AOTAutograd's backward indexes a saved tensor with
+                    # eager's strides): a copy in eager's layout
                     v = self._materialize(Value(v.sizes, v.dtype, v.device, v.load),
                                           _dense_strides(n.meta.get("val"), v.sizes))
             self.outputs.append(v)
         self._write_back()
+
+    @staticmethod
+    def _other_layout(v: Value, node) -> bool:
+        """Is `v`, computed here (not an input), stored in other strides than the dense ones eager
+        gives `node` (dims of size 1 aside)?"""
+        if v.layout[0].kind not in ("temp", "extern") or not isinstance(node, torch.fx.Node):
+            return False
+        strides = _dense_strides(node.meta.get("val"), v.sizes)
+        return strides is not None and any(n > 1 and a != b for n, a, b in zip(v.sizes, v.layout[1], strides))
 
     @property
     def mutated_inputs(self) -> list[int]:
