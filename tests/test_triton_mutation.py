@@ -154,9 +154,8 @@ def test_adam_matches_torch_optim():
 @pytest.mark.parametrize("opt_class", [torch.optim.AdamW, torch.optim.Adam])
 def test_a_torch_optim_foreach_step_matches_eager(opt_class):
     """torch.optim's foreach Adam/AdamW stack their step sizes into a CPU tensor under a compiler
-    and hand it to `_foreach_addcdiv_(params, m, denom, step_sizes)`. On a GPU, a graph computing
-    both CPU step sizes and CUDA values runs as captured (our kernels run on one device: lowered,
-    the step sizes came back on the GPU and the step raised "Expected scalars to be on CPU").
+    and hand it to `_foreach_addcdiv_(params, m, denom, step_sizes)`. On a GPU the step sizes must
+    stay on the CPU (once computed on the GPU, the step raised "Expected scalars to be on CPU").
     Whatever is lowered, the step must match eager."""
     torch.manual_seed(0)
     eager_model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).to(DEVICE)
@@ -319,3 +318,58 @@ def test_batch_norm_training_running_stats(grad):
     assert bn.num_batches_tracked.item() == ref.num_batches_tracked.item() == 3
     gs = lowered(graphs())
     assert any(len(g.mutated_inputs) == 3 for g in gs)   # running mean, var, batch count: kernel stores
+
+
+# -- CPU scalars next to GPU tensors: torch.optim's foreach steps (capturable=False) -----------------
+
+def _foreach_optimizer_step(opt_class, steps=3, **options):
+    """torch.optim's foreach step in a captured training step against eager: parameters and every
+    state tensor after each step; returns the compiled graphs."""
+    torch.manual_seed(0)
+    eager_model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).to(DEVICE)
+    model = copy.deepcopy(eager_model)
+    eager_opt = opt_class(eager_model.parameters(), lr=1e-2, foreach=True, **options)
+    opt = opt_class(model.parameters(), lr=1e-2, foreach=True, **options)
+
+    def train_step(model, opt, x):
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+
+    compiled = dl.capture(train_step, backend="triton")
+    for step in range(steps):
+        x = t(5, 8)
+        train_step(eager_model, eager_opt, x)
+        compiled(model, opt, x)
+        for p, r in zip(model.parameters(), eager_model.parameters()):
+            torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6, msg=lambda m: f"step {step}: {m}")
+            for key, value in eager_opt.state[r].items():
+                got = opt.state[p][key]
+                assert got.device == value.device, key
+                torch.testing.assert_close(got, value, rtol=1e-5, atol=1e-6, msg=lambda m: f"step {step}: {key}: {m}")
+    return graphs()
+
+
+@pytest.mark.parametrize("opt_class", [torch.optim.AdamW, torch.optim.Adam])
+def test_foreach_step_with_host_scalars_is_lowered(opt_class, monkeypatch):
+    """Without a GPU: 0-dim CPU tensors stand in for the CPU values of a CUDA graph (the step
+    counters and the step sizes torch.optim computes from them): ops on them are aten calls, the
+    counters are written back by aten `copy_`, kernels read them as arguments (`.item()` at call
+    time). `_foreach_addcdiv_` with a tensor of step sizes is spelled per tensor (its fake run
+    raised "Expected scalars to be on CPU, got meta")."""
+    from dynamo_lite.backends.triton.graph_lowering import GraphLowering
+    monkeypatch.setattr(GraphLowering, "on_host", lambda self, v: v.device.type == "cpu" and len(
+        v.shape if isinstance(v, torch.Tensor) else v.sizes) == 0)
+    step = lowered(_foreach_optimizer_step(opt_class))[-1]
+    assert ".item()" in step.wrapper_source                 # step sizes read as kernel arguments
+    assert step.extern_ops["aten.copy_.default"] == 4       # one step counter per parameter
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="CPU scalars next to CUDA tensors need a GPU")
+@pytest.mark.parametrize("opt_class", [torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD])
+def test_foreach_step_on_cuda_with_cpu_step_counters_is_lowered(opt_class):
+    """On a GPU, torch.optim keeps `step` as a 0-dim CPU tensor (capturable=False): the graph
+    computes on the CPU and the GPU, as eager does; it is lowered, the counters stay on the CPU."""
+    options = dict(momentum=0.9) if opt_class is torch.optim.SGD else {}
+    gs = lowered(_foreach_optimizer_step(opt_class, **options))
+    assert any(g.kernel_count for g in gs)

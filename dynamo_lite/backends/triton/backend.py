@@ -7,7 +7,9 @@
 Static shapes are specialized: sizes and strides are constants in the kernels. A graph captured
 with symbolic sizes (dynamic capture, `torch.compile(dynamic=True)`) is compiled once per distinct
 concrete input shape at run time. What cannot be compiled runs eagerly, never fails: single
-unknown ops become extern aten calls inside the wrapper; graphs on devices Triton cannot reach, or
+unknown ops become extern aten calls inside the wrapper, and so do ops on CPU values in a graph
+whose kernels run on a GPU (a kernel reads a CPU scalar as an argument, as Inductor does: the
+optimizer's step sizes); graphs on devices Triton cannot reach, or
 that make tracing fail, run as the captured graph itself (with the reason on
 `.compiled_graph.fallback_reason`). Graphs that write into their inputs (optimizer steps,
 batch-norm running statistics, `x[:, 1:] += 1`) are lowered: the write-backs are kernel stores
@@ -68,16 +70,16 @@ class CompiledGraph:
 def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) -> Callable:
     """torch.compile-style backend: compile `gm` into Triton kernels plus a Python wrapper."""
     availability.require()
-    devices = {t.device for t in example_inputs if isinstance(t, torch.Tensor)}
-    if not all(availability.can_run_on(d) for d in devices):
+    devices = {t.device for t in example_inputs if isinstance(t, torch.Tensor)} | _devices_of_values(gm.graph)
+    # Values on the CPU next to GPU values (torch.optim's step counters and step sizes beside CUDA
+    # parameters) stay there: ops on them are aten calls, kernels read them as scalar arguments
+    # (GraphLowering.on_host). The kernels themselves run on one device.
+    kernel_devices = {d for d in devices if d.type != "cpu"} or devices
+    if len(kernel_devices) > 1:
+        return _eager(gm, f"the graph computes on several GPUs ({', '.join(sorted(map(str, kernel_devices)))})")
+    if not all(availability.can_run_on(d) for d in kernel_devices):
         return _eager(gm, f"tensors on {sorted(map(str, devices))}: Triton runs on CUDA (or on the CPU "
                           "with TRITON_INTERPRET=1)")
-    spread = _devices_of_values(gm.graph)
-    if len(spread) > 1:
-        # eager computes each op where its operands live (an optimizer's step sizes on the CPU next to
-        # CUDA parameters); our kernels run on one device and would hand the rest of the program a
-        # tensor on the wrong one
-        return _eager(gm, f"the graph computes on several devices ({', '.join(sorted(map(str, spread)))})")
     if any(isinstance(v, (float, torch.SymFloat)) for v in example_inputs):
         # A float input would be baked into the kernels as the example's value: wrong results on
         # the next value (sizes, ints, are specialized per value below). Such graphs run as captured.
@@ -86,9 +88,6 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
     if view_of_written is not None:
         # eager's output shares the input's memory; ours would be a copy (aliasing differs)
         return _eager(gm, f"output {view_of_written} is a view of an input the graph writes in place")
-    from ...runtime import enter_autocast, exit_autocast
-    if any(n.target in (enter_autocast, exit_autocast) for n in gm.graph.nodes):
-        return _eager(gm, "the graph switches autocast on or off (autocast regions are not lowered)")
     if _writes_overlapping_memory(gm.graph):
         # Eager raises ("more than one element of the written-to tensor refers to a single
         # memory location"); lowered kernels would just compute. Run as captured: it raises too.
@@ -206,7 +205,7 @@ def _compile(gm, example_inputs):
         if isinstance(item, ExternNode):
             items.append(item)
             continue
-        ks = generate(item)
+        ks = generate(item, frozenset(lowering.scalar_args))
         if ks is not None:
             kernels.append(ks)
             items.append(KernelCall(ks, item))

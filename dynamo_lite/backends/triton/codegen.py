@@ -124,6 +124,7 @@ class KernelSource:
     rnumel: int
     inner: bool                # reduction over contiguous memory
     ops: list[str]             # the op names (for the kernel name and debugging)
+    scalars: tuple[int, ...] = ()   # positions of `args` passed by value (host scalars), not as pointers
 
     @property
     def numel(self) -> int:
@@ -133,8 +134,9 @@ class KernelSource:
 class KernelBuilder:
     """Builds the source of one kernel from a scheduled `Group`."""
 
-    def __init__(self, group: Group):
+    def __init__(self, group: Group, scalars: frozenset = frozenset()):
         self.group = group
+        self.scalars = scalars                  # buffer names passed by value (one element each)
         self.params: dict[str, str] = {}        # buffer name -> parameter name
         self.param_order: list[str] = []
         self.lines_outer: list[str] = []
@@ -343,6 +345,11 @@ class KernelBuilder:
     def _emit_load(self, e: Expr) -> str:
         name, aff = e.arg[0], e.arg[1]
         ptr = self._param(name)
+        if name in self.scalars:
+            if e.op is Op.GATHER:
+                raise NotImplementedError(f"a gather from the scalar argument {name}")
+            user_mask = mask_of(e)
+            return ptr if user_mask is None else f"tl.where({self.emit(user_mask)}, {ptr}, 0.0)"
         hx, hr = self._shape_of(e)
         vx = any(v.startswith("x") for v in aff.vars())
         vr = any(v.startswith("r") for v in aff.vars())
@@ -420,8 +427,9 @@ class KernelBuilder:
         ops = sorted(self.ops_used) or ["copy"]
         name = f"triton_{self.kind}_{'_'.join(ops[:6])}_{digest}"
         source = "import triton\nimport triton.language as tl\n\n\n" + text.replace("KERNEL_NAME", name)
+        scalars = tuple(k for k, b in enumerate(self.param_order) if b in self.scalars)
         return KernelSource(name, source, list(self.param_order), self.kind, self.xnumel,
-                            self.rnumel if self.is_reduction else 1, self.inner, ops)
+                            self.rnumel if self.is_reduction else 1, self.inner, ops, scalars)
 
     def _is_inner(self) -> bool:
         if not self.reductions or not self.rsizes:
@@ -630,6 +638,7 @@ def _prod(xs) -> int:
     return out
 
 
-def generate(group: Group) -> Optional[KernelSource]:
-    """The kernel for `group`, or None when it has nothing to store (dead) or no elements."""
-    return KernelBuilder(group).build()
+def generate(group: Group, scalars: frozenset = frozenset()) -> Optional[KernelSource]:
+    """The kernel for `group`, or None when it has nothing to store (dead) or no elements.
+    `scalars`: the buffers it reads that are passed by value (host scalars)."""
+    return KernelBuilder(group, scalars).build()

@@ -2,8 +2,9 @@
 
 `make_fx` retraces the graph at the aten level under a FakeTensorMode with `functionalize`, so
 in-place ops (`add_`, `+=`, `x[0] = 3`) become pure ops plus a final `copy_` into each mutated
-graph input, and `torch._C._set_grad_enabled` calls run during tracing instead of staying in the
-graph. Composite ops go through the decomposition table below (torch._decomp entries plus our
+graph input, and `torch._C._set_grad_enabled` calls and autocast switches (`runtime.enter_autocast` /
+`exit_autocast`) run during tracing instead of staying in the graph: the ops between them are
+dispatched under autocast, so its casts are recorded as explicit `_to_copy` ops. Composite ops go through the decomposition table below (torch._decomp entries plus our
 own `native_layer_norm`, which emits `var_mean` instead of prims, and `_foreach_*` ops, one op per
 tensor) so the lowering table stays small. The few in-place ops decompositions leave behind are rewritten to their functional form.
 """
@@ -173,12 +174,35 @@ _INPLACE_BITWISE = {
 }
 
 
+#: `_foreach_addcdiv(_)` / `_foreach_addcmul(_)` with one scalar per tensor held in a tensor
+#: (torch.optim's foreach Adam/AdamW stack their step sizes so under a compiler): the op's own
+#: kernel reads the scalars' values, which a fake tensor has not ("Expected scalars to be on CPU,
+#: got meta"). Spelled per tensor, `self + scalars[i] * (t1 <op> t2)`, as the op computes it. The
+#: scalars stay where they are (the CPU next to CUDA tensors): the kernels read each as an argument.
+_TENSOR_SCALED = {torch._foreach_addcdiv_: (torch.div, True), torch._foreach_addcmul_: (torch.mul, True),
+                  torch._foreach_addcdiv: (torch.div, False), torch._foreach_addcmul: (torch.mul, False)}
+
+
+def _foreach_with_tensor_scalars(product, in_place: bool, self, tensor1, tensor2, scalars):
+    terms = [scalars[i] * product(b, c) for i, (b, c) in enumerate(zip(tensor1, tensor2))]
+    if in_place:
+        for a, term in zip(self, terms):
+            a.add_(term)
+        return list(self)           # what the graph's (dead) readers of the in-place op's result index
+    return [a + term for a, term in zip(self, terms)]
+
+
 class _Runner(torch.fx.Interpreter):
-    """Runs the captured graph for make_fx, with in-place bitwise operators made traceable."""
+    """Runs the captured graph for make_fx, with in-place bitwise operators made traceable and
+    foreach ops with a tensor of scalars spelled per tensor."""
 
     def call_function(self, target, args, kwargs):
         if target in _INPLACE_BITWISE and args and isinstance(args[0], torch.Tensor):
             target = _INPLACE_BITWISE[target]
+        if target in _TENSOR_SCALED:
+            call = dict(zip(("self", "tensor1", "tensor2", "scalars"), args), **kwargs)
+            if isinstance(call.get("scalars"), torch.Tensor) and len(call) == 4:
+                return _foreach_with_tensor_scalars(*_TENSOR_SCALED[target], **call)
         return super().call_function(target, args, kwargs)
 
 

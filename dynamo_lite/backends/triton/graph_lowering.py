@@ -18,8 +18,8 @@ import torch
 import torch.fx
 
 from . import availability, settings
-from .ir import (Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, at_position, cast, const,
-                 contiguous_strides, domain_vars, loads, walk)
+from .ir import (Affine, Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, at_position, cast, const,
+                 contiguous_strides, domain_vars, load, loads, walk)
 from . import lower_losses, lower_reductions, lower_views  # noqa: F401  (the rest of the lowering table)
 from .lowerings import NotLowerable, lookup
 from .values import Value, broadcast_to
@@ -30,6 +30,9 @@ log = logging.getLogger("dynamo_lite.triton")
 #: realize a lazy value with several users when its expression is bigger than this
 REUSE_REALIZE_OPS = 40
 REUSE_REALIZE_READS = 6
+
+#: host scalars a kernel may take as a float argument (Triton passes a Python float as fp32)
+SCALAR_ARG_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 #: externs whose outputs always have the layout their meta says (no runtime layout check)
 TRUSTED_LAYOUT = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default}
@@ -49,6 +52,12 @@ class GraphLowering:
         self._counter = 0
         self._mutations: list[tuple[Value, Any]] = []
         self._fake_mode = None
+        # id(Value) of a lazy graph output -> the dense strides eager gives it (what the caller, or
+        # AOTAutograd's backward graph reading a saved tensor, was traced with)
+        self._output_strides: dict[int, tuple[int, ...]] = {}
+        # host values kernels read (CPU scalars in a CUDA graph): passed by value, read on the host
+        # at call time (`scalar_args`: buffer names)
+        self.scalar_args: set[str] = set()
         devices = [t.device for t in example_inputs if isinstance(t, torch.Tensor)]
         self.device = next((d for d in devices if d.type != "cpu"), devices[0] if devices else torch.device("cpu"))
 
@@ -64,10 +73,11 @@ class GraphLowering:
     # -- realization -------------------------------------------------------------------------
 
     def realize(self, value: Value, strides=None) -> Value:
-        """Make `value` live in memory (in place: later readers load the buffer)."""
+        """Make `value` live in memory (in place: later readers load the buffer). A graph output
+        is stored in the layout eager gives it (`_output_strides`), wherever it is realized."""
         if value.is_strided():
             return value
-        return self._materialize(value, strides)
+        return self._materialize(value, strides if strides is not None else self._output_strides.get(id(value)))
 
     def realize_dense(self, value: Value) -> Value:
         """Like realize, but the result must be contiguous (for a merging reshape)."""
@@ -97,6 +107,8 @@ class GraphLowering:
 
     def run(self) -> "GraphLowering":
         placeholder_index = 0
+        output = next(n for n in self.gm.graph.nodes if n.op == "output")
+        self._returned = returned = set(_flatten(output.args[0]))
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 self.env[node] = self._placeholder(self.example_inputs[placeholder_index], placeholder_index)
@@ -105,11 +117,20 @@ class GraphLowering:
                 self.env[node] = self._constant(node)
             elif node.op == "call_function":
                 self.env[node] = self._call(node)
+                if node in returned:
+                    self._note_output_layout(node)
             elif node.op == "output":
                 self._output(node.args[0])
             else:
                 raise NotImplementedError(f"fx node op {node.op}")
         return self
+
+    def _note_output_layout(self, node: torch.fx.Node):
+        value = self.env[node]
+        if isinstance(value, Value) and not value.is_strided():
+            strides = _dense_strides(node.meta.get("val"), value.sizes)
+            if strides is not None:
+                self._output_strides[id(value)] = strides
 
     def _placeholder(self, example, i: int):
         if not isinstance(example, torch.Tensor):
@@ -121,11 +142,19 @@ class GraphLowering:
         self.input_buffers.append(buf)
         return Value.of_buffer(buf)
 
+    def on_host(self, value) -> bool:
+        """Is `value` (a tensor, Value or Buffer) on the host of a graph whose kernels run on a
+        GPU? Eager computes there what
+        its operands there ask (torch.optim's step counters and step sizes, 0-dim CPU tensors next
+        to CUDA parameters): such ops stay aten calls on the CPU (`_call`), and a kernel reading a
+        host scalar gets its value as an argument (`_kernel_operands`)."""
+        return value.device.type == "cpu" and self.device.type != "cpu"
+
     def _constant(self, node):
         tensor = getattr(self.gm, node.target)
         if not isinstance(tensor, torch.Tensor):
             return tensor
-        if tensor.dim() == 0 and tensor.device != self.device:
+        if tensor.dim() == 0 and tensor.device != self.device and not all(map(self._computes_on_host, node.users)):
             tensor = tensor.to(self.device)     # a scalar constant (x[0] = 3.0): keep it on our device
         buf = self.new_buffer(tensor.shape, tensor.stride(), tensor.dtype, tensor.device, "constant", "const")
         self.constants[buf.name] = tensor
@@ -140,9 +169,11 @@ class GraphLowering:
             return args[0]
         lower = lookup(node.target)
         result = None
-        if lower is not None and "val" in node.meta and self._one_runnable_device(node, args):
+        operands = None if self._computes_on_host(node) else self._kernel_operands((args, kwargs))
+        if lower is not None and "val" in node.meta and operands is not None \
+                and self._one_runnable_device(node, operands[0]):
             try:
-                result = lower(self, node, *args, **kwargs)
+                result = lower(self, node, *operands[0], **operands[1])
             except NotLowerable:
                 result = None
             except Exception:                      # a lowering bug: this node runs as aten
@@ -155,6 +186,32 @@ class GraphLowering:
         if isinstance(result, Value) and not result.is_strided() and len(node.users) > 1:
             self._maybe_realize_reused(result)
         return result
+
+    def _computes_on_host(self, node: torch.fx.Node) -> bool:
+        """Are the node's tensor results on the host (`on_host`)? Then it runs as an aten call."""
+        results = [t for t in _flatten(node.meta.get("val")) if isinstance(t, torch.Tensor)]
+        return bool(results) and all(self.on_host(t) for t in results)
+
+    def _kernel_operands(self, operands):
+        """`operands` with each host value a kernel reads replaced by one read on the host at call
+        time and passed by value (a float scalar: a Triton float argument); None where a host value
+        cannot be passed so (not one element, not a float32/16 scalar: the op runs as aten)."""
+        if isinstance(operands, (list, tuple)):
+            out = [self._kernel_operands(x) for x in operands]
+            return None if any(o is None and x is not None for o, x in zip(out, operands)) else type(operands)(out)
+        if isinstance(operands, dict):
+            out = self._kernel_operands(list(operands.values()))
+            return None if out is None else dict(zip(operands, out))
+        if not (isinstance(operands, Value) and self.on_host(operands)):
+            return operands
+        v = operands
+        if v.numel() != 1 or not v.is_strided() or v.dtype not in SCALAR_ARG_DTYPES:
+            return None
+        buffer, strides, offset = v.layout
+        if offset != 0:
+            return None
+        self.scalar_args.add(buffer.name)
+        return Value(v.sizes, v.dtype, self.device, lambda index: load(buffer.name, Affine(0), v.dtype))
 
     def _one_runnable_device(self, node, args) -> bool:
         """Kernels read one device's memory: ops mixing devices (a CPU scalar into a CUDA op) or
@@ -175,7 +232,9 @@ class GraphLowering:
     def _extern(self, node: torch.fx.Node, args, kwargs):
         """Run the op as an aten call in the wrapper: realize tensor arguments, take result
         layouts from the op's meta function applied to the layouts we actually pass."""
-        channels_last_input = node.target is aten.convolution.default and self.device.type == "cuda"
+        # (not for a graph output: it would come out channels-last, not in eager's layout)
+        channels_last_input = (node.target is aten.convolution.default and self.device.type == "cuda"
+                               and node not in self._returned)
 
         def to_arg(a, position=None):
             if isinstance(a, Value):
@@ -242,11 +301,23 @@ class GraphLowering:
                     v = mutated_into[id(v)]          # `x += 1; return x`: return the input itself
                 elif not v.is_strided():
                     v = self.realize(v, _dense_strides(n.meta.get("val"), v.sizes))
-                elif v.layout[0].name in written:     # the value before the write-back: keep a copy
+                elif v.layout[0].name in written or self._other_layout(v, n):
+                    # the value before the write-back: keep a copy; a value stored in another
+                    # layout than eager's (AOTAutograd's backward indexes a saved tensor with
+                    # eager's strides): a copy in eager's layout
                     v = self._materialize(Value(v.sizes, v.dtype, v.device, v.load),
                                           _dense_strides(n.meta.get("val"), v.sizes))
             self.outputs.append(v)
         self._write_back()
+
+    def _other_layout(self, v: Value, node) -> bool:
+        """Is `v`, computed here (not an input), stored in other strides than the dense ones eager
+        gives `node` (dims of size 1 aside)?"""
+        if v.layout[0].kind not in ("temp", "extern") or not isinstance(node, torch.fx.Node) \
+                or self.on_host(v):
+            return False
+        strides = _dense_strides(node.meta.get("val"), v.sizes)
+        return strides is not None and any(n > 1 and a != b for n, a, b in zip(v.sizes, v.layout[1], strides))
 
     @property
     def mutated_inputs(self) -> list[int]:
@@ -272,6 +343,13 @@ class GraphLowering:
             buf = dst.layout[0]
             if isinstance(src, Value) and src.is_strided() and src.layout == dst.layout:
                 continue                               # copy onto itself
+            if self.on_host(buf):                      # `step += 1` on a CPU counter: as eager does
+                self._host_write_back(dst, src)
+                continue
+            if isinstance(src, Value) and self.on_host(src):    # a GPU input set from a CPU scalar
+                src = self._kernel_operands(src)
+                if src is None:
+                    raise NotImplementedError("a GPU input written from a CPU tensor")
             pending.append([buf, self._write_back_body(buf, src), None])
         for item in pending:
             buf, body, _ = item
@@ -296,6 +374,15 @@ class GraphLowering:
             ordered.append(ready)
         for buf, body, _ in ordered:
             self.nodes.append(PointwiseNode(buf, body))
+
+    def _host_write_back(self, dst: Value, src):
+        """`dst.copy_(src)` as an aten call (after every reader of dst's old value: scheduler)."""
+        src_arg = self.realize(src).buffer_arg() if isinstance(src, Value) else src
+        self.extern_ops[str(aten.copy_.default)] += 1
+        name = f"ext{self._counter}"
+        self._counter += 1
+        self.nodes.append(ExternNode(name, aten.copy_.default, (dst.buffer_arg(), src_arg), {}, [None], "single",
+                                     mutates=dst.layout[0].name))
 
     @staticmethod
     def _write_back_body(buf, src):

@@ -119,7 +119,7 @@ class Launcher:
                 compiled = self.fn[self.grid](*args, **kwargs)
             self.compile_seconds += time.perf_counter() - start
             if self._fast is None:
-                self._fast = _fast_launcher(compiled, self.grid, args[0].device, tuple(self._constexprs().values()))
+                self._fast = _fast_launcher(compiled, self.grid, _device_of(args), tuple(self._constexprs().values()))
                 self._alignment = self._aligned(args) if self.check_alignment else None
         else:
             self.fn[self.grid](*args, **kwargs)
@@ -128,7 +128,7 @@ class Launcher:
         options = candidates(self.ks, _interpreting())
         if len(options) == 1 or _interpreting() or self.ks.numel < TUNE_MIN_NUMEL or os.environ.get(TUNE_ENV) == "0":
             return options[0]
-        device_key = torch.cuda.get_device_name(args[0].device)
+        device_key = torch.cuda.get_device_name(_device_of(args))
         found = cache.load_config(self.ks.name, device_key)
         if found is not None:
             return found
@@ -160,6 +160,11 @@ class Launcher:
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / reps
+
+
+def _device_of(args) -> torch.device:
+    """The device of the kernel's tensors (some arguments may be scalars passed by value)."""
+    return next(a.device for a in args if isinstance(a, torch.Tensor))
 
 
 def _hooks_active(hook) -> bool:

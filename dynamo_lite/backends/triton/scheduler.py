@@ -11,7 +11,8 @@ A node joins a group when its domain matches one of these roles, when every valu
 the group is read at the very position the group computes it (so the value can stay in registers),
 and when joining creates no cycle through nodes outside the group (Inductor's rules, simplified).
 Softmax, layer_norm and rms_norm therefore become one group each, with their pointwise
-neighbours. A node writing into a graph input (input mutation) must run after every reader of it;
+neighbours. A node writing into a graph input (input mutation; an aten `copy_` into a host input)
+must run after every reader of it;
 writes into inputs of one shape fuse with each other even when they share nothing (horizontally).
 """
 from __future__ import annotations
@@ -170,9 +171,10 @@ class Scheduler:
                 if name in self.producer:
                     deps.add(self.index[id(self.producer[name])])
                 readers.setdefault(name, []).append(i)
-            if isinstance(node, PointwiseNode) and node.buffer.kind == "input":
-                deps.update(j for j in readers.get(node.name, []) if j != i)   # write after read
-            else:
+            written = _written_input(node)
+            if written is not None:
+                deps.update(j for j in readers.get(written, []) if j != i)   # write after read
+            if not _writes_input(node):
                 for out in _outputs(node):
                     self.producer[out.name] = node
             deps.discard(i)
@@ -285,10 +287,11 @@ class Scheduler:
             for name in node.reads():
                 readers.setdefault(name, []).append(j)
         for i, node in enumerate(self.nodes):
-            if not _writes_input(node):
+            written = _written_input(node)
+            if written is None:
                 continue
             mine = self.item_of[i]
-            for j in readers.get(node.name, ()):
+            for j in readers.get(written, ()):
                 if self.item_of[j] is not mine and position[id(self.item_of[j])] > position[id(mine)]:
                     raise NotImplementedError(f"write into {node.name} before a kernel that reads its old value")
 
@@ -318,6 +321,13 @@ class Scheduler:
 
 def _writes_input(node) -> bool:
     return isinstance(node, PointwiseNode) and node.buffer.kind == "input"
+
+
+def _written_input(node) -> Optional[str]:
+    """The graph input `node` writes: a kernel's store, or an aten `copy_` (a host input), or None."""
+    if _writes_input(node):
+        return node.name
+    return node.mutates if isinstance(node, ExternNode) else None
 
 
 def _outputs(node) -> list[Buffer]:

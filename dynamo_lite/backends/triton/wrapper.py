@@ -161,15 +161,18 @@ class WrapperCodegen:
                 self._allocate(buf, pool, live_alloc)
         if item.kernel is None:
             return
+        scalars = item.kernel.scalars
         may_misalign = tuple(k for k, name in enumerate(item.kernel.args)
-                             if self.lw.buffers[name].kind in ("input", "extern", "constant"))
+                             if self.lw.buffers[name].kind in ("input", "extern", "constant") and k not in scalars)
         written = {m.node.name for m in item.group.stores if m.node.buffer.kind == "input"}
         in_place = tuple(k for k, name in enumerate(item.kernel.args) if name in written)
         from .launch import Launcher
         launcher = Launcher(item.kernel, may_misalign, in_place)
         self.launchers.append(launcher)
         kname = self._global(launcher, "kernel")
-        self.lines.append(f"    {kname}({', '.join(item.kernel.args)})")
+        # a host scalar's value, read at call time (a CPU tensor's `.item()` does not wait for the GPU)
+        args = [f"{name}.item()" if k in scalars else name for k, name in enumerate(item.kernel.args)]
+        self.lines.append(f"    {kname}({', '.join(args)})")
 
     def _allocate(self, buf: Buffer, pool, live_alloc):
         key = (buf.storage_numel(), buf.dtype, str(buf.device))
