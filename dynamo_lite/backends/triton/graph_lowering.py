@@ -22,7 +22,7 @@ from .ir import (Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, at
                  contiguous_strides, domain_vars, loads, walk)
 from . import lower_losses, lower_reductions, lower_views  # noqa: F401  (the rest of the lowering table)
 from .lowerings import NotLowerable, lookup
-from .values import Value, broadcast_to
+from .values import Value, broadcast_to, compute_view_strides
 
 aten = torch.ops.aten
 log = logging.getLogger("dynamo_lite.triton")
@@ -73,9 +73,13 @@ class GraphLowering:
         return self._materialize(value, strides if strides is not None else self._preferred_strides(value))
 
     def _preferred_strides(self, value: Value) -> tuple[int, ...]:
-        """Contiguous, except in a graph with convolutions, where a 4-d value computed from a
-        channels-last buffer of its sizes (a convolution's output) stays channels-last: no layout
-        conversion is left between convolutions (batch norm, ReLU and residual adds follow)."""
+        """Contiguous, except where library layouts are on: a large matrix with misaligned rows
+        gets padded rows (a matmul may read it, or its transpose: GPT-2's logits gradient), and in
+        a graph with convolutions a 4-d value computed from a channels-last buffer of its sizes
+        (a convolution's output) stays channels-last: no layout conversion is left between
+        convolutions (batch norm, ReLU and residual adds follow)."""
+        if self.library_layouts and layouts.needs_padding(value.sizes, value.dtype):
+            return layouts.padded_strides(value.sizes, value.dtype)
         if self.channels_last and value.ndim == 4:
             for ld in loads([value.load(domain_vars(4))]):
                 buf = self.buffers.get(ld.arg[0])
@@ -84,13 +88,18 @@ class GraphLowering:
                     return layouts.channels_last_strides(value.sizes)
         return contiguous_strides(value.sizes)
 
-    def realize_dense(self, value: Value) -> Value:
-        """Like realize, but the result must be contiguous (for a merging reshape)."""
-        if value.is_strided() and value.layout[1] == contiguous_strides(value.sizes):
-            return value
+    def realize_for_view(self, value: Value, sizes) -> Value:
+        """Like realize, but the result must be viewable with `sizes` (a reshape that merges dims):
+        in the preferred layout where that allows the view (padded rows do when only outer dims
+        merge), else contiguous. A strided value that does not allow it is copied."""
         if value.is_strided():
-            return self._materialize(Value(value.sizes, value.dtype, value.device, value.load))
-        return self._materialize(value)
+            if compute_view_strides(value.sizes, value.layout[1], sizes) is not None:
+                return value
+            value = Value(value.sizes, value.dtype, value.device, value.load)
+        strides = self._preferred_strides(value)
+        if compute_view_strides(value.sizes, strides, sizes) is None:
+            strides = contiguous_strides(value.sizes)
+        return self._materialize(value, strides)
 
     def _materialize(self, value: Value, strides=None) -> Value:
         strides = tuple(strides) if strides is not None else contiguous_strides(value.sizes)
