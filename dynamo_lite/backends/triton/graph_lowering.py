@@ -17,12 +17,12 @@ from typing import Any, Optional
 import torch
 import torch.fx
 
-from . import availability, settings
+from . import availability, layouts, settings
 from .ir import (Affine, Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, at_position, cast, const,
                  contiguous_strides, domain_vars, load, loads, walk)
 from . import lower_losses, lower_reductions, lower_views  # noqa: F401  (the rest of the lowering table)
 from .lowerings import NotLowerable, lookup
-from .values import Value, broadcast_to
+from .values import Value, broadcast_to, compute_view_strides
 
 aten = torch.ops.aten
 log = logging.getLogger("dynamo_lite.triton")
@@ -60,6 +60,8 @@ class GraphLowering:
         self.scalar_args: set[str] = set()
         devices = [t.device for t in example_inputs if isinstance(t, torch.Tensor)]
         self.device = next((d for d in devices if d.type != "cpu"), devices[0] if devices else torch.device("cpu"))
+        self.library_layouts = layouts.enabled(self.device)      # padded matmul operands, NHWC convs
+        self.channels_last = self.library_layouts and layouts.has_convolution(gm)
 
     # -- naming and buffers -------------------------------------------------------------------
 
@@ -73,19 +75,43 @@ class GraphLowering:
     # -- realization -------------------------------------------------------------------------
 
     def realize(self, value: Value, strides=None) -> Value:
-        """Make `value` live in memory (in place: later readers load the buffer). A graph output
-        is stored in the layout eager gives it (`_output_strides`), wherever it is realized."""
+        """Make `value` live in memory (in place: later readers load the buffer). Without
+        `strides`: a graph output in the layout eager gives it (`_output_strides`), anything else
+        in the layout of what it is computed from (`_preferred_strides`)."""
         if value.is_strided():
             return value
-        return self._materialize(value, strides if strides is not None else self._output_strides.get(id(value)))
+        if strides is None:
+            strides = self._output_strides.get(id(value)) or self._preferred_strides(value)
+        return self._materialize(value, strides)
 
-    def realize_dense(self, value: Value) -> Value:
-        """Like realize, but the result must be contiguous (for a merging reshape)."""
-        if value.is_strided() and value.layout[1] == contiguous_strides(value.sizes):
-            return value
+    def _preferred_strides(self, value: Value) -> tuple[int, ...]:
+        """Contiguous, except where library layouts are on: a large matrix with misaligned rows
+        gets padded rows (a matmul may read it, or its transpose: GPT-2's logits gradient), and in
+        a graph with convolutions a 4-d value computed from a channels-last buffer of its sizes
+        (a convolution's output) stays channels-last: no layout conversion is left between
+        convolutions (batch norm, ReLU and residual adds follow)."""
+        if self.library_layouts and layouts.needs_padding(value.sizes, value.dtype):
+            return layouts.padded_strides(value.sizes, value.dtype)
+        if self.channels_last and value.ndim == 4:
+            for ld in loads([value.load(domain_vars(4))]):
+                buf = self.buffers.get(ld.arg[0])
+                if buf is not None and buf.sizes == value.sizes and layouts.is_channels_last(buf.sizes, buf.strides) \
+                        and buf.strides != contiguous_strides(buf.sizes):
+                    return layouts.channels_last_strides(value.sizes)
+        return contiguous_strides(value.sizes)
+
+    def realize_for_view(self, value: Value, sizes) -> Value:
+        """Like realize, but the result must be viewable with `sizes` (a reshape that merges dims):
+        in the preferred layout where that allows the view (padded rows do when only outer dims
+        merge), else contiguous. A strided value that does not allow it is copied."""
         if value.is_strided():
-            return self._materialize(Value(value.sizes, value.dtype, value.device, value.load))
-        return self._materialize(value)
+            if compute_view_strides(value.sizes, value.layout[1], sizes) is not None:
+                return value
+            value = Value(value.sizes, value.dtype, value.device, value.load)
+        strides = self._preferred_strides(value)
+        if compute_view_strides(value.sizes, strides, sizes) is None:
+            strides = contiguous_strides(value.sizes)
+        return self._materialize(value, strides)
 
     def _materialize(self, value: Value, strides=None) -> Value:
         strides = tuple(strides) if strides is not None else contiguous_strides(value.sizes)
@@ -232,16 +258,9 @@ class GraphLowering:
     def _extern(self, node: torch.fx.Node, args, kwargs):
         """Run the op as an aten call in the wrapper: realize tensor arguments, take result
         layouts from the op's meta function applied to the layouts we actually pass."""
-        # (not for a graph output: it would come out channels-last, not in eager's layout)
-        channels_last_input = (node.target is aten.convolution.default and self.device.type == "cuda"
-                               and node not in self._returned)
-
         def to_arg(a, position=None):
             if isinstance(a, Value):
-                if channels_last_input and position == 0 and a.ndim == 4 and not a.is_strided():
-                    # cuDNN's fast convolutions are NHWC: store the input that way (like Inductor)
-                    return self.realize(a, _channels_last(a.sizes)).buffer_arg()
-                return self.realize(a).buffer_arg()
+                return self._extern_operand(node.target, position, a).buffer_arg()
             if isinstance(a, (list, tuple)):
                 return type(a)(to_arg(x) for x in a)
             return a
@@ -251,6 +270,13 @@ class GraphLowering:
         self.extern_ops[str(node.target)] += 1
         name = f"ext{self._counter}"
         self._counter += 1
+        if self.library_layouts and node.target in layouts.MATMUL_OPERANDS and isinstance(meta, torch.Tensor) \
+                and layouts.needs_padding(meta.shape, meta.dtype):
+            # computed into a buffer with padded rows (`mm.out`): cuBLAS's aligned kernels fit
+            out = self.new_buffer(meta.shape, layouts.padded_strides(meta.shape, meta.dtype), meta.dtype, meta.device)
+            self.nodes.append(ExternNode(name, node.target.overloadpacket.out, ext_args, ext_kwargs, [out],
+                                         "single", writes_out=True))
+            return Value.of_buffer(out)
         if isinstance(meta, (list, tuple)):
             outs = [self._extern_buffer(m) for m in meta]
             self.nodes.append(ExternNode(name, node.target, ext_args, ext_kwargs, outs, "tuple"))
@@ -258,6 +284,40 @@ class GraphLowering:
         out = self._extern_buffer(meta)
         self.nodes.append(ExternNode(name, node.target, ext_args, ext_kwargs, [out], "single"))
         return Value.of_buffer(out) if out is not None else None
+
+    def _extern_operand(self, target, position, a: Value) -> Value:
+        """An extern's tensor argument in memory, in the layout its library is fast on where we
+        choose the layout (layouts.py): padded matmul operands, NHWC convolution operands."""
+        if not self.library_layouts or position is None:
+            return self.realize(a)
+        if position in layouts.MATMUL_OPERANDS.get(target, ()):
+            return self._matmul_operand(a)
+        if a.ndim == 4 and position in layouts.CHANNELS_LAST_OPERANDS.get(target, ()):
+            return self.realize(a, layouts.channels_last_strides(a.sizes))
+        if a.ndim == 4 and position == layouts.WEIGHT_OPERAND.get(target):
+            return self._convolution_weight(a)
+        return self.realize(a)
+
+    def _matmul_operand(self, a: Value) -> Value:
+        if not a.is_strided():
+            padded = layouts.needs_padding(a.sizes, a.dtype)
+            return self.realize(a, layouts.padded_strides(a.sizes, a.dtype) if padded else contiguous_strides(a.sizes))
+        _, strides, offset = a.layout
+        if layouts.misaligned_matrix(a.sizes, strides, offset, a.dtype):
+            # a graph input (or a buffer already stored otherwise): copy it into padded rows
+            return self._materialize(Value(a.sizes, a.dtype, a.device, a.load), layouts.padded_strides(a.sizes, a.dtype))
+        return a
+
+    def _convolution_weight(self, w: Value) -> Value:
+        """A convolution's weight, channels-last like its input: a computed one (an autocast cast)
+        stored so by its kernel; a graph input or constant copied so on each call, by a kernel.
+        (A copy kept while the weight is unchanged would go stale under a write through
+        `weight.data`, which no version counter sees.)"""
+        if not w.is_strided():
+            return self.realize(w, layouts.channels_last_strides(w.sizes))
+        if layouts.is_channels_last(w.sizes, w.layout[1]):
+            return w
+        return self._materialize(Value(w.sizes, w.dtype, w.device, w.load), layouts.channels_last_strides(w.sizes))
 
     def _extern_meta(self, node, ext_args, ext_kwargs):
         """The result's fake value for our argument layouts (they may differ from eager's: we
@@ -300,24 +360,25 @@ class GraphLowering:
                 if id(v) in mutated_into and mutated_into[id(v)].sizes == v.sizes:
                     v = mutated_into[id(v)]          # `x += 1; return x`: return the input itself
                 elif not v.is_strided():
-                    v = self.realize(v, _dense_strides(n.meta.get("val"), v.sizes))
-                elif v.layout[0].name in written or self._other_layout(v, n):
+                    v = self.realize(v, _dense_strides(n.meta.get("val"), v.sizes) or contiguous_strides(v.sizes))
+                elif v.layout[0].name in written or self._strides_differ_from_eager(v, n.meta.get("val")):
                     # the value before the write-back: keep a copy; a value stored in another
-                    # layout than eager's (AOTAutograd's backward indexes a saved tensor with
-                    # eager's strides): a copy in eager's layout
+                    # layout than eager's (padded rows, NHWC: AOTAutograd's backward indexes a
+                    # saved tensor with eager's strides): a copy in eager's layout
                     v = self._materialize(Value(v.sizes, v.dtype, v.device, v.load),
                                           _dense_strides(n.meta.get("val"), v.sizes))
             self.outputs.append(v)
         self._write_back()
 
-    def _other_layout(self, v: Value, node) -> bool:
-        """Is `v`, computed here (not an input), stored in other strides than the dense ones eager
-        gives `node` (dims of size 1 aside)?"""
-        if v.layout[0].kind not in ("temp", "extern") or not isinstance(node, torch.fx.Node) \
-                or self.on_host(v):
+    def _strides_differ_from_eager(self, v: Value, meta) -> bool:
+        """Is `v` all of a buffer of ours (not a view of a graph input, which must alias, nor a host
+        value) whose strides differ from the dense strides eager gives this output (dims of size
+        1 aside)?"""
+        buf, strides, offset = v.layout
+        eager = _dense_strides(meta, v.sizes)
+        if buf.kind not in ("temp", "extern") or eager is None or offset != 0 or self.on_host(v):
             return False
-        strides = _dense_strides(node.meta.get("val"), v.sizes)
-        return strides is not None and any(n > 1 and a != b for n, a, b in zip(v.sizes, v.layout[1], strides))
+        return any(n > 1 and s != e for n, s, e in zip(v.sizes, strides, eager))
 
     @property
     def mutated_inputs(self) -> list[int]:
@@ -409,11 +470,6 @@ def _lazy_of(buf, body) -> Value:
     names = [f"v{k}" for k in range(len(buf.sizes))]
     return Value(buf.sizes, buf.dtype, buf.device,
                  lambda index: substitute_index([body], dict(zip(names, index)))[0])
-
-
-def _channels_last(sizes) -> tuple[int, ...]:
-    n, c, h, w = sizes
-    return (h * w * c, 1, w * c, c)
 
 
 def _flatten(x) -> list:

@@ -372,6 +372,7 @@ class ExternNode:
     outputs: list[Optional[Buffer]]     # one per tensor result (flattened), None where not a tensor
     result_structure: str               # "single" | "tuple"
     mutates: Optional[str] = None       # name of an input buffer written in place (copy_)
+    writes_out: bool = False            # the wrapper allocates outputs[0] and passes it as `out=`
 
     def reads(self) -> set[str]:
         names: set[str] = set()

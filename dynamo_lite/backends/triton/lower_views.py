@@ -26,7 +26,7 @@ def _sizes(node):
 
 @register(aten.view, aten._unsafe_view, aten.reshape)
 def lower_view(lw, node, x, size):
-    return V.reshape(x, _sizes(node), lw.realize_dense)
+    return V.reshape(x, _sizes(node), lw.realize_for_view)
 
 
 @register(prims.broadcast_in_dim)
@@ -35,7 +35,7 @@ def lower_broadcast_in_dim(lw, node, x, shape, broadcast_dims):
     expanded = [1] * len(sizes)
     for src_dim, dst_dim in enumerate(broadcast_dims):
         expanded[dst_dim] = x.sizes[src_dim]
-    return broadcast_to(V.reshape(x, expanded, lw.realize_dense), sizes)
+    return broadcast_to(V.reshape(x, expanded, lw.realize_for_view), sizes)
 
 
 @register(aten.permute)

@@ -4,8 +4,11 @@
     DYNAMO_LITE_TRITON_DEBUG=1    print each graph's wrapper and kernel sources
     DYNAMO_LITE_TRITON_TUNE=0     no launch-config benchmarking (take the first candidate)
     DYNAMO_LITE_CACHE_DIR=path    kernel/config cache (default ~/.cache/dynamo_lite)
+    DYNAMO_LITE_TRITON_LAYOUTS=   where buffers get the layouts cuBLAS/cuDNN are fast on (layouts.py):
+                                  auto (CUDA only, the default), always (the CPU too: tests), never
 """
 import os
 
 strict: bool = os.environ.get("DYNAMO_LITE_TRITON_STRICT", "") == "1"
 debug: bool = os.environ.get("DYNAMO_LITE_TRITON_DEBUG", "") == "1"
+extern_layouts: str = os.environ.get("DYNAMO_LITE_TRITON_LAYOUTS", "auto")

@@ -224,8 +224,9 @@ def compute_view_strides(old_sizes, old_strides, new_sizes) -> Optional[tuple[in
     return tuple(new_strides)
 
 
-def reshape(value: Value, sizes: Sequence[int], realize: Callable[[Value], Value]) -> Value:
-    """`view`/`reshape`: an index rewrite when possible, else materialize then view."""
+def reshape(value: Value, sizes: Sequence[int], realize: Callable[[Value, tuple], Value]) -> Value:
+    """`view`/`reshape`: an index rewrite when possible, else materialize (in a layout that
+    `realize(value, sizes)` makes viewable with `sizes`) then view."""
     sizes = tuple(sizes)
     if sizes == value.sizes:
         return value
@@ -238,6 +239,6 @@ def reshape(value: Value, sizes: Sequence[int], realize: Callable[[Value], Value
         remap = split_remap(value.sizes, sizes)
         if remap is not None:
             return view_by_remap(value, sizes, remap)
-    dense = realize(value)
+    dense = realize(value, sizes)
     new_strides = compute_view_strides(dense.sizes, dense.layout[1], sizes)
     return Value.of_buffer(dense.layout[0], sizes, new_strides, dense.layout[2])

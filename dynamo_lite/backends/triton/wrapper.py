@@ -106,7 +106,7 @@ class WrapperCodegen:
             if hasattr(out, "layout") and out.layout is not None:
                 last[out.layout[0].name] = len(self.items)
         for item in self.items:                  # results that alias arguments keep them alive
-            if isinstance(item, ExternNode) and _returns_alias(item.target):
+            if isinstance(item, ExternNode) and not item.writes_out and _returns_alias(item.target):
                 for name in item.reads():
                     last[name] = len(self.items)
         return last
@@ -132,7 +132,7 @@ class WrapperCodegen:
             if isinstance(item, KernelCall):
                 self._kernel_call(i, item, pool, live_alloc)
             else:
-                self._extern_call(item)
+                self._extern_call(item, pool, live_alloc)
             for name in self._item_buffers(item):
                 if last.get(name) == i and name in self.lw.buffers:
                     self._release(self.lw.buffers[name], pool, live_alloc)
@@ -197,10 +197,15 @@ class WrapperCodegen:
         elif buf.kind == "extern":
             self.lines.append(f"    del {buf.name}")
 
-    def _extern_call(self, node: ExternNode):
+    def _extern_call(self, node: ExternNode, pool, live_alloc):
         fn = self._global(node.target, "aten_op")
         args = ", ".join(self._render(a) for a in node.args)
         kwargs = "".join(f", {k}={self._render(v)}" for k, v in node.kwargs.items())
+        if node.writes_out:                   # into a buffer of the layout we chose (padded rows)
+            out = node.outputs[0]
+            self._allocate(out, pool, live_alloc)
+            self.lines.append(f"    {fn}({args}{kwargs}, out={out.name})")
+            return
         call = f"{fn}({args}{kwargs})" if args else f"{fn}({kwargs.lstrip(', ')})"
         check = node.target not in TRUSTED_LAYOUT
         if node.result_structure == "single":

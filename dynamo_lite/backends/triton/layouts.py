@@ -1,0 +1,108 @@
+"""Memory layouts the extern libraries are fast on: which strides a buffer gets for cuBLAS and cuDNN.
+
+* Matmuls (`MATMUL_OPERANDS`): cuBLAS's fast kernels need every matrix's leading dimension (the
+  stride that is not 1) and base address 16-byte aligned. A `[4096, 50257]` bf16 result (GPT-2's
+  LM head) has a row pitch of 50257 elements, and cuBLAS falls back to a kernel ~7x slower. Such a
+  matrix, when it is large, gets rows padded to an aligned pitch (`padded_strides`): our kernels
+  store it that way, a graph input is copied into a padded buffer, an extern result is computed
+  into one (`aten.mm.out`). The pad elements are never read.
+* Convolutions: cuDNN's fast kernels are NHWC. In a graph with convolutions, 4-d values our kernels
+  store are channels-last (`channels_last_strides`); a weight that is a graph input is copied
+  channels-last by a kernel on each call (a copy kept across calls would go stale under a write
+  through `weight.data`, which bypasses the version counter).
+
+Graph outputs keep eager's strides (graph_lowering copies where a layout chosen here differs).
+All of this is on where `enabled` says (CUDA; the setting `extern_layouts` forces it on the CPU so
+that tests exercise it under the interpreter).
+"""
+from __future__ import annotations
+
+import torch
+
+from . import settings
+
+aten = torch.ops.aten
+
+#: cuBLAS's vectorized kernels want leading dimensions and base pointers aligned to this
+ALIGN_BYTES = 16
+#: matrices with fewer elements are left alone (a copy or padding would not pay for itself)
+PAD_MIN_NUMEL = 1 << 20
+
+#: extern matmuls -> argument positions of their matrix operands (addmm's bias is not one)
+MATMUL_OPERANDS = {aten.mm.default: (0, 1), aten.bmm.default: (0, 1),
+                   aten.addmm.default: (1, 2), aten.baddbmm.default: (1, 2)}
+
+#: convolutions -> positions of the activations stored NHWC, and of the weight
+CHANNELS_LAST_OPERANDS = {aten.convolution.default: (0,), aten.convolution_backward.default: (0, 1)}
+WEIGHT_OPERAND = {aten.convolution.default: 1, aten.convolution_backward.default: 2}
+CONVOLUTIONS = set(WEIGHT_OPERAND)
+
+
+def enabled(device: torch.device) -> bool:
+    """Are library-friendly layouts chosen for tensors on `device`?"""
+    mode = settings.extern_layouts
+    return mode == "always" or (mode == "auto" and device.type == "cuda")
+
+
+def _aligned(n: int, dtype: torch.dtype) -> bool:
+    return (n * dtype.itemsize) % ALIGN_BYTES == 0
+
+
+def _round_up(n: int, dtype: torch.dtype) -> int:
+    step = max(1, ALIGN_BYTES // dtype.itemsize)
+    return -(-n // step) * step
+
+
+def _numel(sizes) -> int:
+    n = 1
+    for s in sizes:
+        n *= s
+    return n
+
+
+def padded_strides(sizes, dtype: torch.dtype) -> tuple[int, ...]:
+    """Row-major strides whose row pitch (the stride of dim -2) is rounded up to `ALIGN_BYTES`."""
+    strides, acc = [], 1
+    for k, s in enumerate(reversed(tuple(sizes))):
+        strides.append(acc)
+        acc *= max(s, 1)
+        if k == 0:
+            acc = _round_up(acc, dtype)
+    return tuple(reversed(strides))
+
+
+def misaligned_matrix(sizes, strides, offset: int, dtype: torch.dtype) -> bool:
+    """Is this matrix (its last two dims; leading dims are a batch) one cuBLAS runs slowly, and
+    large enough to be worth a padded layout? Vectors (a dim of 1) and small matrices are not."""
+    if len(sizes) < 2 or sizes[-1] <= 1 or sizes[-2] <= 1 or _numel(sizes) < PAD_MIN_NUMEL:
+        return False
+    row, col = strides[-2], strides[-1]
+    if col == 1:
+        leading = row
+    elif row == 1:
+        leading = col
+    else:
+        return True                     # no unit stride: aten copies it anyway
+    batch_ok = all(_aligned(s, dtype) for n, s in zip(sizes[:-2], strides[:-2]) if n > 1)
+    return not (_aligned(leading, dtype) and _aligned(offset, dtype) and batch_ok)
+
+
+def needs_padding(sizes, dtype: torch.dtype) -> bool:
+    """Would a row-major matrix of `sizes` be misaligned (and large)?"""
+    from .ir import contiguous_strides
+    return misaligned_matrix(sizes, contiguous_strides(tuple(sizes)), 0, dtype)
+
+
+def channels_last_strides(sizes) -> tuple[int, ...]:
+    n, c, h, w = sizes
+    return (h * w * c, 1, w * c, c)
+
+
+def has_convolution(gm: torch.fx.GraphModule) -> bool:
+    return any(n.op == "call_function" and n.target in CONVOLUTIONS for n in gm.graph.nodes)
+
+
+def is_channels_last(sizes, strides) -> bool:
+    """Do these strides describe a channels-last layout (size-1 dims do not count)?"""
+    expected = channels_last_strides(sizes)
+    return all(n == 1 or s == e for n, s, e in zip(sizes, strides, expected))

@@ -1,0 +1,264 @@
+"""The layouts the triton backend chooses for cuBLAS and cuDNN (backends/triton/layouts.py): padded
+rows for large misaligned matmul operands and results, channels-last convolutions with weights
+converted once while unchanged, and graph outputs that keep eager's strides.
+
+On CUDA these are on by default; here the setting `extern_layouts = "always"` forces them on the
+CPU under Triton's interpreter, with a small size threshold, so every test is differential (eager
+vs `dl.capture(..., backend="triton")`: values, output and gradient strides, gradients) and also
+checks from the wrapper's source that the layout was really chosen. GPU checks at the end."""
+import copy
+
+import pytest
+import torch
+
+from triton_env import DEVICE, INTERPRET, strict   # noqa: F401  (first: sets TRITON_INTERPRET; autouse fixture)
+
+pytest.importorskip("triton")
+
+import torch.nn as nn                                      # noqa: E402
+import torch.nn.functional as F                            # noqa: E402
+
+import dynamo_lite as dl                                   # noqa: E402
+from dynamo_lite.backends.triton import backend as triton_backend_module   # noqa: E402
+from dynamo_lite.backends.triton import layouts, settings  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::DeprecationWarning")
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available() or INTERPRET, reason="needs a CUDA GPU")
+
+
+@pytest.fixture
+def forced(monkeypatch):
+    """Library layouts on for CPU tensors, padding for matrices of 1000 elements and more."""
+    monkeypatch.setattr(settings, "extern_layouts", "always")
+    monkeypatch.setattr(layouts, "PAD_MIN_NUMEL", 1000)
+
+
+def wrapper_source() -> str:
+    graphs = list(triton_backend_module.recent)
+    assert graphs and all(g.fallback_reason is None for g in graphs), [g.fallback_reason for g in graphs]
+    return "\n".join(g.wrapper_source for g in graphs)
+
+
+def assert_same(got, expected, rtol=1e-4, atol=1e-4):
+    """Values, and each tensor's strides as eager gives them."""
+    got, expected = (got, expected) if isinstance(got, (tuple, list)) else ((got,), (expected,))
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=rtol, atol=atol)
+        assert g.stride() == e.stride(), (g.stride(), e.stride())
+
+
+def t(*sizes):
+    return torch.randn(*sizes, device=DEVICE)
+
+
+# -- the decisions -----------------------------------------------------------------------------
+
+def test_padded_strides_round_the_row_pitch_up_to_16_bytes():
+    assert layouts.padded_strides((4096, 50257), torch.bfloat16) == (50264, 1)
+    assert layouts.padded_strides((4096, 50257), torch.float32) == (50260, 1)
+    assert layouts.padded_strides((8, 512, 50257), torch.bfloat16) == (512 * 50264, 50264, 1)
+    assert layouts.padded_strides((16, 768), torch.bfloat16) == (768, 1)
+
+
+def test_which_matrices_are_padded():
+    bf16 = torch.bfloat16
+    assert layouts.needs_padding((4096, 50257), bf16)                   # GPT-2's logits
+    assert not layouts.needs_padding((4096, 768), bf16)                 # aligned
+    assert not layouts.needs_padding((16, 1001), bf16)                  # small
+    assert not layouts.needs_padding((1 << 21, 1), bf16)                # a vector
+    # the transposed LM head weight [768, 50257] with strides (1, 768): leading dimension 768
+    assert not layouts.misaligned_matrix((768, 50257), (1, 768), 0, bf16)
+    assert layouts.misaligned_matrix((50257, 4096), (1, 50257), 0, bf16)
+    assert layouts.misaligned_matrix((4096, 768), (768, 1), 3, bf16)    # base address off by 6 bytes
+    assert layouts.misaligned_matrix((4096, 768), (1536, 2), 0, bf16)   # no unit stride
+
+
+def test_layouts_are_chosen_for_cuda_unless_the_setting_says_otherwise(monkeypatch):
+    assert layouts.enabled(torch.device("cuda", 0)) and not layouts.enabled(torch.device("cpu"))
+    monkeypatch.setattr(settings, "extern_layouts", "never")
+    assert not layouts.enabled(torch.device("cuda", 0))
+    monkeypatch.setattr(settings, "extern_layouts", "always")
+    assert layouts.enabled(torch.device("cpu"))
+
+
+# -- matmuls -----------------------------------------------------------------------------------
+
+def test_lm_head_result_is_computed_into_padded_rows_and_outputs_keep_eager_strides(forced):
+    def fn(x, w, b):
+        h = F.layer_norm(x, (64,))
+        return F.linear(h, w), F.linear(x, w, b).relu(), F.linear(x, w).softmax(-1)
+    args = t(2, 8, 64), t(1001, 64), t(1001)
+    expected = fn(*args)
+    assert_same(dl.capture(fn, backend="triton")(*args), expected)
+    source = wrapper_source()
+    assert source.count("(1004, 1)") == 3 and source.count("out=") == 3, source
+
+
+def test_bmm_and_baddbmm_results_and_a_misaligned_input_operand(forced):
+    def fn(a, b, c, x, w):
+        return torch.bmm(a, b), torch.baddbmm(c, a, b, beta=0.5), (x @ w) * 2
+    args = t(3, 40, 16), t(3, 16, 1001), t(3, 40, 1001), t(24, 1001), t(1001, 32)
+    expected = fn(*args)
+    assert_same(dl.capture(fn, backend="triton")(*args), expected)
+    source = wrapper_source()
+    assert "(40160, 1004, 1)" in source                   # bmm/baddbmm results, padded per batch
+    assert "empty_strided((24, 1001), (1004, 1)" in source  # the input x copied into padded rows
+
+
+def test_intermediate_read_by_two_matmuls_is_stored_once_with_padded_rows(forced):
+    def fn(x, w, v):
+        g = torch.tanh(x @ w.t()) * 3            # [24, 1001], and its transpose for the second mm
+        return g @ v, g.t() @ x
+    args = t(24, 32), t(1001, 32), t(1001, 16)
+    assert_same(dl.capture(fn, backend="triton")(*args), fn(*args))
+    source = wrapper_source()
+    assert "(1004, 1)" in source and "(1, 1004)" in source, source
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab=1001, d=32):
+        super().__init__()
+        self.emb, self.ln, self.fc = nn.Embedding(vocab, d), nn.LayerNorm(d), nn.Linear(d, d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.emb.weight                  # tied, as in GPT-2
+
+    def forward(self, idx, targets):
+        h = self.ln(self.emb(idx))
+        logits = self.head(h + F.gelu(self.fc(h)))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1)), logits
+
+
+def test_training_lm_head_gradients_match_eager(forced):
+    torch.manual_seed(0)
+    model = TinyLM().to(DEVICE)
+    reference = copy.deepcopy(model)
+    idx, targets = torch.randint(0, 1001, (2, 12), device=DEVICE), torch.randint(0, 1001, (2, 12), device=DEVICE)
+    loss, logits = dl.capture(model, backend="triton")(idx, targets)
+    loss.backward()
+    ref_loss, ref_logits = reference(idx, targets)
+    ref_loss.backward()
+    assert_same((loss, logits), (ref_loss, ref_logits))
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+        assert p.grad.stride() == q.grad.stride(), name
+    source = wrapper_source()
+    assert "out=" in source and "(12048, 1004, 1)" in source, source   # logits, and their gradient
+
+
+# -- convolutions ------------------------------------------------------------------------------
+
+class Block(nn.Module):
+    def __init__(self, c=8):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(h)) + x)
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem, self.blocks, self.fc = nn.Conv2d(3, 8, 3, padding=1), nn.Sequential(Block(), Block()), nn.Linear(8, 5)
+
+    def forward(self, x):
+        return self.fc(self.blocks(F.relu(self.stem(x))).mean((2, 3)))
+
+
+def test_convolutions_run_channels_last_end_to_end(forced):
+    torch.manual_seed(0)
+    model = ConvNet().to(DEVICE).eval()
+    x = t(2, 3, 8, 8)
+    with torch.no_grad():
+        assert_same(dl.capture(model, backend="triton")(x), model(x))
+    source = wrapper_source()
+    # every activation our kernels store between convolutions is NHWC: nothing is left for cuDNN to convert
+    assert "(2, 8, 8, 8), (512, 64, 8, 1)" not in source and "(2, 8, 8, 8), (512, 1, 64, 8)" in source, source
+    # the conv weights (graph inputs) are copied channels-last by a kernel, not by cuDNN
+    assert "(8, 8, 3, 3), (72, 1, 24, 8)" in source, source
+
+
+def test_a_conv_output_returned_from_the_graph_has_eager_strides(forced):
+    def fn(x, w):
+        y = F.conv2d(x, w, padding=1)
+        return y, torch.relu(y) + 1
+    args = t(2, 4, 6, 6), t(8, 4, 3, 3)
+    assert_same(dl.capture(fn, backend="triton")(*args), fn(*args))
+
+
+def test_every_way_of_changing_a_weight_is_seen(forced):
+    """The channels-last copy of a weight is made on each call: a write through `.data` (which no
+    version counter sees), an in-place write, load_state_dict and a new Parameter all show."""
+    torch.manual_seed(0)
+    model = ConvNet().to(DEVICE).eval()
+    x = t(2, 3, 8, 8)
+    compiled = dl.capture(model, backend="triton")
+    weight = model.blocks[0].conv1.weight
+    with torch.no_grad():
+        assert_same(compiled(x), model(x))
+        weight.data.mul_(-1)
+        assert_same(compiled(x), model(x))
+        weight.mul_(0.5)
+        assert_same(compiled(x), model(x))
+        model.load_state_dict({k: v * 0.5 for k, v in model.state_dict().items()})
+        assert_same(compiled(x), model(x))
+        model.blocks[1].conv2.weight = nn.Parameter(t(8, 8, 3, 3))      # another tensor
+        assert_same(compiled(x), model(x))
+
+
+def test_convolution_training_gradients_match_eager(forced):
+    torch.manual_seed(0)
+    model = ConvNet().to(DEVICE).train()
+    reference = copy.deepcopy(model)
+    x = t(2, 3, 8, 8)
+    out = dl.capture(model, backend="triton")(x)
+    out.sum().backward()
+    expected = reference(x)
+    expected.sum().backward()
+    assert_same(out, expected)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=lambda m: f"{name}: {m}")
+        assert p.grad.stride() == q.grad.stride(), name
+    for a, b in zip(model.buffers(), reference.buffers()):                # running statistics
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_attention_after_a_patch_convolution_stays_contiguous(forced):
+    """4-d values not computed from a convolution's output (attention heads) keep row-major
+    layouts in a graph with convolutions."""
+    def fn(img, w, wq):
+        patches = F.conv2d(img, w, stride=4).flatten(2).transpose(1, 2)        # [B, 16, 32]
+        q = (patches @ wq).view(2, 16, 4, 8).transpose(1, 2)                   # [B, 4, 16, 8]
+        return F.scaled_dot_product_attention(q, q, q) * 2, torch.relu(q) + 1
+    args = t(2, 3, 16, 16), t(32, 3, 4, 4), t(32, 32)
+    assert_same(dl.capture(fn, backend="triton")(*args), fn(*args))
+
+
+# -- on the GPU (the default settings) -----------------------------------------------------------
+
+@needs_gpu
+def test_gpu_lm_head_is_padded_and_matches_eager():
+    x = torch.randn(4096, 768, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(50257, 768, device="cuda", dtype=torch.bfloat16) * 0.05
+
+    def fn(x, w):
+        return F.linear(x, w), F.linear(x, w).float().log_softmax(-1)
+    compiled = dl.capture(fn, backend="triton")
+    assert_same(compiled(x, w), fn(x, w), rtol=2e-2, atol=2e-2)
+    assert "(50264, 1)" in wrapper_source() and "out=" in wrapper_source()
+
+
+@needs_gpu
+def test_gpu_conv_weights_channels_last_and_seen_when_changed():
+    torch.manual_seed(0)
+    model = ConvNet().cuda().eval().to(torch.bfloat16)
+    x = torch.randn(4, 3, 32, 32, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        compiled = dl.capture(model, backend="triton")
+        assert_same(compiled(x), model(x), rtol=2e-2, atol=2e-2)
+        model.stem.weight.mul_(2)
+        assert_same(compiled(x), model(x), rtol=2e-2, atol=2e-2)
+        model.stem.weight.data.mul_(-1)
+        assert_same(compiled(x), model(x), rtol=2e-2, atol=2e-2)
