@@ -168,6 +168,11 @@ TORCH_DISABLED = _kind(
     "(`torch._disable_dynamo`: Optimizer.zero_grad, state_dict, add_param_group, ...): it runs as it is, as "
     "under TorchDynamo (Python functions it calls back are still captured)",
     "call it outside the captured function if the break matters")
+SELF_INVALIDATING = _kind(
+    "DL037", "self-invalidating", "the capture's own writes change what its guards check (a dict or list it "
+    "fills lazily: an optimizer's first step making its state), so its graph could never run again: the frame "
+    "ran eagerly this once, without compiling that graph, and is captured on its next call",
+    "nothing to do; to capture the first call too, create the state before it (e.g. run one step eagerly)")
 
 
 def event_kind(event: dict) -> str:

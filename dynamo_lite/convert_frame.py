@@ -32,7 +32,7 @@ from .graph_builder import keep_saved_tensor, tracing_saved_tensor_hooks_lifted
 from .resume import is_driven, is_resume
 from .fallback import records, skip
 from .fallback.records import FrameRecord
-from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DistinctMatch, IdMatch, RemainingMatch, ShapeEnvMatch, TensorMatch,
+from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, DistinctMatch, IdMatch, LengthMatch, RemainingMatch, ShapeEnvMatch, TensorMatch,
                      compile_guards)
 from .interpreter import SCALARS, Tracer
 from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, func_transform,
@@ -375,6 +375,17 @@ def _capture(code, func, args, options, entries, recompile_reason, recapture=Non
         gm = graph.finish(outputs)
         compiled = None
         _check_ops_in_try(tracer)
+        invalidated = _invalidates_own_guards(tracer) if DEFERRED.get(code, 0) < config.cache_size_limit else ""
+        if invalidated:
+            # A graph that can never run again is not worth compiling: run the frame eagerly this
+            # once (each optimizer's first step; a frame that does this on every call is captured
+            # as before once it has run eagerly cache_size_limit times)
+            DEFERRED[code] = DEFERRED.get(code, 0) + 1
+            record.status, record.kind, record.detail = "fallback", breaks.SELF_INVALIDATING, invalidated
+            record.fallback_reason = invalidated
+            record.capture_seconds = time.perf_counter() - start
+            records.add(record)
+            return _evalframe.NOHOOK       # eagerly indeed: the frames it calls are not captured either
         if graph.op_count() > 0:
             compiled = _compile(gm, graph, options)
             record.graphs.append(gm)
@@ -416,6 +427,29 @@ def _capture(code, func, args, options, entries, recompile_reason, recapture=Non
     if "graph" in config.log and record.graphs:
         log.info("graph for %s:\n%s", code.co_name, record.graphs[0].code)
     return new_code
+
+
+# Code object -> how many times it ran eagerly because its capture invalidated its own guards.
+DEFERRED: "weakref.WeakKeyDictionary[types.CodeType, int]" = weakref.WeakKeyDictionary()
+
+
+def _invalidates_own_guards(tracer) -> str:
+    """Would the trace's own side effects fail its guards on the next call with the same objects?
+    A dict or list outside the frame whose keys or length are guarded, and whose contents the trace
+    changes to another size (an optimizer's first step fills its `state`), says so: what it says
+    is returned ('' when nothing does)."""
+    changed = {c.source: c for c in tracer.effects.mutated if c.source is not None}
+    for guard in tracer.guards:
+        container = changed.get(getattr(guard, "source", None))
+        if container is None:
+            continue
+        if isinstance(guard, DictKeysMatch) and isinstance(getattr(container, "items", None), dict) \
+                and len(container.items) != len(guard.keys):
+            return f"it changes the keys of {guard.source.name()} (from {len(guard.keys)} to {len(container.items)})"
+        if isinstance(guard, LengthMatch) and isinstance(getattr(container, "items", None), list) \
+                and len(container.items) != guard.length:
+            return f"it changes the length of {guard.source.name()} (from {guard.length} to {len(container.items)})"
+    return ""
 
 
 def _drop_versions_of_written_classes(tracer) -> None:
