@@ -32,13 +32,14 @@ from .graph_builder import keep_saved_tensor, tracing_saved_tensor_hooks_lifted
 from .resume import is_driven, is_resume
 from .fallback import records, skip
 from .fallback.records import FrameRecord
-from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, DistinctMatch, IdMatch, LengthMatch, RemainingMatch, ShapeEnvMatch, TensorMatch,
+from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, DistinctMatch, IdMatch, RemainingMatch, ShapeEnvMatch, TensorMatch,
                      compile_guards)
 from .interpreter import SCALARS, Tracer
 from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, func_transform,
                       restore_autocast, restoring_grad_mode)
-from .sources import FromNumpySource, ItemSource
+from .sources import AttrSource, FromNumpySource, GenericAttrSource, ItemSource
 from .values.base import LazyValue, Value
+from .values.containers import DictValue, IdentityKey
 from .values.contexts import AutocastValue, block_exit
 
 log = logging.getLogger("dynamo_lite")
@@ -434,21 +435,24 @@ DEFERRED: "weakref.WeakKeyDictionary[types.CodeType, int]" = weakref.WeakKeyDict
 
 
 def _invalidates_own_guards(tracer) -> str:
-    """Would the trace's own side effects fail its guards on the next call with the same objects?
-    A dict or list outside the frame whose keys or length are guarded, and whose contents the trace
-    changes to another size (an optimizer's first step fills its `state`), says so: what it says
-    is returned ('' when nothing does)."""
-    changed = {c.source: c for c in tracer.effects.mutated if c.source is not None}
+    """Would the trace's own side effects fail its guards on the next call? Per-tensor state kept by
+    an object says so: a dict attribute (an optimizer's `state`, any object's `self.state[p]`) whose
+    keys are guarded and to which the trace adds entries keyed by tensors (the parameters, whose
+    state the first step makes). What it says is returned, '' when nothing does. Other containers
+    the trace grows do not count: the next call may well bring a fresh one (`**kwargs`, a list
+    argument, state reset between calls), and capturing it on the first call is then right."""
+    grown = {c.source: c for c in tracer.effects.mutated
+             if isinstance(c.source, (AttrSource, GenericAttrSource)) and c.source.attr != "__dict__"
+             and isinstance(c, DictValue)}      # (reading a lazy list's `items` would guard it)
     for guard in tracer.guards:
-        container = changed.get(getattr(guard, "source", None))
-        if container is None:
+        container = grown.get(getattr(guard, "source", None))
+        if not isinstance(guard, DictKeysMatch) or container is None:
             continue
-        if isinstance(guard, DictKeysMatch) and isinstance(getattr(container, "items", None), dict) \
-                and len(container.items) != len(guard.keys):
-            return f"it changes the keys of {guard.source.name()} (from {len(guard.keys)} to {len(container.items)})"
-        if isinstance(guard, LengthMatch) and isinstance(getattr(container, "items", None), list) \
-                and len(container.items) != guard.length:
-            return f"it changes the length of {guard.source.name()} (from {guard.length} to {len(container.items)})"
+        new_keys = [k for k in container.items if k not in guard.keys]
+        if len(container.items) != len(guard.keys) and any(
+                isinstance(k, IdentityKey) and issubclass(k.value.python_type(), torch.Tensor) for k in new_keys):
+            return f"it adds entries keyed by tensors to {guard.source.name()} ({len(guard.keys)} -> " \
+                   f"{len(container.items)} keys)"
     return ""
 
 
