@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 _LOADED: dict[str, Any] = {}           # kernel name -> JITFunction
+_LOADED_FROM: dict[str, Path] = {}     # kernel name -> the file its module was imported from
 stats = {"memory_hits": 0, "disk_hits": 0, "writes": 0, "config_hits": 0}
 
 
@@ -62,7 +63,13 @@ def load_kernel(name: str, source: str):
     spec.loader.exec_module(module)
     fn = getattr(module, name)
     _LOADED[name] = fn
+    _LOADED_FROM[name] = path
     return fn
+
+
+def loaded_from(name: str) -> Path:
+    """The file kernel `name` was imported from (the cache directory may have changed since)."""
+    return _LOADED_FROM.get(name) or kernel_path(name)
 
 
 def load_config(name: str, device_key: str) -> Optional[dict]:
@@ -116,3 +123,4 @@ def triton_binary_cache():
 def clear_memory() -> None:
     """Forget loaded kernels (the disk cache stays); for tests of the disk path."""
     _LOADED.clear()
+    _LOADED_FROM.clear()

@@ -94,31 +94,26 @@ class CompilePool:
             self.jobs.put(job)
         return job
 
-    def _start(self) -> Optional[subprocess.Popen]:
-        """A new worker, once it has imported triton and said so; None if it cannot start."""
-        process = None
+    def _start(self, index: int) -> bool:
+        """Start worker `index` and wait until it has imported triton and said so."""
         try:
-            process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=None if settings.debug else subprocess.DEVNULL, text=True,
-                                       bufsize=1)
+            process = self.processes[index] = subprocess.Popen(
+                self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=None if settings.debug else subprocess.DEVNULL, text=True, bufsize=1)
             if json.loads(process.stdout.readline() or "{}").get("ready"):
-                return process
+                return True
         except (OSError, ValueError) as e:
             log.info("compile worker could not start: %s", e)
-        if process is not None:
-            process.kill()
-            process.wait()
-        return None
+        self._stop(index)
+        return False
 
     def _serve(self, index: int) -> None:
         """Feed worker `index` jobs; a job is claimed only by a worker that is ready for it."""
         failed_in_a_row = 0
         while failed_in_a_row < MAX_STARTS_FAILED and not self._closed:
-            if self.processes[index] is None:
-                self.processes[index] = self._start()
-                if self.processes[index] is None:
-                    failed_in_a_row += 1
-                    continue
+            if self.processes[index] is None and not self._start(index):
+                failed_in_a_row += 1
+                continue
             job = self.jobs.get()
             if job is None:
                 return
@@ -242,7 +237,7 @@ def submit_graph(launchers: list) -> None:
 
 def request(ks, arg_types: tuple[str, ...], cfg: dict, target: list) -> dict:
     """The job for kernel `ks` (its source is in our kernel cache) with launch config `cfg`."""
-    return {"path": str(cache.kernel_path(ks.name)), "name": ks.name, "args": list(arg_types),
+    return {"path": str(cache.loaded_from(ks.name)), "name": ks.name, "args": list(arg_types),
             "constexprs": {k: v for k, v in cfg.items() if k != "num_warps"},
             "num_warps": cfg["num_warps"], "target": list(target), "cache_dir": cache.binary_dir()}
 
