@@ -262,3 +262,16 @@ def test_the_parents_first_launch_finds_the_workers_binary(tmp_path, monkeypatch
     assert out.returncode == 0, out.stderr
     assert "WORKER True None" in out.stdout, out.stdout
     assert "PRECOMPILED 0" in out.stdout and "OTHER CONFIG 1" in out.stdout, out.stdout
+
+
+def test_a_forked_child_neither_uses_nor_stops_the_parents_workers(pool_for_sm90, tmp_path):
+    precompile = pool_for_sm90
+    pool = precompile.shared_pool()
+    pid = os.fork()
+    if pid == 0:                                   # the child: a pool of its own; closing the parent's does nothing
+        ok = precompile.shared_pool() is not pool
+        pool.close()
+        os._exit(0 if ok and not pool._closed else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert not pool._closed and all(p is None or p.poll() is None for p in pool.processes)

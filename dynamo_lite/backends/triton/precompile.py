@@ -82,6 +82,7 @@ class CompilePool:
         self.threads = [threading.Thread(target=self._serve, args=(i,), daemon=True,
                                          name=f"dynamo_lite-compile-{i}") for i in range(workers)]
         self._closed = False
+        self.pid = os.getpid()                       # a forked child neither uses nor stops these workers
         for thread in self.threads:
             thread.start()
 
@@ -164,7 +165,7 @@ class CompilePool:
 
     def close(self) -> None:
         """Stop the workers; jobs not started fail (their launchers compile them)."""
-        if self._closed:
+        if self._closed or self.pid != os.getpid():
             return
         self._closed = True
         while True:
@@ -187,6 +188,8 @@ def shared_pool() -> Optional[CompilePool]:
     """The process's pool, started on first use; None when `settings.compile_workers` is 0."""
     global _pool
     with _pool_lock:
+        if _pool is not None and _pool.pid != os.getpid():     # forked: the workers are the parent's
+            _pool = None
         if _pool is None and settings.compile_workers > 0:
             _pool = CompilePool(settings.compile_workers)
             atexit.register(_pool.close)
