@@ -33,7 +33,6 @@ import copy
 import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -164,7 +164,6 @@ def test_a_worker_that_dies_in_a_job_fails_only_that_job(pool_for_sm90, tmp_path
 
 @needs_ptxas
 def test_a_compile_error_in_a_worker_is_reported_and_the_worker_goes_on(pool_for_sm90):
-    precompile = pool_for_sm90
     args = inputs()
     compiled = compile_fn(model, *args)
     launcher = compiled.compiled_graph.launchers[0]
