@@ -6,8 +6,10 @@
 Modules, in pipeline order: decompose (fx -> functional aten); values, lowerings (pointwise),
 lower_views, lower_reductions and graph_lowering (aten -> the loop IR of ir.py); scheduler
 (fusion); codegen (Triton source from op templates); wrapper (the Python `call` that allocates
-and launches); launch and cache (compile, tune, reuse); backend (the entry point). Importing this package needs neither triton nor a GPU; compiling a
-graph needs triton and a CUDA GPU or TRITON_INTERPRET=1.
+and launches); launch and cache (compile, tune, reuse); precompile and compile_worker (kernels
+compiled ahead of the first call in worker processes); backend (the entry point). Importing
+this package needs neither triton nor a GPU; compiling a graph needs triton and a CUDA GPU or
+TRITON_INTERPRET=1.
 """
 import importlib
 

@@ -30,7 +30,7 @@ from typing import Callable, Optional
 import torch
 import torch.fx
 
-from . import availability, settings
+from . import availability, precompile, settings
 from .codegen import KernelSource, generate
 from .decompose import grad_mode_after, to_aten
 from .graph_lowering import GraphLowering
@@ -70,6 +70,7 @@ class CompiledGraph:
 def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) -> Callable:
     """torch.compile-style backend: compile `gm` into Triton kernels plus a Python wrapper."""
     availability.require()
+    precompile.start_early()
     devices = {t.device for t in example_inputs if isinstance(t, torch.Tensor)} | _devices_of_values(gm.graph)
     # Values on the CPU next to GPU values (torch.optim's step counters and step sizes beside CUDA
     # parameters) stay there: ops on them are aten calls, kernels read them as scalar arguments
@@ -162,6 +163,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         log.debug("compile failure", exc_info=True)
         return _eager(gm, reason)
     info.compile_seconds = time.perf_counter() - start
+    precompile.submit_graph(info.launchers)
     call = _eager_if_first_call_fails(call, gm, info)
     call.compiled_graph = info
     recent.append(info)

@@ -4,7 +4,8 @@ Layout under `$DYNAMO_LITE_CACHE_DIR` (default `~/.cache/dynamo_lite`):
 
     triton/kernels/<hh>/<kernel name>.py     kernel source (the name ends with its source hash)
     triton/configs/<kernel name>.json        launch config chosen by benchmarking, per device
-    triton/bin/                              Triton's compiled binaries (its cache dir while we compile)
+    triton/bin/                              Triton's compiled binaries (its cache dir while we compile,
+                                             and the compile workers' of precompile.py)
 
 A second process finds the source file (no codegen work repeated for the import), the tuned
 launch config (no re-benchmarking) and the compiled binary (no LLVM/ptxas run).
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 _LOADED: dict[str, Any] = {}           # kernel name -> JITFunction
+_LOADED_FROM: dict[str, Path] = {}     # kernel name -> the file its module was imported from
 stats = {"memory_hits": 0, "disk_hits": 0, "writes": 0, "config_hits": 0}
 
 
@@ -61,7 +63,13 @@ def load_kernel(name: str, source: str):
     spec.loader.exec_module(module)
     fn = getattr(module, name)
     _LOADED[name] = fn
+    _LOADED_FROM[name] = path
     return fn
+
+
+def loaded_from(name: str) -> Path:
+    """The file kernel `name` was imported from (the cache directory may have changed since)."""
+    return _LOADED_FROM.get(name) or kernel_path(name)
 
 
 def load_config(name: str, device_key: str) -> Optional[dict]:
@@ -86,6 +94,14 @@ def store_config(name: str, device_key: str, config: dict) -> None:
     _atomic_write(path, json.dumps(data, indent=1, sort_keys=True))
 
 
+def binary_dir() -> Optional[str]:
+    """Where Triton's binaries go while we compile: ours, or None where the user chose one
+    (TRITON_CACHE_DIR), which Triton then uses (compile workers too: they inherit the environment)."""
+    if os.environ.get("TRITON_CACHE_DIR"):
+        return None
+    return str(cache_dir() / "bin")
+
+
 @contextlib.contextmanager
 def triton_binary_cache():
     """Point Triton's own binary cache into ours while we compile (restored afterwards)."""
@@ -95,14 +111,16 @@ def triton_binary_cache():
     except (ImportError, AttributeError):
         yield
         return
-    if os.environ.get("TRITON_CACHE_DIR"):       # the user chose one: keep it
+    directory = binary_dir()
+    if directory is None:
         yield
         return
     with knobs.scope():
-        knobs.dir = str(cache_dir() / "bin")
+        knobs.dir = directory
         yield
 
 
 def clear_memory() -> None:
     """Forget loaded kernels (the disk cache stays); for tests of the disk path."""
     _LOADED.clear()
+    _LOADED_FROM.clear()

@@ -5,6 +5,10 @@ big kernel's candidates are timed once (CUDA events, a few runs each) and the wi
 memory and on disk per kernel (its name carries the source hash, and static shapes are part of
 the source) and device. Small kernels and the CPU interpreter take the first candidate.
 
+Before compiling a config, a launcher takes back the job that compiles it in a worker process
+(precompile.py): a worker already compiled it into Triton's on-disk cache, or is compiling it
+(waited for), or has not started it (withdrawn: compiled here, as without workers).
+
 After the first launch, calls skip `JITFunction.run` (argument binding, specialization keys,
 cache lookup: ~15 us) and call the compiled kernel's launcher directly with a precomputed grid,
 as Inductor does, unless the pointer-alignment specialization of the inputs changed.
@@ -79,17 +83,22 @@ def _interpreting() -> bool:
 class Launcher:
     """`launcher(*tensors)` runs the kernel on those buffers (in parameter order)."""
 
-    def __init__(self, ks: KernelSource, check_alignment: tuple[int, ...] = (), in_place: tuple[int, ...] = ()):
+    def __init__(self, ks: KernelSource, check_alignment: tuple[int, ...] = (), in_place: tuple[int, ...] = (),
+                 arg_types: tuple[str, ...] = ()):
         self.ks = ks
         self.fn = cache.load_kernel(ks.name, ks.source)
         self.check_alignment = check_alignment      # argument positions that may be misaligned
         self.in_place = in_place                    # graph inputs the kernel writes: tuned on copies
+        self.arg_types = arg_types                  # precompile.arg_type of each argument ("*float32")
+        self.jobs: dict[tuple, object] = {}         # launch config -> its precompile.Job
+        self._configs: dict[str, list[dict]] = {}   # device -> configs_to_try
         self.config: Optional[dict] = None
         self.grid: Optional[tuple[int, int, int]] = None
         self._fast = None
         self._alignment = None
         self.tune_seconds = 0.0
         self.compile_seconds = 0.0
+        self.wait_seconds = 0.0                     # for workers compiling its configs
 
     def __call__(self, *args):
         fast = self._fast
@@ -107,10 +116,43 @@ class Launcher:
     def _constexprs(self) -> dict:
         return {k: v for k, v in self.config.items() if k in ("XBLOCK", "RBLOCK")}
 
+    def configs_to_try(self, device: Optional[torch.device]) -> list[dict]:
+        """The launch configs the first call compiles: the first candidate, the one tuned before
+        (found on disk), or every candidate, to be timed."""
+        key = str(device)
+        if key not in self._configs:
+            options = candidates(self.ks, _interpreting())
+            if len(options) == 1 or _interpreting() or self.ks.numel < TUNE_MIN_NUMEL \
+                    or os.environ.get(TUNE_ENV) == "0" or device is None:
+                self._configs[key] = options[:1]
+            else:
+                found = cache.load_config(self.ks.name, torch.cuda.get_device_name(device))
+                self._configs[key] = [found] if found is not None else options
+        return self._configs[key]
+
+    def precompile(self, pool, target: list, device: Optional[torch.device]) -> None:
+        """Submit the configs the first call will compile to the compile pool (precompile.py)."""
+        from .precompile import request
+        if len(self.arg_types) != len(self.ks.args):
+            return
+        for cfg in self.configs_to_try(device):
+            key = _config_key(cfg)
+            if key not in self.jobs:
+                self.jobs[key] = pool.submit(request(self.ks, self.arg_types, cfg, target))
+
+    def _take_precompiled(self, cfg: dict) -> None:
+        """Before compiling `cfg`: wait for the worker compiling it, or withdraw its job."""
+        job = self.jobs.pop(_config_key(cfg), None)
+        if job is not None:
+            start = time.perf_counter()
+            job.take()
+            self.wait_seconds += time.perf_counter() - start
+
     def _slow(self, args):
         if self.config is None:
             self.config = self._choose_config(args)
             self.grid = grid_for(self.ks, self.config)
+        self._take_precompiled(self.config)
         kwargs = dict(self._constexprs())
         if not _interpreting():
             kwargs["num_warps"] = self.config["num_warps"]
@@ -125,13 +167,10 @@ class Launcher:
             self.fn[self.grid](*args, **kwargs)
 
     def _choose_config(self, args) -> dict:
-        options = candidates(self.ks, _interpreting())
-        if len(options) == 1 or _interpreting() or self.ks.numel < TUNE_MIN_NUMEL or os.environ.get(TUNE_ENV) == "0":
+        device = None if _interpreting() else _device_of(args)
+        options = self.configs_to_try(device)
+        if len(options) == 1:
             return options[0]
-        device_key = torch.cuda.get_device_name(_device_of(args))
-        found = cache.load_config(self.ks.name, device_key)
-        if found is not None:
-            return found
         start = time.perf_counter()
         timings = []
         # each timing runs the kernel again: on copies of what it writes in place, or the update
@@ -144,12 +183,13 @@ class Launcher:
                 continue
         best = min(timings, key=lambda t: t[0])[1] if timings else options[0]
         self.tune_seconds = time.perf_counter() - start
-        cache.store_config(self.ks.name, device_key, best)
+        cache.store_config(self.ks.name, torch.cuda.get_device_name(device), best)
         return best
 
     def _time(self, cfg: dict, args, reps: int = 8) -> float:
         grid = grid_for(self.ks, cfg)
         kwargs = {k: v for k, v in cfg.items()}
+        self._take_precompiled(cfg)
         with cache.triton_binary_cache():
             self.fn[grid](*args, **kwargs)                  # compile + warm up
         torch.cuda.synchronize()
@@ -160,6 +200,10 @@ class Launcher:
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / reps
+
+
+def _config_key(cfg: dict) -> tuple:
+    return tuple(sorted(cfg.items()))
 
 
 def _device_of(args) -> torch.device:

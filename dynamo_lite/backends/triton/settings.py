@@ -6,9 +6,23 @@
     DYNAMO_LITE_CACHE_DIR=path    kernel/config cache (default ~/.cache/dynamo_lite)
     DYNAMO_LITE_TRITON_LAYOUTS=   where buffers get the layouts cuBLAS/cuDNN are fast on (layouts.py):
                                   auto (CUDA only, the default), always (the CPU too: tests), never
+    DYNAMO_LITE_TRITON_COMPILE_WORKERS=n
+                                  processes that compile a graph's kernels ahead of its first call
+                                  (precompile.py); 0: each kernel compiles at its first launch.
+                                  Default: min(CPUs, 8)
 """
 import os
+
+
+def _workers_from_env() -> int:
+    default = min(os.cpu_count() or 1, 8)
+    try:
+        return max(0, int(os.environ.get("DYNAMO_LITE_TRITON_COMPILE_WORKERS", default)))
+    except ValueError:
+        return default
+
 
 strict: bool = os.environ.get("DYNAMO_LITE_TRITON_STRICT", "") == "1"
 debug: bool = os.environ.get("DYNAMO_LITE_TRITON_DEBUG", "") == "1"
 extern_layouts: str = os.environ.get("DYNAMO_LITE_TRITON_LAYOUTS", "auto")
+compile_workers: int = _workers_from_env()

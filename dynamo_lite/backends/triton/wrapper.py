@@ -167,7 +167,9 @@ class WrapperCodegen:
         written = {m.node.name for m in item.group.stores if m.node.buffer.kind == "input"}
         in_place = tuple(k for k, name in enumerate(item.kernel.args) if name in written)
         from .launch import Launcher
-        launcher = Launcher(item.kernel, may_misalign, in_place)
+        from .precompile import arg_type
+        arg_types = tuple(arg_type(self.lw.buffers[name].dtype, k in scalars) for k, name in enumerate(item.kernel.args))
+        launcher = Launcher(item.kernel, may_misalign, in_place, arg_types)
         self.launchers.append(launcher)
         kname = self._global(launcher, "kernel")
         # a host scalar's value, read at call time (a CPU tensor's `.item()` does not wait for the GPU)

@@ -1,0 +1,276 @@
+"""The triton backend's compile workers (precompile.py, compile_worker.py): a graph's kernels are
+compiled ahead of its first call in worker processes, into Triton's on-disk cache, where the
+parent's first launch finds them; a worker that fails, dies or never starts leaves the kernel to
+its first launch, and results never change.
+
+Without a GPU the graphs run in Triton's interpreter (nothing compiles there), but the workers
+compile for real, for an H100 (sm_90: Triton ships ptxas, which needs no GPU): the tests say
+which target the pool compiles for (`precompile.current_target`). That the parent's launch finds
+a worker's binary is checked in a subprocess without the interpreter, whose Triton "device" is a
+stand-in driver naming sm_90 (`warmup=True` compiles, or finds, without launching)."""
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from triton_env import DEVICE, INTERPRET   # first: sets TRITON_INTERPRET before triton loads
+
+import torch.fx                                            # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SM90 = ["cuda", 90, 32]
+
+
+def _can_compile_for_sm90() -> bool:
+    import importlib.util
+    spec = importlib.util.find_spec("triton")
+    if spec is None or spec.origin is None:
+        return False
+    return os.path.exists(os.path.join(os.path.dirname(spec.origin), "backends", "nvidia", "bin", "ptxas"))
+
+
+needs_ptxas = pytest.mark.skipif(not _can_compile_for_sm90(), reason="needs triton with its CUDA backend (ptxas)")
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::DeprecationWarning"),
+              pytest.mark.skipif(not INTERPRET, reason="the target is faked for the interpreter; "
+                                 "on a GPU, test_triton_runtime and bench/compile_latency.py cover the workers")]
+
+
+@pytest.fixture
+def pool_for_sm90(monkeypatch, tmp_path):
+    """The shared pool, two workers compiling for sm_90; a fresh kernel cache; stopped afterwards."""
+    from dynamo_lite.backends.triton import precompile, settings
+    precompile.shutdown()
+    monkeypatch.setenv("DYNAMO_LITE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(settings, "compile_workers", 2)
+    monkeypatch.setattr(precompile, "current_target", lambda: list(SM90))
+    monkeypatch.setattr(precompile, "stats", dict.fromkeys(precompile.stats, 0))
+    yield precompile
+    precompile.shutdown()
+
+
+def compile_fn(fn, *args):
+    from dynamo_lite.backends.triton import triton_backend
+    return triton_backend(torch.fx.symbolic_trace(fn), list(args))
+
+
+def model(x, w, y):
+    h = torch.nn.functional.layer_norm(x * 2, (x.shape[-1],), w)
+    return (h.softmax(-1) + y.sum(0)).relu(), torch.sigmoid(x).mean(1)
+
+
+def inputs():
+    return torch.randn(64, 256, device=DEVICE), torch.randn(256, device=DEVICE), torch.randn(8, 256, device=DEVICE)
+
+
+def jobs_of(compiled) -> list:
+    return [job for launcher in compiled.compiled_graph.launchers for job in launcher.jobs.values()]
+
+
+def assert_same_as_eager(compiled, args):
+    for got, ref in zip(compiled(*args), model(*args)):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+@needs_ptxas
+def test_workers_compile_every_kernel_of_a_graph_into_tritons_cache(pool_for_sm90, tmp_path):
+    precompile = pool_for_sm90
+    args = inputs()
+    compiled = compile_fn(model, *args)
+    launchers = compiled.compiled_graph.launchers
+    assert len(launchers) >= 2
+    for launcher in launchers:                  # one job per config the first call compiles
+        assert [dict(k) for k in launcher.jobs] == launcher.configs_to_try(None)
+    jobs = jobs_of(compiled)
+    done, _ = concurrent.futures.wait([job.future for job in jobs], timeout=240)
+    assert len(done) == len(jobs)
+    assert all(job.future.result()["ok"] for job in jobs), [job.error for job in jobs]
+    assert precompile.stats["compiled"] == len(jobs) == precompile.stats["submitted"]
+    binaries = list((tmp_path / "cache" / "triton" / "bin").rglob("*.cubin"))
+    assert len(binaries) == len({job.request["name"] for job in jobs})
+    assert_same_as_eager(compiled, args)
+    assert all(not launcher.jobs for launcher in launchers)     # each launch took its job back
+
+
+@needs_ptxas
+def test_a_kernel_already_submitted_is_not_submitted_again(pool_for_sm90):
+    precompile = pool_for_sm90
+    args = inputs()
+    first = compile_fn(model, *args)
+    submitted = precompile.stats["submitted"]
+    second = compile_fn(model, *args)                 # the same kernels (same names) again
+    assert precompile.stats["submitted"] == submitted
+    assert [j.request for j in jobs_of(second)] == [j.request for j in jobs_of(first)]
+    assert_same_as_eager(second, args)
+    assert_same_as_eager(first, args)
+
+
+def test_a_job_no_worker_started_is_taken_back(pool_for_sm90, tmp_path, monkeypatch):
+    """Workers that are not ready yet (still importing) never hold a launch up: it compiles itself."""
+    precompile = pool_for_sm90
+    slow = tmp_path / "slow_worker.py"
+    slow.write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setattr(precompile, "WORKER_SCRIPT", str(slow))
+    args = inputs()
+    compiled = compile_fn(model, *args)
+    jobs = jobs_of(compiled)
+    assert jobs and not any(job.future.done() for job in jobs)
+    assert_same_as_eager(compiled, args)
+    assert all(job.future.cancelled() for job in jobs)
+    assert precompile.stats["taken_back"] == len(jobs) and precompile.stats["compiled"] == 0
+
+
+def test_workers_that_cannot_start_leave_kernels_to_their_first_launch(pool_for_sm90, tmp_path, monkeypatch):
+    precompile = pool_for_sm90
+    broken = tmp_path / "broken_worker.py"
+    broken.write_text("import sys\nsys.exit(3)\n")
+    monkeypatch.setattr(precompile, "WORKER_SCRIPT", str(broken))
+    args = inputs()
+    compiled = compile_fn(model, *args)
+    jobs = jobs_of(compiled)
+    concurrent.futures.wait([job.future for job in jobs], timeout=60)
+    assert all(job.future.done() and not job.take() for job in jobs)
+    assert precompile.stats["failed"] == len(jobs)
+    assert_same_as_eager(compiled, args)
+
+
+def test_a_worker_that_dies_in_a_job_fails_only_that_job(pool_for_sm90, tmp_path, monkeypatch):
+    """The first worker dies on its first job; the one started in its place answers the next."""
+    precompile = pool_for_sm90
+    monkeypatch.setattr(precompile.settings, "compile_workers", 1)
+    marker = tmp_path / "died-once"
+    script = tmp_path / "dying_worker.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, os, sys
+        print(json.dumps({{"ready": True}}), flush=True)
+        for line in sys.stdin:
+            if not os.path.exists({str(marker)!r}):
+                open({str(marker)!r}, "w").close()
+                os._exit(9)
+            print(json.dumps({{"ok": True, "seconds": 0.0}}), flush=True)
+    """))
+    monkeypatch.setattr(precompile, "WORKER_SCRIPT", str(script))
+    pool = precompile.shared_pool()
+    first, second = pool.submit({"name": "a"}), pool.submit({"name": "b"})
+    concurrent.futures.wait([first.future, second.future], timeout=60)
+    assert not first.take() and "exited" in first.error
+    assert second.take()
+    assert pool.submit({"name": "a"}) is first            # one job per request
+
+
+@needs_ptxas
+def test_a_compile_error_in_a_worker_is_reported_and_the_worker_goes_on(pool_for_sm90):
+    args = inputs()
+    compiled = compile_fn(model, *args)
+    launcher = compiled.compiled_graph.launchers[0]
+    request = dict(next(iter(launcher.jobs.values())).request)
+    bad = pool_for_sm90.shared_pool().submit(dict(request, num_warps=3))     # not a power of two
+    concurrent.futures.wait([bad.future], timeout=240)
+    assert not bad.take() and bad.error
+    good = pool_for_sm90.shared_pool().submit(dict(request, num_warps=2))
+    concurrent.futures.wait([good.future], timeout=240)
+    assert good.take(), good.error
+    assert_same_as_eager(compiled, args)
+
+
+def test_no_workers_no_jobs(pool_for_sm90, monkeypatch):
+    precompile = pool_for_sm90
+    monkeypatch.setattr(precompile.settings, "compile_workers", 0)
+    args = inputs()
+    compiled = compile_fn(model, *args)
+    assert precompile.shared_pool() is None and not jobs_of(compiled)
+    assert_same_as_eager(compiled, args)
+
+
+def test_without_a_compile_target_no_pool_starts(tmp_path, monkeypatch):
+    """The interpreter compiles nothing: no worker starts for it."""
+    from dynamo_lite.backends.triton import precompile, settings
+    precompile.shutdown()
+    monkeypatch.setattr(settings, "compile_workers", 2)
+    args = inputs()
+    compiled = compile_fn(model, *args)
+    assert precompile._pool is None and not jobs_of(compiled)
+    assert_same_as_eager(compiled, args)
+
+
+@pytest.mark.parametrize("value, expected", [("0", 0), ("3", 3), ("lots", None)])
+def test_worker_count_from_the_environment(value, expected):
+    env = dict(os.environ, DYNAMO_LITE_TRITON_COMPILE_WORKERS=value, PYTHONPATH=REPO)
+    out = subprocess.run([sys.executable, "-c", "from dynamo_lite.backends.triton import settings; "
+                          "print(settings.compile_workers)"], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == (min(os.cpu_count() or 1, 8) if expected is None else expected)
+
+
+FIRST_LAUNCH = """
+    import json, sys, concurrent.futures, torch
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import ASTSource
+    from triton.runtime import driver
+    from dynamo_lite.backends.triton import cache, precompile
+    from dynamo_lite.backends.triton.codegen import KernelSource
+    from dynamo_lite.backends.triton.launch import Launcher
+
+    class StandInDriver:                          # Triton's JIT asks the driver for the target only
+        def get_current_device(self): return 0
+        def get_current_stream(self, device): return 0
+        def get_current_target(self): return GPUTarget("cuda", 90, 32)
+
+    ks = KernelSource(**json.loads(sys.argv[1]))
+    launcher = Launcher(ks, arg_types=tuple(json.loads(sys.argv[2])))
+    pool = precompile.CompilePool(1)
+    launcher.precompile(pool, ["cuda", 90, 32], None)
+    (cfg,) = launcher.configs_to_try(None)
+    (job,) = launcher.jobs.values()
+    concurrent.futures.wait([job.future], timeout=240)
+    print("WORKER", job.take(), job.error)
+
+    compiles = []
+    make_ir = ASTSource.make_ir
+    ASTSource.make_ir = lambda self, *a, **k: compiles.append(1) or make_ir(self, *a, **k)
+    driver.set_active(StandInDriver())
+    args = [torch.empty(4096) for _ in ks.args]
+    constexprs = {k: v for k, v in cfg.items() if k != "num_warps"}
+    with cache.triton_binary_cache():            # what Launcher._slow does, short of the launch
+        launcher.fn.run(*args, grid=(1,), warmup=True, num_warps=cfg["num_warps"], **constexprs)
+        print("PRECOMPILED", len(compiles))
+        launcher.fn.run(*args, grid=(1,), warmup=True, num_warps=cfg["num_warps"] * 2, **constexprs)
+        print("OTHER CONFIG", len(compiles))
+    pool.close()
+"""
+
+
+@needs_ptxas
+def test_the_parents_first_launch_finds_the_workers_binary(tmp_path, monkeypatch):
+    """Triton's JIT, asked for the kernel the way a launcher asks on a GPU, compiles nothing: it
+    finds what the worker compiled (a config no worker compiled is compiled, so this can fail)."""
+    monkeypatch.setenv("DYNAMO_LITE_CACHE_DIR", str(tmp_path / "cache"))
+    compiled = compile_fn(model, *inputs())
+    launcher = max(compiled.compiled_graph.launchers, key=lambda launcher: len(launcher.ks.args))
+    fields = {k: getattr(launcher.ks, k) for k in ("name", "source", "args", "kind", "xnumel", "rnumel",
+                                                   "inner", "ops", "scalars")}
+    env = dict(os.environ, PYTHONPATH=REPO, DYNAMO_LITE_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("TRITON_INTERPRET", None)
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(FIRST_LAUNCH), json.dumps(fields),
+                          json.dumps(launcher.arg_types)], env=env, capture_output=True, text=True, timeout=400)
+    assert out.returncode == 0, out.stderr
+    assert "WORKER True None" in out.stdout, out.stdout
+    assert "PRECOMPILED 0" in out.stdout and "OTHER CONFIG 1" in out.stdout, out.stdout
+
+
+def test_a_forked_child_neither_uses_nor_stops_the_parents_workers(pool_for_sm90, tmp_path):
+    precompile = pool_for_sm90
+    pool = precompile.shared_pool()
+    pid = os.fork()
+    if pid == 0:                                   # the child: a pool of its own; closing the parent's does nothing
+        ok = precompile.shared_pool() is not pool
+        pool.close()
+        os._exit(0 if ok and not pool._closed else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert not pool._closed and all(p is None or p.poll() is None for p in pool.processes)
