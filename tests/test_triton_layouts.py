@@ -102,7 +102,9 @@ def test_bmm_and_baddbmm_results_and_a_misaligned_input_operand(forced):
     assert_same(dl.capture(fn, backend="triton")(*args), expected)
     source = wrapper_source()
     assert "(40160, 1004, 1)" in source                   # bmm/baddbmm results, padded per batch
-    assert "empty_strided((24, 1001), (1004, 1)" in source  # the input x copied into padded rows
+    assert source.count("empty_strided((3, 16, 1004)") == 1, source   # b padded once for both
+    # K = 1001 is x's contiguous dim: x copied with zero pad columns, w with zero pad rows
+    assert "empty_strided((24, 1004), (1004, 1)" in source and "empty_strided((1004, 32), (32, 1)" in source
 
 
 def test_intermediate_read_by_two_matmuls_is_stored_once_with_padded_rows(forced):
