@@ -61,7 +61,7 @@ class GraphLowering:
         # buffers of ours larger than the value stored in them, their pad filled with zeros: the
         # buffer's name -> the sizes of that value (its leading part; layouts.py, padded matmuls)
         self.zero_padded: dict[str, tuple[int, ...]] = {}
-        self._padded_copies: dict[tuple, Value] = {}   # one zero-padded copy of a view per graph
+        self._padded_copies: dict[tuple, Value] = {}   # one zero-padded copy of a strided view per graph
         devices = [t.device for t in example_inputs if isinstance(t, torch.Tensor)]
         self.device = next((d for d in devices if d.type != "cpu"), devices[0] if devices else torch.device("cpu"))
         self.library_layouts = layouts.enabled(self.device)      # padded matmul operands, NHWC convs
@@ -287,9 +287,7 @@ class GraphLowering:
         ext_args = tuple(to_arg(a, i) for i, a in enumerate(args))
         ext_kwargs = {k: to_arg(v) for k, v in kwargs.items()}
         meta = self._extern_meta(node, ext_args, ext_kwargs)
-        self.extern_ops[str(node.target)] += 1
-        name = f"ext{self._counter}"
-        self._counter += 1
+        name = self._extern_name(node.target)
         if isinstance(meta, (list, tuple)):
             outs = [self._extern_buffer(m) for m in meta]
             self.nodes.append(ExternNode(name, node.target, ext_args, ext_kwargs, outs, "tuple"))
@@ -297,6 +295,12 @@ class GraphLowering:
         out = self._extern_buffer(meta)
         self.nodes.append(ExternNode(name, node.target, ext_args, ext_kwargs, [out], "single"))
         return Value.of_buffer(out) if out is not None else None
+
+    def _extern_name(self, target) -> str:
+        """A name for a new extern call of `target` (counted in `extern_ops`)."""
+        self.extern_ops[str(target)] += 1
+        self._counter += 1
+        return f"ext{self._counter - 1}"
 
     def _extern_operand(self, target, position, a: Value) -> Value:
         """An extern's tensor argument in memory, in the layout its library is fast on where we
@@ -350,9 +354,7 @@ class GraphLowering:
                 x = self.realize(x) if padded == x.sizes else self._zero_padded_operand(x, padded)
             ext_args[i] = x.buffer_arg() if isinstance(x, Value) else x
         out = self.new_buffer(out_sizes, contiguous_strides(out_sizes), meta.dtype, meta.device)
-        self.extern_ops[str(node.target)] += 1
-        name = f"ext{self._counter}"
-        self._counter += 1
+        name = self._extern_name(node.target)
         self.nodes.append(ExternNode(name, node.target.overloadpacket.out, tuple(ext_args), dict(kwargs), [out],
                                      "single", writes_out=True))
         return Value.of_buffer(out, meta.shape, out.strides)
@@ -380,7 +382,8 @@ class GraphLowering:
         strides = contiguous_strides(sizes)
         if x.is_strided():
             key = (x.layout[0].name, x.layout[1], x.layout[2], x.sizes, sizes)
-            if key in self._padded_copies:        # the graph reads its inputs' values before it runs
+            if key in self._padded_copies:        # buffers do not change while the graph runs (inputs
+                                                  # are written back after every read)
                 return self._padded_copies[key]
             if x.ndim >= 2 and x.layout[1][-2] == 1 and x.layout[1][-1] != 1 \
                     and not layouts.misaligned_matrix(x.sizes, x.layout[1], x.layout[2], x.dtype):
@@ -547,9 +550,7 @@ class GraphLowering:
     def _host_write_back(self, dst: Value, src):
         """`dst.copy_(src)` as an aten call (after every reader of dst's old value: scheduler)."""
         src_arg = self.realize(src).buffer_arg() if isinstance(src, Value) else src
-        self.extern_ops[str(aten.copy_.default)] += 1
-        name = f"ext{self._counter}"
-        self._counter += 1
+        name = self._extern_name(aten.copy_.default)
         self.nodes.append(ExternNode(name, aten.copy_.default, (dst.buffer_arg(), src_arg), {}, [None], "single",
                                      mutates=dst.layout[0].name))
 
