@@ -168,6 +168,17 @@ def test_graph_input_weight_copied_on_every_call(forced):
     assert "empty_strided((32, 1004), (1, 32)" in wrapper_source()     # w.t(), copied as rows of 32
 
 
+def test_computed_transposed_weight_is_stored_as_its_rows_are_read(forced):
+    """`x @ (w * 2).t()` (a weight cast under autocast looks so): the operand is stored
+    column-major (straight from w's rows, no transposing kernel), padded where N needs it."""
+    def fn(x, w, v):
+        return x @ (w * 2).t(), torch.relu(x @ (v - 1).t())
+    args = t(24, 32), t(1001, 32), t(64, 32)
+    assert_same(dl.capture(fn, backend="triton")(*args), fn(*args))
+    source = wrapper_source()
+    assert "empty_strided((32, 1004), (1, 32)" in source and "empty_strided((32, 64), (1, 32)" in source, source
+
+
 def test_intermediate_read_by_two_matmuls_is_stored_once_with_padded_rows(forced):
     def fn(x, w, v):
         g = torch.tanh(x @ w.t()) * 3            # [24, 1001], and its transpose for the second mm

@@ -317,8 +317,10 @@ class GraphLowering:
 
     def _matmul_operand(self, a: Value) -> Value:
         if not a.is_strided():
-            padded = layouts.needs_padding(a.sizes, a.dtype)
-            return self.realize(a, layouts.padded_strides(a.sizes, a.dtype) if padded else contiguous_strides(a.sizes))
+            strides = self._lazy_operand_strides(a, a.sizes)
+            if layouts.misaligned_matrix(a.sizes, strides, 0, a.dtype):
+                strides = layouts.padded_strides(a.sizes, a.dtype)
+            return self.realize(a, strides)
         _, strides, offset = a.layout
         if layouts.misaligned_matrix(a.sizes, strides, offset, a.dtype):
             # a graph input (or a buffer already stored otherwise): copy it into padded rows
@@ -359,13 +361,28 @@ class GraphLowering:
                                      "single", writes_out=True))
         return Value.of_buffer(out, meta.shape, out.strides)
 
-    @staticmethod
-    def _operand_strides(v: Value) -> tuple[int, ...]:
-        """The strides a matmul operand is passed with: its own, or row-major where it is stored
-        or copied first (lazy, or misaligned: `_matmul_operand`, `_zero_padded_operand`)."""
-        if v.is_strided() and not layouts.misaligned_matrix(v.sizes, v.layout[1], v.layout[2], v.dtype):
+    def _operand_strides(self, v: Value) -> tuple[int, ...]:
+        """The strides a matmul operand is passed with: its own; a lazy one's as it will be
+        stored (`_lazy_operand_strides`); row-major where it is misaligned and copied first."""
+        if not v.is_strided():
+            return self._lazy_operand_strides(v, v.sizes)
+        if not layouts.misaligned_matrix(v.sizes, v.layout[1], v.layout[2], v.dtype):
             return v.layout[1]
         return contiguous_strides(v.sizes)
+
+    @staticmethod
+    def _lazy_operand_strides(v: Value, sizes) -> tuple[int, ...]:
+        """Dense strides over `sizes` for storing the lazy matmul operand `v`: column-major (its
+        last two dims swapped) where every load that walks those dims walks dim -2 with unit
+        stride (a transposed weight cast under autocast: the kernel then reads and writes
+        coalesced, and cuBLAS takes the transpose as it is), else row-major."""
+        if v.ndim >= 2:
+            row, col = f"v{v.ndim - 2}", f"v{v.ndim - 1}"
+            walking = [ld.arg[1] for ld in loads([v.load(domain_vars(v.ndim))])
+                       if ld.arg[1].coeff(row) or ld.arg[1].coeff(col)]
+            if walking and all(i.coeff(row) == 1 and i.coeff(col) != 1 for i in walking):
+                return _column_major(sizes)
+        return contiguous_strides(sizes)
 
     def _zero_padded_operand(self, x: Value, sizes) -> Value:
         """`x` in memory as the leading part of a value of `sizes` that is zero elsewhere: a
@@ -387,12 +404,11 @@ class GraphLowering:
                 return self._padded_copies[key]
             if x.ndim >= 2 and x.layout[1][-2] == 1 and x.layout[1][-1] != 1 \
                     and not layouts.misaligned_matrix(x.sizes, x.layout[1], x.layout[2], x.dtype):
-                swapped = contiguous_strides(sizes[:-2] + (sizes[-1], sizes[-2]))
-                strides = swapped[:-2] + (swapped[-1], swapped[-2])
+                strides = _column_major(sizes)
             copy = self._materialize(Value(x.sizes, x.dtype, x.device, x.load), strides, sizes)
             self._padded_copies[key] = Value.of_buffer(copy.layout[0])
             return self._padded_copies[key]
-        self._materialize(x, strides, sizes)
+        self._materialize(x, self._lazy_operand_strides(x, sizes), sizes)
         return Value.of_buffer(x.layout[0])
 
     def _zero_padded_view(self, x: Value, sizes) -> Optional[Value]:
@@ -585,6 +601,12 @@ def _flatten(x) -> list:
     if isinstance(x, (list, tuple)):
         return [y for item in x for y in _flatten(item)]
     return [x]
+
+
+def _column_major(sizes) -> tuple[int, ...]:
+    """Dense strides with the last two dims swapped in memory (a transposed matrix, per batch)."""
+    swapped = contiguous_strides(tuple(sizes[:-2]) + (sizes[-1], sizes[-2]))
+    return swapped[:-2] + (swapped[-1], swapped[-2])
 
 
 def _padded_broadcast(sizes, out_sizes, padded_out_sizes) -> tuple[int, ...]:
