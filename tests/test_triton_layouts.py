@@ -1,6 +1,7 @@
 """The layouts the triton backend chooses for cuBLAS and cuDNN (backends/triton/layouts.py): padded
-rows for large misaligned matmul operands and results, channels-last convolutions with weights
-converted once while unchanged, and graph outputs that keep eager's strides.
+rows for large misaligned matrices, matmuls run on padded M, K or N (zero-padded operands, the
+result the leading part of a padded buffer), channels-last convolutions with weights copied by a
+kernel on each call, and graph outputs that keep eager's strides.
 
 On CUDA these are on by default; here the setting `extern_layouts = "always"` forces them on the
 CPU under Triton's interpreter, with a small size threshold, so every test is differential (eager
