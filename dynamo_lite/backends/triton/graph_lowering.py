@@ -338,13 +338,15 @@ class GraphLowering:
         ia, ib = layouts.MATMUL_OPERANDS[node.target]
         a, b = args[ia], args[ib]
         if not (isinstance(meta, torch.Tensor) and isinstance(a, Value) and isinstance(b, Value)) \
-                or meta.device != self.device or any(isinstance(v, Value) for v in kwargs.values()):
+                or meta.device != self.device or not a.dtype == b.dtype == meta.dtype \
+                or any(isinstance(v, Value) for v in kwargs.values()):
             return None
         m, k, n = layouts.matmul_padding(a.sizes, self._operand_strides(a), b.sizes, self._operand_strides(b),
                                          meta.dtype)
         if (m, k, n) == (a.sizes[-2], a.sizes[-1], b.sizes[-1]):
             return None
-        out_sizes = tuple(meta.shape[:-2]) + (m, n)
+        sizes = a.sizes[:-2] + (a.sizes[-2], b.sizes[-1])
+        out_sizes = a.sizes[:-2] + (m, n)
         ext_args = list(args)
         for i, x in enumerate(args):
             if i == ia:
@@ -352,14 +354,14 @@ class GraphLowering:
             elif i == ib:
                 x = self._zero_padded_operand(x, x.sizes[:-2] + (k, n))
             elif isinstance(x, Value):              # addmm's and baddbmm's bias, broadcast to the result
-                padded = _padded_broadcast(x.sizes, tuple(meta.shape), out_sizes)
+                padded = _padded_broadcast(x.sizes, sizes, out_sizes)
                 x = self.realize(x) if padded == x.sizes else self._zero_padded_operand(x, padded)
             ext_args[i] = x.buffer_arg() if isinstance(x, Value) else x
         out = self.new_buffer(out_sizes, contiguous_strides(out_sizes), meta.dtype, meta.device)
         name = self._extern_name(node.target)
         self.nodes.append(ExternNode(name, node.target.overloadpacket.out, tuple(ext_args), dict(kwargs), [out],
                                      "single", writes_out=True))
-        return Value.of_buffer(out, meta.shape, out.strides)
+        return Value.of_buffer(out, sizes, out.strides)
 
     def _operand_strides(self, v: Value) -> tuple[int, ...]:
         """The strides a matmul operand is passed with: its own; a lazy one's as it will be
