@@ -1,6 +1,7 @@
 """The layouts the triton backend chooses for cuBLAS and cuDNN (backends/triton/layouts.py): padded
-rows for large misaligned matmul operands and results, channels-last convolutions with weights
-converted once while unchanged, and graph outputs that keep eager's strides.
+rows for large misaligned matrices, matmuls run on padded M, K or N (zero-padded operands, the
+result the leading part of a padded buffer), channels-last convolutions with weights copied by a
+kernel on each call, and graph outputs that keep eager's strides.
 
 On CUDA these are on by default; here the setting `extern_layouts = "always"` forces them on the
 CPU under Triton's interpreter, with a small size threshold, so every test is differential (eager
@@ -31,6 +32,18 @@ def forced(monkeypatch):
     """Library layouts on for CPU tensors, padding for matrices of 1000 elements and more."""
     monkeypatch.setattr(settings, "extern_layouts", "always")
     monkeypatch.setattr(layouts, "PAD_MIN_NUMEL", 1000)
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Fresh float buffers come filled with NaN (the wrapper's `empty_strided`): a pad element
+    read where it should not be shows in the values."""
+    original = torch.empty_strided
+
+    def empty_strided(*args, **kwargs):
+        out = original(*args, **kwargs)
+        return out.fill_(float("nan")) if out.is_floating_point() else out
+    monkeypatch.setattr(torch, "empty_strided", empty_strided)
 
 
 def wrapper_source() -> str:
@@ -73,6 +86,20 @@ def test_which_matrices_are_padded():
     assert layouts.misaligned_matrix((4096, 768), (1536, 2), 0, bf16)   # no unit stride
 
 
+def test_matmul_dims_padded_where_contiguous_and_misaligned():
+    bf16 = torch.bfloat16
+    # GPT-2's LM head forward: x [4096, 768] @ w.t() [768, 50257]: N is the result's contiguous dim
+    assert layouts.matmul_padding((4096, 768), (768, 1), (768, 50257), (1, 768), bf16) == (4096, 768, 50264)
+    # its input gradient: g [4096, 50257] @ w [50257, 768]: K is g's contiguous dim
+    assert layouts.matmul_padding((4096, 50257), (50264, 1), (50257, 768), (768, 1), bf16) == (4096, 50264, 768)
+    # its weight gradient: g.t() [50257, 4096] @ x [4096, 768]: M is contiguous in g.t()
+    assert layouts.matmul_padding((50257, 4096), (1, 50264), (4096, 768), (768, 1), bf16) == (50264, 4096, 768)
+    # aligned, small, or a matrix-vector product: nothing
+    assert layouts.matmul_padding((4096, 768), (768, 1), (768, 3072), (3072, 1), bf16) == (4096, 768, 3072)
+    assert layouts.matmul_padding((16, 64), (64, 1), (64, 1001), (1001, 1), bf16) == (16, 64, 1001)
+    assert layouts.matmul_padding((1, 768), (768, 1), (768, 50257), (1, 768), bf16) == (1, 768, 50257)
+
+
 def test_layouts_are_chosen_for_cuda_unless_the_setting_says_otherwise(monkeypatch):
     assert layouts.enabled(torch.device("cuda", 0)) and not layouts.enabled(torch.device("cpu"))
     monkeypatch.setattr(settings, "extern_layouts", "never")
@@ -102,7 +129,55 @@ def test_bmm_and_baddbmm_results_and_a_misaligned_input_operand(forced):
     assert_same(dl.capture(fn, backend="triton")(*args), expected)
     source = wrapper_source()
     assert "(40160, 1004, 1)" in source                   # bmm/baddbmm results, padded per batch
-    assert "empty_strided((24, 1001), (1004, 1)" in source  # the input x copied into padded rows
+    assert source.count("empty_strided((3, 16, 1004)") == 1, source   # b padded once for both
+    # K = 1001 is x's contiguous dim: x copied with zero pad columns, w with zero pad rows
+    assert "empty_strided((24, 1004), (1004, 1)" in source and "empty_strided((1004, 32), (32, 1)" in source
+
+
+def test_addmm_biases_are_padded_with_the_result(forced):
+    def fn(x, w, c, r):
+        return torch.addmm(c, x, w, beta=0.5, alpha=2), torch.addmm(r, x, w).relu(), torch.addmm(c[0], x, w)
+    args = t(24, 64), t(64, 1001), t(24, 1001), t(1, 1001)
+    assert_same(dl.capture(fn, backend="triton")(*args), fn(*args))
+    source = wrapper_source()
+    assert source.count("out=") == 3 and "empty_strided((24, 1004), (1004, 1)" in source, source
+    assert "empty_strided((1, 1004), (1004, 1)" in source and "(1004,), (1,)" in source, source    # r, c[0]
+
+
+def test_pad_columns_of_a_result_never_reach_a_row_reduction(forced, poisoned):
+    """A row of x holding inf makes the result's pad column inf * 0 = NaN there; every row
+    reduction must still see only the real columns (and new buffers start as NaN)."""
+    def fn(x, w):
+        y = x @ w
+        return y.amax(-1), y.logsumexp(-1), y.sum(-1), y.argmax(-1), y[:, -1] * 2
+    x, w = t(24, 64), t(64, 1001).abs() + 0.1
+    x[3, 5] = float("inf")
+    assert_same(dl.capture(fn, backend="triton")(x, w), fn(x, w))
+    assert "empty_strided((24, 1004), (1004, 1)" in wrapper_source()
+
+
+def test_graph_input_weight_copied_on_every_call(forced):
+    """The padded copy of a weight is made by a kernel on each call: a write through `.data`
+    shows."""
+    model = nn.Linear(32, 1001, bias=False).to(DEVICE)
+    x = t(24, 32)
+    compiled = dl.capture(model, backend="triton")
+    with torch.no_grad():
+        assert_same(compiled(x), model(x))
+        model.weight.data.mul_(-2)
+        assert_same(compiled(x), model(x))
+    assert "empty_strided((32, 1004), (1, 32)" in wrapper_source()     # w.t(), copied as rows of 32
+
+
+def test_computed_transposed_weight_is_stored_as_its_rows_are_read(forced):
+    """`x @ (w * 2).t()` (a weight cast under autocast looks so): the operand is stored
+    column-major (straight from w's rows, no transposing kernel), padded where N needs it."""
+    def fn(x, w, v):
+        return x @ (w * 2).t(), torch.relu(x @ (v - 1).t())
+    args = t(24, 32), t(1001, 32), t(64, 32)
+    assert_same(dl.capture(fn, backend="triton")(*args), fn(*args))
+    source = wrapper_source()
+    assert "empty_strided((32, 1004), (1, 32)" in source and "empty_strided((32, 64), (1, 32)" in source, source
 
 
 def test_intermediate_read_by_two_matmuls_is_stored_once_with_padded_rows(forced):
@@ -116,7 +191,7 @@ def test_intermediate_read_by_two_matmuls_is_stored_once_with_padded_rows(forced
 
 
 class TinyLM(nn.Module):
-    def __init__(self, vocab=1001, d=32):
+    def __init__(self, vocab=1021, d=32):
         super().__init__()
         self.emb, self.ln, self.fc = nn.Embedding(vocab, d), nn.LayerNorm(d), nn.Linear(d, d)
         self.head = nn.Linear(d, vocab, bias=False)
@@ -128,11 +203,15 @@ class TinyLM(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1)), logits
 
 
-def test_training_lm_head_gradients_match_eager(forced):
+def test_training_lm_head_gradients_match_eager(forced, poisoned):
+    """GPT-2's LM head in training, vocabulary 1021 (pads to 1024): the forward pads N (the tied
+    weight copied with 1024 rows), the backward pads K of the input gradient (the logits
+    gradient is stored with zero pad columns and read as it is; the weight copied with zero
+    rows) and M of the weight gradient."""
     torch.manual_seed(0)
     model = TinyLM().to(DEVICE)
     reference = copy.deepcopy(model)
-    idx, targets = torch.randint(0, 1001, (2, 12), device=DEVICE), torch.randint(0, 1001, (2, 12), device=DEVICE)
+    idx, targets = torch.randint(0, 1021, (2, 12), device=DEVICE), torch.randint(0, 1021, (2, 12), device=DEVICE)
     loss, logits = dl.capture(model, backend="triton")(idx, targets)
     loss.backward()
     ref_loss, ref_logits = reference(idx, targets)
@@ -142,7 +221,10 @@ def test_training_lm_head_gradients_match_eager(forced):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
         assert p.grad.stride() == q.grad.stride(), name
     source = wrapper_source()
-    assert "out=" in source and "(12048, 1004, 1)" in source, source   # logits, and their gradient
+    assert "empty_strided((32, 1024), (1, 32)" in source and "empty_strided((24, 1024), (1024, 1)" in source, source
+    assert "empty_strided((2, 12, 1024)" in source, source                  # the logits gradient
+    assert "(24, 1024), (1024, 1), 0)" in source and "(1024, 24), (1, 1024), 0)" in source, source  # read padded
+    assert "empty_strided((1024, 32), (32, 1)" in source, source            # weight rows, and its gradient
 
 
 # -- convolutions ------------------------------------------------------------------------------
@@ -208,7 +290,17 @@ def test_every_way_of_changing_a_weight_is_seen(forced):
         assert_same(compiled(x), model(x))
 
 
-def test_convolution_training_gradients_match_eager(forced):
+@pytest.fixture
+def exact_fp32(monkeypatch):
+    """fp32 convolutions and matmuls in full fp32 on CUDA. cuDNN computes fp32 convolutions in
+    TF32 by default (10-bit mantissas), and NHWC and NCHW algorithms round differently, so a
+    weight gradient summed over the batch differs from eager's by ~1e-3 relative in either layout;
+    in fp32 they agree to rounding, which is what would show a layout mistake."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+
+
+def test_convolution_training_gradients_match_eager(forced, exact_fp32):
     torch.manual_seed(0)
     model = ConvNet().to(DEVICE).train()
     reference = copy.deepcopy(model)
@@ -240,6 +332,8 @@ def test_attention_after_a_patch_convolution_stays_contiguous(forced):
 
 @needs_gpu
 def test_gpu_lm_head_is_padded_and_matches_eager():
+    """[4096, 768] x [768, 50257] in bf16: run on N = 50264 (cuBLAS's aligned kernels), the
+    weight copied with 50264 rows each call, the result the leading 50257 columns."""
     x = torch.randn(4096, 768, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(50257, 768, device="cuda", dtype=torch.bfloat16) * 0.05
 
@@ -247,7 +341,12 @@ def test_gpu_lm_head_is_padded_and_matches_eager():
         return F.linear(x, w), F.linear(x, w).float().log_softmax(-1)
     compiled = dl.capture(fn, backend="triton")
     assert_same(compiled(x, w), fn(x, w), rtol=2e-2, atol=2e-2)
-    assert "(50264, 1)" in wrapper_source() and "out=" in wrapper_source()
+    source = wrapper_source()
+    assert "empty_strided((768, 50264), (1, 768)" in source, source             # the weight, padded
+    assert "empty_strided((4096, 50264), (50264, 1)" in source and "out=" in source, source
+    with torch.no_grad():
+        w.data.mul_(-1)
+    assert_same(compiled(x, w), fn(x, w), rtol=2e-2, atol=2e-2)
 
 
 @needs_gpu

@@ -58,6 +58,10 @@ class GraphLowering:
         # host values kernels read (CPU scalars in a CUDA graph): passed by value, read on the host
         # at call time (`scalar_args`: buffer names)
         self.scalar_args: set[str] = set()
+        # buffers of ours larger than the value stored in them, their pad filled with zeros: the
+        # buffer's name -> the sizes of that value (its leading part; layouts.py, padded matmuls)
+        self.zero_padded: dict[str, tuple[int, ...]] = {}
+        self._padded_copies: dict[tuple, Value] = {}   # one zero-padded copy of a strided view per graph
         devices = [t.device for t in example_inputs if isinstance(t, torch.Tensor)]
         self.device = next((d for d in devices if d.type != "cpu"), devices[0] if devices else torch.device("cpu"))
         self.library_layouts = layouts.enabled(self.device)      # padded matmul operands, NHWC convs
@@ -113,10 +117,22 @@ class GraphLowering:
             strides = contiguous_strides(value.sizes)
         return self._materialize(value, strides)
 
-    def _materialize(self, value: Value, strides=None) -> Value:
+    def _materialize(self, value: Value, strides=None, padded_sizes=None) -> Value:
+        """Store `value` into a new buffer with `strides`; the value becomes a view of it. A buffer
+        of `padded_sizes` (each at least the value's), or with padded rows where `strides` are
+        layouts.padded_strides, spans its pad, which the kernel fills with zeros (`zero_padded`)."""
         strides = tuple(strides) if strides is not None else contiguous_strides(value.sizes)
-        buf = self.new_buffer(value.sizes, strides, value.dtype, value.device)
-        body = cast(value.load(domain_vars(value.ndim)), value.dtype)
+        if padded_sizes is None and value.ndim >= 2 and strides != contiguous_strides(value.sizes) \
+                and strides == layouts.padded_strides(value.sizes, value.dtype):
+            padded_sizes = value.sizes[:-1] + (strides[-2],)
+        sizes = tuple(padded_sizes) if padded_sizes is not None else value.sizes
+        buf = self.new_buffer(sizes, strides, value.dtype, value.device)
+        if sizes != value.sizes:
+            value_or_zero = lower_views.padded(value, sizes, [0] * value.ndim, 0, value.dtype, value.device)
+            body = cast(value_or_zero.load(domain_vars(value.ndim)), value.dtype)
+            self.zero_padded[buf.name] = value.sizes
+        else:
+            body = cast(value.load(domain_vars(value.ndim)), value.dtype)
         self.nodes.append(PointwiseNode(buf, body))
         value.layout, value._loader, value._memo = (buf, strides, 0), None, {}
         return value
@@ -264,19 +280,14 @@ class GraphLowering:
             if isinstance(a, (list, tuple)):
                 return type(a)(to_arg(x) for x in a)
             return a
+        if self.library_layouts and node.target in layouts.MATMUL_OPERANDS:
+            padded = self._padded_matmul(node, args, kwargs)
+            if padded is not None:
+                return padded
         ext_args = tuple(to_arg(a, i) for i, a in enumerate(args))
         ext_kwargs = {k: to_arg(v) for k, v in kwargs.items()}
         meta = self._extern_meta(node, ext_args, ext_kwargs)
-        self.extern_ops[str(node.target)] += 1
-        name = f"ext{self._counter}"
-        self._counter += 1
-        if self.library_layouts and node.target in layouts.MATMUL_OPERANDS and isinstance(meta, torch.Tensor) \
-                and layouts.needs_padding(meta.shape, meta.dtype):
-            # computed into a buffer with padded rows (`mm.out`): cuBLAS's aligned kernels fit
-            out = self.new_buffer(meta.shape, layouts.padded_strides(meta.shape, meta.dtype), meta.dtype, meta.device)
-            self.nodes.append(ExternNode(name, node.target.overloadpacket.out, ext_args, ext_kwargs, [out],
-                                         "single", writes_out=True))
-            return Value.of_buffer(out)
+        name = self._extern_name(node.target)
         if isinstance(meta, (list, tuple)):
             outs = [self._extern_buffer(m) for m in meta]
             self.nodes.append(ExternNode(name, node.target, ext_args, ext_kwargs, outs, "tuple"))
@@ -284,6 +295,12 @@ class GraphLowering:
         out = self._extern_buffer(meta)
         self.nodes.append(ExternNode(name, node.target, ext_args, ext_kwargs, [out], "single"))
         return Value.of_buffer(out) if out is not None else None
+
+    def _extern_name(self, target) -> str:
+        """A name for a new extern call of `target` (counted in `extern_ops`)."""
+        self.extern_ops[str(target)] += 1
+        self._counter += 1
+        return f"ext{self._counter - 1}"
 
     def _extern_operand(self, target, position, a: Value) -> Value:
         """An extern's tensor argument in memory, in the layout its library is fast on where we
@@ -300,13 +317,125 @@ class GraphLowering:
 
     def _matmul_operand(self, a: Value) -> Value:
         if not a.is_strided():
-            padded = layouts.needs_padding(a.sizes, a.dtype)
-            return self.realize(a, layouts.padded_strides(a.sizes, a.dtype) if padded else contiguous_strides(a.sizes))
+            strides = self._lazy_operand_strides(a, a.sizes)
+            if layouts.misaligned_matrix(a.sizes, strides, 0, a.dtype):
+                strides = layouts.padded_strides(a.sizes, a.dtype)
+            return self.realize(a, strides)
         _, strides, offset = a.layout
         if layouts.misaligned_matrix(a.sizes, strides, offset, a.dtype):
             # a graph input (or a buffer already stored otherwise): copy it into padded rows
             return self._materialize(Value(a.sizes, a.dtype, a.device, a.load), layouts.padded_strides(a.sizes, a.dtype))
         return a
+
+    def _padded_matmul(self, node: torch.fx.Node, args, kwargs) -> Optional[Value]:
+        """A matmul with M, K or N rounded up (layouts.matmul_padding: cuBLAS's aligned kernels
+        fit) on zero-padded operands, into a buffer of the padded sizes (`mm.out`); the result is
+        its leading part, and the pad of that buffer is never read. None where nothing is padded.
+
+        Zeros make the pad right for every dim: a pad column of B (or of the bias) only reaches
+        the result's pad columns, a pad row of A only its pad rows, and K's pad adds 0 * 0."""
+        meta = node.meta.get("val")
+        ia, ib = layouts.MATMUL_OPERANDS[node.target]
+        a, b = args[ia], args[ib]
+        if not (isinstance(meta, torch.Tensor) and isinstance(a, Value) and isinstance(b, Value)) \
+                or meta.device != self.device or not a.dtype == b.dtype == meta.dtype \
+                or any(isinstance(v, Value) for v in kwargs.values()):
+            return None
+        m, k, n = layouts.matmul_padding(a.sizes, self._operand_strides(a), b.sizes, self._operand_strides(b),
+                                         meta.dtype)
+        if (m, k, n) == (a.sizes[-2], a.sizes[-1], b.sizes[-1]):
+            return None
+        sizes = a.sizes[:-2] + (a.sizes[-2], b.sizes[-1])
+        out_sizes = a.sizes[:-2] + (m, n)
+        ext_args = list(args)
+        for i, x in enumerate(args):
+            if i == ia:
+                x = self._zero_padded_operand(x, x.sizes[:-2] + (m, k))
+            elif i == ib:
+                x = self._zero_padded_operand(x, x.sizes[:-2] + (k, n))
+            elif isinstance(x, Value):              # addmm's and baddbmm's bias, broadcast to the result
+                padded = _padded_broadcast(x.sizes, sizes, out_sizes)
+                x = self.realize(x) if padded == x.sizes else self._zero_padded_operand(x, padded)
+            ext_args[i] = x.buffer_arg() if isinstance(x, Value) else x
+        out = self.new_buffer(out_sizes, contiguous_strides(out_sizes), meta.dtype, meta.device)
+        name = self._extern_name(node.target)
+        self.nodes.append(ExternNode(name, node.target.overloadpacket.out, tuple(ext_args), dict(kwargs), [out],
+                                     "single", writes_out=True))
+        return Value.of_buffer(out, sizes, out.strides)
+
+    def _operand_strides(self, v: Value) -> tuple[int, ...]:
+        """The strides a matmul operand is passed with: its own; a lazy one's as it will be
+        stored (`_lazy_operand_strides`); row-major where it is misaligned and copied first."""
+        if not v.is_strided():
+            return self._lazy_operand_strides(v, v.sizes)
+        if not layouts.misaligned_matrix(v.sizes, v.layout[1], v.layout[2], v.dtype):
+            return v.layout[1]
+        return contiguous_strides(v.sizes)
+
+    @staticmethod
+    def _lazy_operand_strides(v: Value, sizes) -> tuple[int, ...]:
+        """Dense strides over `sizes` for storing the lazy matmul operand `v`: column-major (its
+        last two dims swapped) where every load that walks those dims walks dim -2 with unit
+        stride (a transposed weight cast under autocast: the kernel then reads and writes
+        coalesced, and cuBLAS takes the transpose as it is), else row-major."""
+        if v.ndim >= 2:
+            row, col = f"v{v.ndim - 2}", f"v{v.ndim - 1}"
+            walking = [ld.arg[1] for ld in loads([v.load(domain_vars(v.ndim))])
+                       if ld.arg[1].coeff(row) or ld.arg[1].coeff(col)]
+            if walking and all(i.coeff(row) == 1 and i.coeff(col) != 1 for i in walking):
+                return _column_major(sizes)
+        return contiguous_strides(sizes)
+
+    def _zero_padded_operand(self, x: Value, sizes) -> Value:
+        """`x` in memory as the leading part of a value of `sizes` that is zero elsewhere: a
+        buffer of ours padded so already is read as it is; a lazy value is stored so (it
+        becomes a view of that buffer); anything else (a graph input: on every call, no copy
+        kept across calls) is copied by a kernel, keeping which of its last two dims is
+        contiguous (the transposed LM head weight is copied as rows of 768, not transposed)."""
+        sizes = tuple(sizes)
+        if sizes == x.sizes:
+            return self._matmul_operand(x)
+        view = self._zero_padded_view(x, sizes)
+        if view is not None:
+            return view
+        strides = contiguous_strides(sizes)
+        if x.is_strided():
+            key = (x.layout[0].name, x.layout[1], x.layout[2], x.sizes, sizes)
+            if key in self._padded_copies:        # buffers do not change while the graph runs (inputs
+                                                  # are written back after every read)
+                return self._padded_copies[key]
+            if x.ndim >= 2 and x.layout[1][-2] == 1 and x.layout[1][-1] != 1 \
+                    and not layouts.misaligned_matrix(x.sizes, x.layout[1], x.layout[2], x.dtype):
+                strides = _column_major(sizes)
+            copy = self._materialize(Value(x.sizes, x.dtype, x.device, x.load), strides, sizes)
+            self._padded_copies[key] = Value.of_buffer(copy.layout[0])
+            return self._padded_copies[key]
+        self._materialize(x, self._lazy_operand_strides(x, sizes), sizes)
+        return Value.of_buffer(x.layout[0])
+
+    def _zero_padded_view(self, x: Value, sizes) -> Optional[Value]:
+        """`x` with each dim extended to `sizes` as a view of the zero-padded buffer it is a view
+        of, where that view reads exactly `x` and zeros: each extended dim walks one dim of the
+        buffer, whose stored value ends where `x` does and whose pad the extension covers, and
+        every other dim steps over whole rows of it or within one element of it."""
+        if not x.is_strided() or x.layout[2] != 0 or x.layout[0].name not in self.zero_padded:
+            return None
+        buf, strides = x.layout[0], x.layout[1]
+        stored = self.zero_padded[buf.name]
+        for d, (n, n_pad) in enumerate(zip(x.sizes, sizes)):
+            if n == n_pad:
+                continue
+            dims = [j for j, s in enumerate(buf.strides) if s == strides[d] and buf.sizes[j] > 1]
+            if len(dims) != 1 or stored[dims[0]] != n or buf.sizes[dims[0]] != n_pad:
+                return None
+            step, span = buf.strides[dims[0]], buf.strides[dims[0]] * buf.sizes[dims[0]]
+            others = [(size, s) for e, (size, s) in enumerate(zip(sizes, strides)) if e != d and size > 1]
+            inner = sum((size - 1) * s for size, s in others if s < step)
+            if inner >= step or any(s % span for size, s in others if s >= step):
+                return None
+        if sum((size - 1) * s for size, s in zip(sizes, strides)) >= buf.storage_numel():
+            return None
+        return Value.of_buffer(buf, sizes, strides)
 
     def _convolution_weight(self, w: Value) -> Value:
         """A convolution's weight, channels-last like its input: a computed one (an autocast cast)
@@ -439,9 +568,7 @@ class GraphLowering:
     def _host_write_back(self, dst: Value, src):
         """`dst.copy_(src)` as an aten call (after every reader of dst's old value: scheduler)."""
         src_arg = self.realize(src).buffer_arg() if isinstance(src, Value) else src
-        self.extern_ops[str(aten.copy_.default)] += 1
-        name = f"ext{self._counter}"
-        self._counter += 1
+        name = self._extern_name(aten.copy_.default)
         self.nodes.append(ExternNode(name, aten.copy_.default, (dst.buffer_arg(), src_arg), {}, [None], "single",
                                      mutates=dst.layout[0].name))
 
@@ -476,6 +603,20 @@ def _flatten(x) -> list:
     if isinstance(x, (list, tuple)):
         return [y for item in x for y in _flatten(item)]
     return [x]
+
+
+def _column_major(sizes) -> tuple[int, ...]:
+    """Dense strides with the last two dims swapped in memory (a transposed matrix, per batch)."""
+    swapped = contiguous_strides(tuple(sizes[:-2]) + (sizes[-1], sizes[-2]))
+    return swapped[:-2] + (swapped[-1], swapped[-2])
+
+
+def _padded_broadcast(sizes, out_sizes, padded_out_sizes) -> tuple[int, ...]:
+    """`sizes` of a tensor broadcast to `out_sizes` (aligned right), each dim that spans the
+    result's dim extended as the result is to `padded_out_sizes`."""
+    lead = len(out_sizes) - len(sizes)
+    return tuple(padded_out_sizes[lead + i] if lead + i >= 0 and n == out_sizes[lead + i] else n
+                 for i, n in enumerate(sizes))
 
 
 def _dense_strides(meta, sizes) -> Optional[tuple[int, ...]]:

@@ -1,11 +1,18 @@
 """Memory layouts the extern libraries are fast on: which strides a buffer gets for cuBLAS and cuDNN.
 
 * Matmuls (`MATMUL_OPERANDS`): cuBLAS's fast kernels need every matrix's leading dimension (the
-  stride that is not 1) and base address 16-byte aligned. A `[4096, 50257]` bf16 result (GPT-2's
-  LM head) has a row pitch of 50257 elements, and cuBLAS falls back to a kernel ~7x slower. Such a
-  matrix, when it is large, gets rows padded to an aligned pitch (`padded_strides`): our kernels
-  store it that way, a graph input is copied into a padded buffer, an extern result is computed
-  into one (`aten.mm.out`). The pad elements are never read.
+  stride that is not 1) and base address 16-byte aligned, and also the extent of the dim that is
+  contiguous (in an operand or the row-major result) a multiple of 16 bytes. A `[4096, 50257]`
+  bf16 result (GPT-2's LM head) has 50257 contiguous elements per row, and cuBLAS falls back to an
+  align-1 kernel ~7x slower. So:
+  - a large matrix with misaligned rows gets rows padded to an aligned pitch (`padded_strides`):
+    our kernels store it in a buffer that spans the pad columns and write zeros there, a graph
+    input is copied into such a buffer;
+  - a matmul whose M, K or N is contiguous somewhere and misaligned runs on that dim rounded up
+    (`matmul_padding`, Inductor's pad_mm): operands padded with zeros (a buffer of ours already
+    zero-padded so is read as it is, anything else is copied by a kernel, on every call), the
+    result computed into a buffer of the padded sizes (`aten.mm.out`) of which the graph uses the
+    leading part. Pad rows and columns of a result are never read (they may hold anything).
 * Convolutions: cuDNN's fast kernels are NHWC. In a graph with convolutions, 4-d values our kernels
   store are channels-last (`channels_last_strides`); a weight that is a graph input is copied
   channels-last by a kernel on each call (a copy kept across calls would go stale under a write
@@ -91,6 +98,29 @@ def needs_padding(sizes, dtype: torch.dtype) -> bool:
     """Would a row-major matrix of `sizes` be misaligned (and large)?"""
     from .ir import contiguous_strides
     return misaligned_matrix(sizes, contiguous_strides(tuple(sizes)), 0, dtype)
+
+
+def matmul_padding(a_sizes, a_strides, b_sizes, b_strides, dtype: torch.dtype) -> tuple[int, int, int]:
+    """(M, K, N) of `A [.., M, K] @ B [.., K, N]` with each dim rounded up to `ALIGN_BYTES` where it
+    is the contiguous dim (stride 1) of a large matrix among A, B and the row-major result and is
+    misaligned; the others as they are. Matrix-vector products (a dim of 1) are left alone."""
+    m, k, n = a_sizes[-2], a_sizes[-1], b_sizes[-1]
+    if min(m, k, n) <= 1:
+        return m, k, n
+    batch = tuple(a_sizes[:-2])
+    contiguous = set()
+    for (rows, cols), (row_stride, col_stride), sizes in (
+            (("m", "k"), a_strides[-2:], batch + (m, k)),
+            (("k", "n"), b_strides[-2:], batch + (k, n)),
+            (("m", "n"), (n, 1), batch + (m, n))):
+        if _numel(sizes) < PAD_MIN_NUMEL:
+            continue
+        if col_stride == 1:
+            contiguous.add(cols)
+        elif row_stride == 1:
+            contiguous.add(rows)
+    dims = {"m": m, "k": k, "n": n}
+    return tuple(_round_up(dims[d], dtype) if d in contiguous else dims[d] for d in ("m", "k", "n"))
 
 
 def channels_last_strides(sizes) -> tuple[int, ...]:

@@ -189,7 +189,12 @@ def lower_constant_pad(lw, node, x, pad, value=0):
     lows = [0] * len(sizes)
     for k in range(len(pad) // 2):
         lows[len(sizes) - 1 - k] = pad[2 * k]
+    return padded(x, sizes, lows, value, meta.dtype, meta.device)
 
+
+def padded(x: Value, sizes, lows, value, dtype: torch.dtype, device) -> Value:
+    """`x` placed at `lows` in a value of `sizes`, `value` elsewhere (out-of-range lanes load
+    nothing). Also the zero-padded matmul operands of graph_lowering."""
     def loader(idx):
         cond = None
         local = []
@@ -199,8 +204,6 @@ def lower_constant_pad(lw, node, x, pad, value=0):
                 c = _in_range(idx[d], lows[d], lows[d] + x.sizes[d])
                 cond = c if cond is None else binary(Op.AND, cond, c)
         if cond is None:
-            return cast(x.load(tuple(local)), meta.dtype)
-        return where(cond, _masked(x, tuple(local), cond, meta.dtype), const(value, meta.dtype))
-    return lazy(sizes, meta.dtype, meta.device, loader)
-
-
+            return cast(x.load(tuple(local)), dtype)
+        return where(cond, _masked(x, tuple(local), cond, dtype), const(value, dtype))
+    return lazy(sizes, dtype, device, loader)
