@@ -174,6 +174,26 @@ def test_symbolic_sizes_specialize_per_shape():
     assert len(graph.specializations) == 3
 
 
+def test_a_training_graph_recompiled_for_a_new_shape_keeps_its_gradients():
+    """A graph that became dynamic (a smaller last batch) is compiled per concrete shape: a training
+    graph's specializations go through AOTAutograd as the first compile does. (They were compiled
+    as plain forwards: the loss had no grad_fn and backward() raised.)"""
+    def fn(x, w, v):
+        return F.cross_entropy(F.linear(torch.tanh(F.linear(x, w)), v), torch.arange(x.shape[0], device=x.device) % 4)
+    torch.manual_seed(0)
+    w, v = torch.randn(6, 5, device=DEVICE), torch.randn(4, 6, device=DEVICE)
+    f = dl.capture(fn, backend="triton")
+    for m in (16, 3, 9):
+        x = torch.randn(m, 5, device=DEVICE)
+        grads = []
+        for run in (fn, f):
+            args = [t.clone().requires_grad_() for t in (x, w, v)]
+            loss = run(*args)
+            loss.backward()
+            grads.append((loss.detach(), [a.grad for a in args]))
+        torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-5)
+
+
 def test_torch_compile_with_our_backend():
     torch._dynamo.reset()
     model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32)).to(DEVICE).eval()

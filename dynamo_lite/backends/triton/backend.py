@@ -430,10 +430,13 @@ def _specializing(gm, example_inputs, positions) -> Callable:
     compiled: dict[tuple, Callable] = info.specializations
 
     def run(*args):
-        key = _shape_key(args, positions)
+        autograd = _needs_autograd(args)
+        key = (_shape_key(args, positions), autograd)
         fn = compiled.get(key)
         if fn is None:
-            fn = compile_graph(gm, list(args))
+            # a training graph's specialization goes through AOTAutograd too: compiled as a plain
+            # forward, its outputs would have no grad_fn (backward() would raise)
+            fn = (_with_autograd if autograd else compile_graph)(gm, list(args))
             compiled[key] = fn
             latest = fn.compiled_graph
             info.kernels, info.wrapper_source = latest.kernels, latest.wrapper_source
