@@ -6,9 +6,11 @@
     DYNAMO_LITE_CACHE_DIR=path    kernel/config cache (default ~/.cache/dynamo_lite)
     DYNAMO_LITE_TRITON_LAYOUTS=   where buffers get the layouts cuBLAS/cuDNN are fast on (layouts.py):
                                   auto (CUDA only, the default), always (the CPU too: tests), never
+    DYNAMO_LITE_TRITON_HOST_MATH=0  ops on host scalars stay aten calls (host_math.py; to compare)
 """
 import os
 
 strict: bool = os.environ.get("DYNAMO_LITE_TRITON_STRICT", "") == "1"
 debug: bool = os.environ.get("DYNAMO_LITE_TRITON_DEBUG", "") == "1"
 extern_layouts: str = os.environ.get("DYNAMO_LITE_TRITON_LAYOUTS", "auto")
+host_math: bool = os.environ.get("DYNAMO_LITE_TRITON_HOST_MATH", "1") != "0"
