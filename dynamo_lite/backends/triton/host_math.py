@@ -22,7 +22,8 @@ Precision: every value is a Python float, an IEEE double, whatever the tensor's 
 Eager torch.optim computes these step sizes as Python floats too (`_get_value(step)` is
 `step.item()` outside a compiler), so double arithmetic is at least as close to eager as float32
 tensor math; a kernel receives the double rounded to its float32 argument, a host write rounds it
-to the tensor's dtype. Where Python raises or goes complex and IEEE does not (`1 / 0.0`,
+to the tensor's dtype. (So a float32 intermediate is not rounded between ops: one past float32's
+range, 3.4e38, stays finite here where a float32 tensor holds inf.) Where Python raises or goes complex and IEEE does not (`1 / 0.0`,
 `(-8.0) ** 0.5`, overflow in `**`), the helpers (`RUNTIME`) compute that one value with torch in
 float64 instead. An op that could change more than rounding stays an aten call: comparisons (a
 double compares differently than a float32 at the boundary), integer and low-precision results,
@@ -46,8 +47,8 @@ aten = torch.ops.aten
 #: result dtypes computed as Python floats (doubles hold every value of both exactly)
 FLOAT_DTYPES = (torch.float32, torch.float64)
 
-#: operand dtypes read as Python numbers (`.item()` of each is exact as a double; a bool promotes
-#: to 0.0 / 1.0 in float arithmetic, as torch promotes it)
+#: operand dtypes read as Python floats (each is exact as a double; a bool is read as 0.0 / 1.0,
+#: as float arithmetic promotes it, and is a condition as it is)
 READ_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool)
 
 
@@ -340,7 +341,8 @@ class HostMath:
             return self.values[buf.name]
         if buf.sizes != () or buf.dtype not in READ_DTYPES or not self.lw.on_host(buf):
             raise NotHere(f"reads {buf.name} as a tensor")
-        return self._scalar_of(i, f"{buf.name}.item()", [], buf.name, key=("read", buf.name))
+        code = f"{buf.name}.item()" if buf.dtype.is_floating_point else f"float({buf.name}.item())"
+        return self._scalar_of(i, code, [], buf.name, key=("read", buf.name))
 
     def _scalar_of(self, i: int, code: str, operands: list, hint: str, key: tuple) -> Scalar:
         found = self._cse.get(key)
