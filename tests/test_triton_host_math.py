@@ -206,3 +206,16 @@ def test_same_expression_computed_once():
     graph = run_calls(fn, lambda k: (torch.randn(32), scalar(k + 1), scalar(k + 2)))
     source = graph.wrapper_source
     assert source.count(" * 2.0") == 2 and source.count(" - 1.0") == 2, source
+
+
+def test_low_precision_and_integer_scalars_stay_aten_calls(host_math):
+    """A float16 result (eager rounds it after each op) and integer ones (wrap-around, no
+    promotion) are not Python doubles: aten calls, with the same values as eager."""
+    def fn(x, h, n):
+        n.add_(3)
+        return x * (h * 3 + 1), n * 2
+
+    graph = run_calls(fn, lambda k: (torch.randn(16), torch.tensor(0.1 + k, dtype=torch.float16),
+                                     torch.tensor(2 ** 62 + k)))
+    if host_math:
+        assert not graph.host_ops and graph.extern_ops.get("aten.copy_.default") == 1, graph.extern_ops
