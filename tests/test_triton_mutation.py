@@ -353,16 +353,17 @@ def _foreach_optimizer_step(opt_class, steps=3, **options):
 @pytest.mark.parametrize("opt_class", [torch.optim.AdamW, torch.optim.Adam])
 def test_foreach_step_with_host_scalars_is_lowered(opt_class, monkeypatch):
     """Without a GPU: 0-dim CPU tensors stand in for the CPU values of a CUDA graph (the step
-    counters and the step sizes torch.optim computes from them): ops on them are aten calls, the
-    counters are written back by aten `copy_`, kernels read them as arguments (`.item()` at call
-    time). `_foreach_addcdiv_` with a tensor of step sizes is spelled per tensor (its fake run
-    raised "Expected scalars to be on CPU, got meta")."""
+    counters and the step sizes torch.optim computes from them): the wrapper computes them as
+    Python numbers (host_math.py: test_triton_host_math.py), the counters are read by `.item()`
+    and written back by `fill_`, kernels take the step sizes as arguments. `_foreach_addcdiv_`
+    with a tensor of step sizes is spelled per tensor (its fake run raised "Expected scalars to
+    be on CPU, got meta")."""
     from dynamo_lite.backends.triton.graph_lowering import GraphLowering
     monkeypatch.setattr(GraphLowering, "on_host", lambda self, v: v.device.type == "cpu" and len(
         v.shape if isinstance(v, torch.Tensor) else v.sizes) == 0)
     step = lowered(_foreach_optimizer_step(opt_class))[-1]
     assert ".item()" in step.wrapper_source                 # step sizes read as kernel arguments
-    assert step.extern_ops["aten.copy_.default"] == 4       # one step counter per parameter
+    assert step.extern_ops["aten.fill_.Scalar"] == 4        # one step counter per parameter
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="CPU scalars next to CUDA tensors need a GPU")

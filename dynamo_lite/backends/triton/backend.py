@@ -49,7 +49,8 @@ class CompiledGraph:
     """What was made of one graph (attached to the returned callable as `.compiled_graph`)."""
     wrapper_source: str = ""
     kernels: list[KernelSource] = dataclasses.field(default_factory=list)
-    extern_ops: dict = dataclasses.field(default_factory=dict)
+    extern_ops: dict = dataclasses.field(default_factory=dict)      # aten calls the wrapper makes, per op
+    host_ops: dict = dataclasses.field(default_factory=dict)        # ops on host scalars computed as Python
     fallback_reason: Optional[str] = None
     compile_seconds: float = 0.0
     launchers: list = dataclasses.field(default_factory=list)
@@ -217,7 +218,8 @@ def _compile(gm, example_inputs):
     source = wrapper.generate()
     namespace = dict(wrapper.globals)
     exec(compile(source, f"<dynamo_lite triton wrapper {id(gm):x}>", "exec"), namespace)
-    info = CompiledGraph(source, kernels, dict(lowering.extern_ops), launchers=wrapper.launchers)
+    info = CompiledGraph(source, kernels, wrapper.host.aten_calls(lowering.extern_ops), launchers=wrapper.launchers,
+                         host_ops=wrapper.host.python_ops())
     if settings.debug:
         print(info.source)
     call = _fresh_views(namespace["call"], gm)
@@ -357,6 +359,8 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         info.wrapper_source += latest.wrapper_source
         for op, n in latest.extern_ops.items():
             info.extern_ops[op] = info.extern_ops.get(op, 0) + n
+        for op, n in latest.host_ops.items():
+            info.host_ops[op] = info.host_ops.get(op, 0) + n
         info.fallback_reason = info.fallback_reason or latest.fallback_reason
 
         def boxed(args):                      # AOTAutograd passes one list it may clear
@@ -441,6 +445,7 @@ def _specializing(gm, example_inputs, positions) -> Callable:
             latest = fn.compiled_graph
             info.kernels, info.wrapper_source = latest.kernels, latest.wrapper_source
             info.extern_ops, info.fallback_reason = latest.extern_ops, latest.fallback_reason
+            info.host_ops = latest.host_ops
         return fn(*args)
     run.compiled_graph = info
     recent.append(info)

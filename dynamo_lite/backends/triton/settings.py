@@ -10,6 +10,7 @@
                                   processes that compile a graph's kernels ahead of its first call
                                   (precompile.py); 0: each kernel compiles at its first launch.
                                   Default: min(CPUs, 8)
+    DYNAMO_LITE_TRITON_HOST_MATH=0  ops on host scalars stay aten calls (host_math.py; to compare)
 """
 import os
 
@@ -26,3 +27,4 @@ strict: bool = os.environ.get("DYNAMO_LITE_TRITON_STRICT", "") == "1"
 debug: bool = os.environ.get("DYNAMO_LITE_TRITON_DEBUG", "") == "1"
 extern_layouts: str = os.environ.get("DYNAMO_LITE_TRITON_LAYOUTS", "auto")
 compile_workers: int = _workers_from_env()
+host_math: bool = os.environ.get("DYNAMO_LITE_TRITON_HOST_MATH", "1") != "0"

@@ -20,6 +20,7 @@ import torch
 
 from .codegen import KernelSource
 from .graph_lowering import TRUSTED_LAYOUT, GraphLowering
+from .host_math import RUNTIME, HostMath
 from .ir import Buffer, BufferArg, ExternNode
 from .scheduler import Group
 
@@ -66,6 +67,9 @@ class WrapperCodegen:
         self.lines: list[str] = []
         self._global_ids: dict[int, str] = {}
         self.launchers = []
+        # ops on host scalars computed as Python numbers instead of aten calls (host_math.py)
+        self.host = HostMath(lowering, items)
+        self.globals.update(RUNTIME)
 
     # -- globals ---------------------------------------------------------------------------------
 
@@ -129,7 +133,10 @@ class WrapperCodegen:
         pool: dict[tuple, list[Buffer]] = {}
         live_alloc: dict[str, Buffer] = {}
         for i, item in enumerate(self.items):
-            if isinstance(item, KernelCall):
+            self.lines.extend(f"    {line}" for line in self.host.lines(i))
+            if self.host.replaces(i):
+                pass
+            elif isinstance(item, KernelCall):
                 self._kernel_call(i, item, pool, live_alloc)
             else:
                 self._extern_call(item, pool, live_alloc)
@@ -172,8 +179,10 @@ class WrapperCodegen:
         launcher = Launcher(item.kernel, may_misalign, in_place, arg_types)
         self.launchers.append(launcher)
         kname = self._global(launcher, "kernel")
-        # a host scalar's value, read at call time (a CPU tensor's `.item()` does not wait for the GPU)
-        args = [f"{name}.item()" if k in scalars else name for k, name in enumerate(item.kernel.args)]
+        # a host scalar's value: a Python number computed here (host_math), or read at call time (a
+        # CPU tensor's `.item()` does not wait for the GPU)
+        args = [(self.host.scalar_arg(name) or f"{name}.item()") if k in scalars else name
+                for k, name in enumerate(item.kernel.args)]
         self.lines.append(f"    {kname}({', '.join(args)})")
 
     def _allocate(self, buf: Buffer, pool, live_alloc):
@@ -196,7 +205,7 @@ class WrapperCodegen:
         if buf.kind == "temp" and buf.name in live_alloc:
             del live_alloc[buf.name]
             pool.setdefault((buf.storage_numel(), buf.dtype, str(buf.device)), []).append(buf)
-        elif buf.kind == "extern":
+        elif buf.kind == "extern" and self.host.holds_tensor(buf.name):
             self.lines.append(f"    del {buf.name}")
 
     def _extern_call(self, node: ExternNode, pool, live_alloc):
