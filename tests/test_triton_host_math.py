@@ -7,7 +7,6 @@ play the GPU's part (kernels under Triton's interpreter). Each test compares val
 optimizer state after several calls with eager on copies, and what the wrapper does instead of
 aten calls; with `host_math` switched off the same graphs must still agree (the aten path).
 """
-import copy
 import re
 
 import pytest
@@ -17,11 +16,11 @@ from triton_env import DEVICE, strict   # noqa: F401  (first: sets TRITON_INTERP
 
 pytest.importorskip("triton")
 
-import torch.nn as nn                                      # noqa: E402
 
 import dynamo_lite as dl                                   # noqa: E402
 from dynamo_lite.backends.triton import backend as triton_backend_module, settings   # noqa: E402
 from dynamo_lite.backends.triton.graph_lowering import GraphLowering   # noqa: E402
+from test_triton_mutation import _foreach_optimizer_step   # noqa: E402
 
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::DeprecationWarning"),
               pytest.mark.skipif(DEVICE != "cpu", reason="the CPU stand-in for host values")]
@@ -58,32 +57,9 @@ def lowered(gs):
 
 
 def optimizer_steps(opt_class, steps=4, **options):
-    """torch.optim's foreach step in a captured training step against eager (4 parameters, each
-    larger than a host value): parameters and every state tensor after each step. Returns the
-    compiled graphs."""
-    torch.manual_seed(0)
-    eager_model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 8))
-    model = copy.deepcopy(eager_model)
-    eager_opt = opt_class(eager_model.parameters(), lr=1e-2, foreach=True, **options)
-    opt = opt_class(model.parameters(), lr=1e-2, foreach=True, **options)
-
-    def train_step(model, opt, x):
-        opt.zero_grad()
-        model(x).square().mean().backward()
-        opt.step()
-
-    compiled = dl.capture(train_step, backend="triton")
-    for step in range(steps):
-        x = torch.randn(5, 8)
-        train_step(eager_model, eager_opt, x)
-        compiled(model, opt, x)
-        for p, r in zip(model.parameters(), eager_model.parameters()):
-            torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6, msg=lambda m: f"step {step}: {m}")
-            for key, value in eager_opt.state[r].items():
-                got = opt.state[p][key]
-                assert got.dtype == value.dtype and got.shape == value.shape, key
-                torch.testing.assert_close(got, value, rtol=1e-5, atol=1e-6, msg=lambda m: f"step {step}: {key}: {m}")
-    return lowered(graphs())
+    """torch.optim's foreach step captured against eager (test_triton_mutation's helper; 4
+    parameters, each larger than a host value); the graphs that were lowered."""
+    return lowered(_foreach_optimizer_step(opt_class, steps=steps, out_features=8, **options))
 
 
 @pytest.mark.parametrize("opt_class, options", [

@@ -322,11 +322,12 @@ def test_batch_norm_training_running_stats(grad):
 
 # -- CPU scalars next to GPU tensors: torch.optim's foreach steps (capturable=False) -----------------
 
-def _foreach_optimizer_step(opt_class, steps=3, **options):
+def _foreach_optimizer_step(opt_class, steps=3, out_features=4, **options):
     """torch.optim's foreach step in a captured training step against eager: parameters and every
-    state tensor after each step; returns the compiled graphs."""
+    state tensor after each step; returns the compiled graphs (test_triton_host_math.py uses it
+    too, with every parameter larger than its stand-in host values: out_features=8)."""
     torch.manual_seed(0)
-    eager_model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).to(DEVICE)
+    eager_model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, out_features)).to(DEVICE)
     model = copy.deepcopy(eager_model)
     eager_opt = opt_class(eager_model.parameters(), lr=1e-2, foreach=True, **options)
     opt = opt_class(model.parameters(), lr=1e-2, foreach=True, **options)
@@ -345,7 +346,7 @@ def _foreach_optimizer_step(opt_class, steps=3, **options):
             torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6, msg=lambda m: f"step {step}: {m}")
             for key, value in eager_opt.state[r].items():
                 got = opt.state[p][key]
-                assert got.device == value.device, key
+                assert got.device == value.device and got.dtype == value.dtype and got.shape == value.shape, key
                 torch.testing.assert_close(got, value, rtol=1e-5, atol=1e-6, msg=lambda m: f"step {step}: {key}: {m}")
     return graphs()
 
