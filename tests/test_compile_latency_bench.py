@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+import triton_env  # noqa: F401  (first: TRITON_INTERPRET must be set before triton is first imported)
 from bench_loader import load_bench
 
 pytest.importorskip("transformers")
@@ -12,7 +13,7 @@ pytest.importorskip("triton")
 
 
 def test_cold_processes_with_empty_caches(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")       # the children's smoke mode, also on a GPU machine
     bench = load_bench("compile_latency.py", "compile_latency_bench")
     out = tmp_path / "rows.json"
     code = bench.main(["--device", "cpu", "--quick", "--models", "gpt2", "--engines", "capture,ours-w0",
