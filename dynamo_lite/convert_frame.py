@@ -376,7 +376,9 @@ def _capture(code, func, args, options, entries, recompile_reason, recapture=Non
         gm = graph.finish(outputs)
         compiled = None
         _check_ops_in_try(tracer)
-        invalidated = _invalidates_own_guards(tracer) if DEFERRED.get(code, 0) < config.cache_size_limit else ""
+        # (not under fullgraph=True: there the first call must be the captured graph too)
+        invalidated = _invalidates_own_guards(tracer) \
+            if not options.fullgraph and DEFERRED.get(code, 0) < config.cache_size_limit else ""
         if invalidated:
             # A graph that can never run again is not worth compiling: run the frame eagerly this
             # once (each optimizer's first step; a frame that does this on every call is captured

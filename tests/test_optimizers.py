@@ -528,3 +528,20 @@ def test_a_new_tensor_key_on_every_call_stays_right_and_is_captured():
     deferred = [r for r in records.RECORDS if r.kind is not None and r.kind.id == "DL037"]
     assert 1 <= len(deferred) <= dl.config.cache_size_limit
     assert backend.count == 1
+
+
+def test_under_fullgraph_the_first_call_is_captured_too():
+    """fullgraph=True promises the captured graph on every call: the state-making call is not
+    run eagerly (no DL037); it is captured, and the next call recaptures as the keys changed."""
+    dl.reset()
+    params = [torch.randn(3) for _ in range(2)]
+    eager, mine = _PerTensorState(params), _PerTensorState([p.clone() for p in params])
+    backend = CountingBackend()
+    step = dl.capture(mine.step, backend=backend, fullgraph=True)
+    extra = torch.ones(2)
+    counts = []
+    for _ in range(3):
+        torch.testing.assert_close(step(extra), eager.step(extra))
+        counts.append(backend.count)
+    assert counts == [1, 2, 2], counts
+    assert not [r for r in records.RECORDS if r.kind is not None and r.kind.id == "DL037"]
