@@ -447,14 +447,12 @@ def _invalidates_own_guards(tracer) -> str:
              if isinstance(c.source, (AttrSource, GenericAttrSource)) and c.source.attr != "__dict__"
              and isinstance(c, DictValue)}      # (reading a lazy list's `items` would guard it)
     for guard in tracer.guards:
-        container = grown.get(getattr(guard, "source", None))
-        if not isinstance(guard, DictKeysMatch) or container is None:
+        if not isinstance(guard, DictKeysMatch) or guard.source not in grown:
             continue
-        new_keys = [k for k in container.items if k not in guard.keys]
-        if len(container.items) != len(guard.keys) and any(
-                isinstance(k, IdentityKey) and issubclass(k.value.python_type(), torch.Tensor) for k in new_keys):
-            return f"it adds entries keyed by tensors to {guard.source.name()} ({len(guard.keys)} -> " \
-                   f"{len(container.items)} keys)"
+        keys = grown[guard.source].items
+        if len(keys) != len(guard.keys) and any(isinstance(k, IdentityKey) and k not in guard.keys
+                                                and issubclass(k.value.python_type(), torch.Tensor) for k in keys):
+            return f"it adds entries keyed by tensors to {guard.source.name()} ({len(guard.keys)} -> {len(keys)} keys)"
     return ""
 
 

@@ -21,8 +21,7 @@ from ._evalframe import type_version
 from .guards import (AliasMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, FunctionMatch, IdMatch, LengthMatch, RemainingMatch, TensorMatch,
                      TypeMatch)
 from .modelled import modelled
-from .runtime import (SEQUENCE_ITERATORS, AutocastBlock, GradModeBlock, items_left, iterator_ahead, reads_ahead,
-                      sequences_under)
+from .runtime import AutocastBlock, GradModeBlock, items_left, iterator_ahead, reads_ahead, sequences_under
 from .sources import AttrSource, FromNumpySource, GenericAttrSource, ItemSource, IteratorAheadSource, Source
 from .values.arrays import is_numpy_constant
 from .values.numpy_functions import frame_array, shareable_tensor
@@ -84,7 +83,7 @@ def _build(tracer, value, source) -> Value:
         if source is not None:
             _guard(tracer, ConstantMatch(source, value))
         return Const(value, source)
-    if source is not None and type(value) in _READ_AHEAD_TYPES and reads_ahead(value):
+    if source is not None and reads_ahead(value):
         _guard(tracer, TypeMatch(source, type(value)))
         return InputIteratorValue(value, source, lambda j: _iterator_item(tracer, value, source, j))
     if type(value) is list and source is not None:      # read (and guarded) only if the trace reads it
@@ -149,9 +148,6 @@ def _traced_method(value) -> bool:
     bound by hand): a method of its object, not one opaque graph op."""
     return isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType) \
         and call_rule(value.__func__) == INLINE
-
-
-_READ_AHEAD_TYPES = (*SEQUENCE_ITERATORS, enumerate, zip)
 
 
 def _iterator_item(tracer, it, source, j: int) -> Optional[Value]:

@@ -109,12 +109,17 @@ def test_a_kernel_already_submitted_is_not_submitted_again(pool_for_sm90):
     assert_same_as_eager(first, args)
 
 
+def _workers_run(precompile, script: str, tmp_path, monkeypatch) -> None:
+    """The pool's workers run `script` instead of the compile worker (a slow or broken one)."""
+    worker = tmp_path / "fake_worker.py"
+    worker.write_text(script)
+    monkeypatch.setattr(precompile, "WORKER_SCRIPT", str(worker))
+
+
 def test_a_job_no_worker_started_is_taken_back(pool_for_sm90, tmp_path, monkeypatch):
     """Workers that are not ready yet (still importing) never hold a launch up: it compiles itself."""
     precompile = pool_for_sm90
-    slow = tmp_path / "slow_worker.py"
-    slow.write_text("import time\ntime.sleep(60)\n")
-    monkeypatch.setattr(precompile, "WORKER_SCRIPT", str(slow))
+    _workers_run(precompile, "import time\ntime.sleep(60)\n", tmp_path, monkeypatch)
     args = inputs()
     compiled = compile_fn(model, *args)
     jobs = jobs_of(compiled)
@@ -126,9 +131,7 @@ def test_a_job_no_worker_started_is_taken_back(pool_for_sm90, tmp_path, monkeypa
 
 def test_workers_that_cannot_start_leave_kernels_to_their_first_launch(pool_for_sm90, tmp_path, monkeypatch):
     precompile = pool_for_sm90
-    broken = tmp_path / "broken_worker.py"
-    broken.write_text("import sys\nsys.exit(3)\n")
-    monkeypatch.setattr(precompile, "WORKER_SCRIPT", str(broken))
+    _workers_run(precompile, "import sys\nsys.exit(3)\n", tmp_path, monkeypatch)
     args = inputs()
     compiled = compile_fn(model, *args)
     jobs = jobs_of(compiled)

@@ -438,7 +438,8 @@ class MethodValue(Value):
 
 
 class SelfIterator(Value):
-    """What every iterator value shares: its own identity, always true, `iter(it)` is `it`."""
+    """What every iterator value shares: its own identity, always true, `iter(it)` is `it`, and
+    iterating to the end is taking `next()` until it runs out."""
     __slots__ = ()
 
     def identity(self):
@@ -449,6 +450,12 @@ class SelfIterator(Value):
 
     def get_iter(self, frame):
         return self
+
+    def unpack(self, frame):
+        items = []
+        while (item := self.next(frame)) is not None:
+            items.append(item)
+        return items
 
 
 class IteratorValue(SelfIterator):

@@ -689,12 +689,6 @@ class LiveIteratorValue(SelfIterator):
             raise TracedException(e) from None
         return self.convert(frame, item)
 
-    def unpack(self, frame):
-        items = []
-        while (item := self.next(frame)) is not None:
-            items.append(item)
-        return items
-
     def remaining(self) -> list:
         """What is left to iterate, without advancing (the real iterator's __reduce__ copies it)."""
         try:
@@ -735,12 +729,6 @@ class ListIteratorValue(SelfIterator):
             return None
         self.pos += 1
         return self.seq.items[self.pos - 1]
-
-    def unpack(self, frame):
-        items = []
-        while (item := self.next(frame)) is not None:
-            items.append(item)
-        return items
 
     def children(self):
         return (self.seq,)
@@ -793,12 +781,6 @@ class InputIteratorValue(SelfIterator):
         self.taken += 1
         frame.tracer.effects.move_iterator(self)
         return item
-
-    def unpack(self, frame):
-        items = []
-        while (item := self.next(frame)) is not None:
-            items.append(item)
-        return items
 
 
 def list_iterator_at(it_or_list, pos: int):

@@ -357,10 +357,9 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         latest = compiled.compiled_graph
         info.kernels = info.kernels + latest.kernels
         info.wrapper_source += latest.wrapper_source
-        for op, n in latest.extern_ops.items():
-            info.extern_ops[op] = info.extern_ops.get(op, 0) + n
-        for op, n in latest.host_ops.items():
-            info.host_ops[op] = info.host_ops.get(op, 0) + n
+        for counts, more in ((info.extern_ops, latest.extern_ops), (info.host_ops, latest.host_ops)):
+            for op, n in more.items():
+                counts[op] = counts.get(op, 0) + n
         info.fallback_reason = info.fallback_reason or latest.fallback_reason
 
         def boxed(args):                      # AOTAutograd passes one list it may clear

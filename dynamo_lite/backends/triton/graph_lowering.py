@@ -150,7 +150,7 @@ class GraphLowering:
     def run(self) -> "GraphLowering":
         placeholder_index = 0
         output = next(n for n in self.gm.graph.nodes if n.op == "output")
-        self._returned = returned = set(_flatten(output.args[0]))
+        returned = set(_flatten(output.args[0]))
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 self.env[node] = self._placeholder(self.example_inputs[placeholder_index], placeholder_index)

@@ -134,11 +134,9 @@ class WrapperCodegen:
         live_alloc: dict[str, Buffer] = {}
         for i, item in enumerate(self.items):
             self.lines.extend(f"    {line}" for line in self.host.lines(i))
-            if self.host.replaces(i):
-                pass
-            elif isinstance(item, KernelCall):
+            if isinstance(item, KernelCall):
                 self._kernel_call(i, item, pool, live_alloc)
-            else:
+            elif not self.host.replaces(i):          # (an extern computed as Python numbers above)
                 self._extern_call(item, pool, live_alloc)
             for name in self._item_buffers(item):
                 if last.get(name) == i and name in self.lw.buffers:
