@@ -173,6 +173,11 @@ SELF_INVALIDATING = _kind(
     "fills lazily: an optimizer's first step making its state), so its graph could never run again: the frame "
     "ran eagerly this once, without compiling that graph, and is captured on its next call",
     "nothing to do; to capture the first call too, create the state before it (e.g. run one step eagerly)")
+LOOP_HEAD = _kind(
+    "DL038", "loop-head", "a `for` loop holds a graph break: the stretch before it ends at the loop's head, and each "
+    "iteration runs its next() as Python and the body's stretches from graphs cached once for every iteration "
+    "(the break inside the loop is reported on its own)",
+    "nothing to do; move the break out of the loop to have one graph for the loop")
 
 
 def event_kind(event: dict) -> str:

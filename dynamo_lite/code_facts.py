@@ -7,6 +7,7 @@ from __future__ import annotations
 import dis
 import types
 import weakref
+from typing import Optional
 
 from bytecode import Bytecode, Instr
 
@@ -152,6 +153,14 @@ class CodeFacts:
     def in_loop(self, offset: int) -> bool:
         """Is `offset` inside a for/while loop (between a backward jump's target and the jump)?"""
         return any(start <= offset <= end for start, end in self.loop_ranges)
+
+    def for_loop_head(self, offset: int) -> Optional[int]:
+        """The offset of the FOR_ITER heading the innermost `for` loop around `offset`, or None.
+        (Other backward jumps are not `for` loops: `while` loops, and from 3.12 the jump from a
+        `with` block's handler back to the code after the block.)"""
+        starts = [start for start, end in self.loop_ranges if start <= offset <= end
+                  and self.insts[self.index_of[start]].opname == "FOR_ITER"]
+        return max(starts) if starts else None
 
     def in_other_span(self, offset: int) -> bool:
         """Is `offset` inside a try block (or another handler's range but a `with` block's)?"""

@@ -28,6 +28,10 @@ cache_size_limit: int = 8
 #: Graphs kept for one stretch of a loop body between graph breaks before the loop runs eagerly
 #: from there on (the iterations differ in what the guards check: a new graph each time).
 loop_stretch_limit: int = 3
+#: A stretch of a loop with a break inside whose graph is one op that is one kernel anyway (a
+#: pointwise op, a cast, a linear) runs that op as it is, not handed to the backend: there is
+#: nothing to fuse (TorchDynamo runs such loops eagerly). False: every graph goes to the backend.
+loop_single_ops_as_is: bool = True
 #: How deep user-function calls are inlined before we give up on the frame.
 inline_depth_limit: int = 40
 #: Instructions symbolically executed per frame (with inlining) before we give up.

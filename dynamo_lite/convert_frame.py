@@ -8,8 +8,10 @@ capture failure raises GraphBreakError instead.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
+import operator
 import os
 import sys
 import threading
@@ -29,7 +31,7 @@ from .breaks import GraphBreakError, TracedException, Unsupported
 from .code_facts import facts
 from .codegen import break_start, check_resumable, make_break_code, make_code, tensors_needed
 from .graph_builder import keep_saved_tensor, tracing_saved_tensor_hooks_lifted
-from .resume import is_driven, is_resume
+from .resume import entry_of, is_driven, is_resume
 from .fallback import records, skip
 from .fallback.records import FrameRecord
 from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, DistinctMatch, IdMatch, RemainingMatch, ShapeEnvMatch, TensorMatch,
@@ -390,9 +392,7 @@ def _capture(code, func, args, options, entries, recompile_reason, recapture=Non
             records.add(record)
             return _evalframe.NOHOOK       # eagerly indeed: the frames it calls are not captured either
         if graph.op_count() > 0:
-            compiled = _compile(gm, graph, options)
-            record.graphs.append(gm)
-            record.op_count = graph.op_count()
+            compiled = _graph_callable(gm, graph, options, code, record)
             inputs = [src for (_, _, src) in graph.inputs]
         else:
             outputs, inputs = [], []
@@ -543,7 +543,9 @@ def _drop_entry(code_ref, check_ref):
 def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord):
     """Compile what came before the unsupported instruction, run that instruction as CPython
     would and continue in a resume function. Returns (code, tracer whose guards to use); the
-    original code (run eagerly) when the break cannot resume."""
+    original code (run eagerly) when the break cannot resume.
+
+    A break inside a `for` loop whose head this trace ran moves to that head (`_split_at_loop_head`)."""
     record.status = "fallback"
     if failed.failed_at is None or record.kind in (breaks.INSTRUCTION_LIMIT,):
         return code, failed
@@ -553,6 +555,61 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     if why:
         record.fallback_kind, record.fallback_reason = breaks.UNRESUMABLE_INSTRUCTION, why
         return code, failed
+    split = _split_at_loop_head(code, func, args, options, failed, record)
+    if split is not None:
+        return split
+    return _break_before(code, func, args, options, failed, record, start, end)
+
+
+def _split_at_loop_head(code, func, args, options, failed: Tracer, record: FrameRecord):
+    """A break inside a `for` loop whose FOR_ITER this trace ran (the loop was entered here, or
+    came round again after a resume), with nothing worth a graph of its own before that FOR_ITER
+    (no op, or in a loop stretch one op run as is): the stretch ends right before the FOR_ITER
+    instead, which then runs as Python. The loop body's stretches start at the loop head each
+    iteration, so their graph is the same for every iteration rather than one glued to the code
+    before the loop and another to the end of the previous iteration (TorchDynamo runs such a
+    frame eagerly and captures only its calls). Where real ops come before the head they stay
+    glued to the body (one graph call fewer per iteration, and no graph of their own).
+
+    None, and nothing compiled, where that cannot be done (the iterator cannot be rebuilt for
+    real, the head sits in a `with` or try block): the break stays where it is."""
+    code_facts = facts(code)
+    head = code_facts.for_loop_head(failed.failed_at)
+    if head is None or head == failed.failed_at or head not in failed.root_for_iters:
+        return None
+    ops_before = failed.root_for_iters[head]
+    if ops_before:
+        calls = [n for n in failed.graph.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+        if not _runs_as_is(code, calls[:ops_before]):
+            return None
+    why = f"{record.kind.id} {record.kind.name} at line {_line_of(code, failed.failed_at)}: {record.detail}"
+    saved = (record.kind, record.detail, record.user_stack)
+    record.kind, record.detail, record.user_stack = breaks.LOOP_HEAD, why, [_location_of(code, head)]
+    index = code_facts.index_of[head]
+    new_code, tracer = _break_before(code, func, args, options, failed, record, index, index, quiet=True)
+    if new_code is code:
+        record.kind, record.detail, record.user_stack = saved
+        record.status, record.fallback_kind, record.fallback_reason = "fallback", None, ""
+        return None
+    return new_code, tracer
+
+
+def _line_of(code, offset: int) -> int:
+    inst = facts(code).insts[facts(code).index_of[offset]]
+    return inst.positions.lineno if inst.positions and inst.positions.lineno else code.co_firstlineno
+
+
+def _location_of(code, offset: int) -> tuple:
+    return (code.co_filename, _line_of(code, offset), code.co_name)
+
+
+def _break_before(code, func, args, options, failed: Tracer, record: FrameRecord, start: int, end: int,
+                  quiet: bool = False):
+    """The break's code: a trace again from the top, stopped right before instruction `start`, its
+    graph compiled, then instructions [start, end] run as CPython would and a resume function
+    called. (code, failed) where it cannot resume; `quiet`: compile nothing in that case (the
+    caller tries another break point, so nothing may be handed to the backend in vain)."""
+    code_facts = facts(code)
     # Trace again from the top and stop right before the break: tracing is deterministic for
     # the same inputs, so the state there is exactly what the first attempt saw.
     tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code), options.scalar_inputs)
@@ -577,6 +634,8 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     try:
         _check_ops_in_try(tracer)
     except Unsupported as e:
+        if quiet:
+            return code, failed
         if tracer.failed_at is not None and code_facts.index_of.get(tracer.failed_at, end) < end:
             # an earlier call's inlined ops sit in a try block (optimizer.step() before a print):
             # the break moves to that call, which runs eagerly, as when nothing breaks after it
@@ -586,13 +645,15 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
         return code, failed
     try:
         check_resumable(tracer, frame, code_facts, code_facts.insts[end].offset)     # before compiling anything
+        if quiet:           # everything the break's code needs can be rebuilt: only then compile
+            some = graph.op_count() > 0
+            make_break_code(code, tracer, frame, _NOT_YET_COMPILED if some else None, [],
+                            outputs if some else [], start, end, graph_failed_for_us)
     except Unsupported as e:
         record.fallback_kind, record.fallback_reason = e.kind, e.detail
         return code, failed
     if graph.op_count() > 0:
-        compiled = _compile(gm, graph, options)
-        record.graphs.append(gm)
-        record.op_count = graph.op_count()
+        compiled = _graph_callable(gm, graph, options, code, record)
         inputs = [src for (_, _, src) in graph.inputs]
     else:
         outputs = []
@@ -656,9 +717,103 @@ def _backend_for_this_frame(options):
     return options.backend if ddp_module is None else ddp_split(options.backend, ddp_module)
 
 
-def _compile(gm, graph, options):
+_NOT_YET_COMPILED = object()     # stands for the compiled graph in a trial run of make_break_code
+
+# One op of these is one kernel whatever a backend does (a pointwise op, a cast, a matmul), and
+# these others are free (views, detach): a graph of one such op has nothing to fuse.
+_ONE_KERNEL_FUNCTIONS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.matmul,
+                         torch.add, torch.sub, torch.mul, torch.div, torch.matmul, torch._C._nn.linear}
+_ONE_KERNEL_METHODS = {"add", "sub", "mul", "div", "float", "half", "bfloat16", "double", "to", "matmul"}
+_FREE_FUNCTIONS = {operator.getitem}
+_FREE_METHODS = {"detach", "view", "reshape", "view_as", "unsqueeze", "squeeze", "transpose", "t"}
+
+
+def _runs_as_is(code, nodes) -> bool:
+    """Would a graph of these nodes in `code` run as is (`_graph_callable`)?"""
+    return config.loop_single_ops_as_is and is_driven(code) and _one_op(nodes)
+
+
+def _one_op(nodes) -> bool:
+    """Are the nodes at most one op that is a single kernel anyway (besides views and detach)?"""
+    kernels = 0
+    for node in nodes:
+        if node.op in ("placeholder", "output", "get_attr"):
+            continue
+        if node.op == "call_function" and node.target in _FREE_FUNCTIONS or \
+                node.op == "call_method" and node.target in _FREE_METHODS:
+            continue
+        if node.op == "call_function" and node.target in _ONE_KERNEL_FUNCTIONS or \
+                node.op == "call_method" and node.target in _ONE_KERNEL_METHODS:
+            kernels += 1
+            continue
+        return False
+    return kernels <= 1
+
+
+def _graph_callable(gm, graph, options, code, record: FrameRecord):
+    """What the replacement code calls for the graph: the backend's compiled graph, or, for a
+    stretch of a loop with a break inside (a driven resume function) that is a single op with
+    nothing to fuse, the graph's own code (`config.loop_single_ops_as_is`; TorchDynamo runs such
+    a loop eagerly: the backend sees only what it can improve, and compiles nothing in vain)."""
+    record.op_count = graph.op_count()
+    if _runs_as_is(code, gm.graph.nodes):
+        record.ops_as_is = graph.op_count()
+        return _evalframe.DisabledCall(gm.forward)
+    record.graphs.append(gm)
+    return _compile(gm, graph, options, code)
+
+
+# (backend, where a resume function enters the user's code, the graph's structure, what its inputs
+# are, global state) -> (backend, the resume function that compiled it, what the backend made of it)
+COMPILED: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+_COMPILED_KEPT = 256
+
+
+def _input_key(node, real) -> tuple:
+    if isinstance(real, torch.Tensor):
+        # the placeholder's fake value says which dims are symbolic
+        return (type(real), real.dtype, real.device, tuple(real.shape), real.stride(), real.storage_offset(),
+                real.requires_grad, real.is_leaf, str(node.meta.get("val", "")))
+    return (type(real), str(node.meta.get("val", "")))
+
+
+def _structure(gm) -> str:
+    """The graph's ops and how they connect, without its value names (which come from where the
+    inputs were found)."""
+    index = {node: i for i, node in enumerate(gm.graph.nodes)}
+
+    def ref(arg):
+        return torch.fx.node.map_arg(arg, lambda node: f"%{index[node]}")
+    return repr([(n.op, "" if n.op == "placeholder" else n.target, ref(n.args), ref(n.kwargs))
+                 for n in gm.graph.nodes])
+
+
+def _compiled_key(gm, graph, backend, code) -> Optional[tuple]:
+    """What decides the backend's result for the graph of resume function `code`, for the same
+    graph of another resume function entering the user's code at the same place (they differ only
+    in which locals are bound: a loop body's stretch reached from before the loop, where a local
+    is not yet assigned, and from the previous iteration). None for other code, and when the
+    graph's code does not say all (constants or subgraphs held as attributes of the module)."""
+    entry = entry_of(code) if code is not None else None
+    if entry is None or any(n.op in ("get_attr", "call_module") for n in gm.graph.nodes):
+        return None
+    try:
+        key = (id(backend), entry, _structure(gm), tuple(_input_key(node, real) for (node, real, _) in graph.inputs),
+               repr(autocast_snapshot()), torch.is_grad_enabled(), torch.get_default_dtype())
+        hash(key)
+        return key
+    except Exception:                  # noqa: BLE001 -- an input whose description fails: compile anew
+        return None
+
+
+def _compile(gm, graph, options, code=None):
     example_inputs = [real for (_, real, _) in graph.inputs]
     backend = _backend_for_this_frame(options)
+    key = _compiled_key(gm, graph, backend, code) if backend is options.backend else None
+    # (the same code capturing an equal graph again is a recapture: compiled again, as reported)
+    if key is not None and key in COMPILED and COMPILED[key][1]() is not code:
+        COMPILED.move_to_end(key)
+        return _wrap_compiled(COMPILED[key][2], gm, graph)
     switches = [n.target for n in gm.graph.nodes if n.target in (enter_autocast, exit_autocast)]
     # a backend that retraces the graph (inductor) runs its autocast switches for real
     before = autocast_snapshot() if switches else None
@@ -675,13 +830,23 @@ def _compile(gm, graph, options):
         finally:
             if before is not None:
                 restore_autocast(before)
+    if not callable(fn):
+        raise BackendError(options.backend_name, TypeError(f"it returned {type(fn).__name__}, not a callable"))
+    if key is not None:
+        COMPILED[key] = (backend, weakref.ref(code), fn)
+        while len(COMPILED) > _COMPILED_KEPT:
+            COMPILED.popitem(last=False)
+    return _wrap_compiled(fn, gm, graph)
+
+
+def _wrap_compiled(fn, gm, graph):
+    """The backend's callable with what the graph's own switches need around it."""
+    switches = [n.target for n in gm.graph.nodes if n.target in (enter_autocast, exit_autocast)]
     if any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes):
         fn = restoring_grad_mode(fn)
     if switches:
         fn = autocast_as_traced(fn, dict(graph.autocast), graph.autocast_cache,
                                  switches.count(enter_autocast) - switches.count(exit_autocast))
-    if not callable(fn):
-        raise BackendError(options.backend_name, TypeError(f"it returned {type(fn).__name__}, not a callable"))
     return _evalframe.DisabledCall(fn)
 
 

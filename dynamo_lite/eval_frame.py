@@ -12,7 +12,7 @@ import torch
 from . import _evalframe
 from .backends import lookup_backend
 from .compat import SUPPORTED, unsupported_version_message
-from .convert_frame import AUTO_DYNAMIC, DEFERRED, RECAPTURES, TOUCHED_CODES, WRAPPER_CODES, CaptureOptions, make_callback
+from .convert_frame import AUTO_DYNAMIC, COMPILED, DEFERRED, RECAPTURES, TOUCHED_CODES, WRAPPER_CODES, CaptureOptions, make_callback
 from .fallback import records
 from .trace_dir import write_record
 
@@ -122,6 +122,7 @@ def reset() -> None:
     TOUCHED_CODES.clear()
     AUTO_DYNAMIC.clear()
     DEFERRED.clear()
+    COMPILED.clear()
     RECAPTURES.clear()
     records.clear()
 

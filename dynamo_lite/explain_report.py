@@ -61,6 +61,7 @@ class FrameInfo:
     code: str = ""                # the replacement code as labelled bytecode; "": the frame's own code runs
     recapture: Optional[dict] = None   # guard, old, new, reason: why this capture replaced none of the earlier
     detail: str = ""
+    ops_as_is: int = 0            # a loop stretch's single op run as is, not handed to the backend
 
 
 @dataclass
@@ -150,7 +151,7 @@ def _ops(gm) -> dict:
 def _frame_info(r: FrameRecord, index: int, graph_indices: list) -> FrameInfo:
     frame = r.qualname or r.name
     info = FrameInfo(frame, f"{r.filename}:{r.firstlineno}", r.status, round(r.capture_seconds * 1e3, 3),
-                     r.recompile_reason, index, graph_indices, detail=r.detail)
+                     r.recompile_reason, index, graph_indices, detail=r.detail, ops_as_is=r.ops_as_is)
     if r.recapture is not None:
         info.recapture = asdict(r.recapture)
     if r.guards is not None and hasattr(r.guards, "readable"):

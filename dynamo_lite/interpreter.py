@@ -179,6 +179,7 @@ class Tracer:
         self.current_frame: Optional[Frame] = None
         self.stop_at: Optional[int] = None       # offset in the root frame to stop before (graph break)
         self.failed_at: Optional[int] = None     # offset of the root instruction an Unsupported came from
+        self.root_for_iters: dict[int, int] = {}  # root frame's FOR_ITERs run so far -> graph ops before the first
         self.exc_info: Optional[Value] = None     # the exception being handled (sys.exc_info()), as a value
         self.op_in_try: Optional[tuple] = None    # where the first graph op inside a catching try block was
         self.op_in_try_call: Optional[int] = None  # the root offset calling into that try block's frame
@@ -287,6 +288,8 @@ class Tracer:
                 return None
             frame.current = inst
             frame.ip += 1
+            if root and inst.opname == "FOR_ITER" and inst.offset not in self.root_for_iters:
+                self.root_for_iters[inst.offset] = self.graph.op_count()
             self.instruction_count += 1
             if self.instruction_count > config.instruction_limit:
                 raise Unsupported(breaks.INSTRUCTION_LIMIT, f"more than {config.instruction_limit} instructions")

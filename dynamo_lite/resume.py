@@ -30,6 +30,8 @@ _RESUME_CODES: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakK
 # A resume function's original code and its offsets there: {resume code: (code, {offset: offset})}.
 _ORIGINS: "weakref.WeakKeyDictionary[types.CodeType, tuple]" = weakref.WeakKeyDictionary()
 _DRIVEN: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+# A resume function -> where it enters the user's code: (that code, the offset).
+_ENTRIES: "weakref.WeakKeyDictionary[types.CodeType, tuple]" = weakref.WeakKeyDictionary()
 
 
 def original_of(code: types.CodeType, offset: int) -> tuple[types.CodeType, int]:
@@ -43,6 +45,12 @@ def original_of(code: types.CodeType, offset: int) -> tuple[types.CodeType, int]
 def is_resume(code: types.CodeType) -> bool:
     """Is `code` a resume function (made here from a user's code)?"""
     return code in _ORIGINS
+
+
+def entry_of(code: types.CodeType):
+    """(the user's code, the offset) where resume function `code` enters it; None for other code.
+    Resume functions with one entry differ only in which locals they are handed (bound or not)."""
+    return _ENTRIES.get(code)
 
 
 def is_driven(code: types.CodeType) -> bool:
@@ -136,6 +144,7 @@ def resume_code(code: types.CodeType, offset: int, stack_nulls: tuple, live: tup
                             if id(instr) in origin})
     if driven:
         _DRIVEN.add(new)
+    _ENTRIES[new] = (code, offset)
     per_code[key] = new
     return new
 

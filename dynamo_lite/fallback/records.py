@@ -46,6 +46,7 @@ class FrameRecord:
     code_ref: Any = None                             # weakref to the replacement code; None: the frame's own code runs
     capture_seconds: float = 0.0
     op_count: int = 0
+    ops_as_is: int = 0                               # a loop stretch's single op run without a backend (no graph)
     break_offset: Optional[int] = None              # status "break": the instruction run eagerly
     fallback_reason: str = ""                        # status "fallback": why the break could not resume
     fallback_kind: Optional[BreakKind] = None        # ... as a kind of the registry (None: `kind` itself)

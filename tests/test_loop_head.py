@@ -1,0 +1,221 @@
+"""A `for` loop with a graph break inside: the stretch before the loop ends at its head, and the
+loop body's stretches start there on every iteration, so one graph serves every iteration
+(convert_frame._split_at_loop_head, registry kind DL038). Around it: a loop stretch that is a
+single op with nothing to fuse runs as is (config.loop_single_ops_as_is), and a graph made again
+with the same ops and inputs reuses what the backend made of it (convert_frame.COMPILED).
+
+Differential throughout (harness.check: values, printed output, mutated inputs, a second call
+that captures nothing new), plus the graphs the backend is given.
+"""
+import torch
+
+import dynamo_lite as dl
+from dynamo_lite import config
+from dynamo_lite.fallback.records import RECORDS
+from harness import CountingBackend, Graphs, call_both, check, reset
+
+SPLIT = "dynamo_lite resumes at the loop head; TorchDynamo runs a frame with a break in a loop eagerly"
+
+
+def graphs(n: int) -> Graphs:
+    return Graphs(dl=n, torch=None, why=SPLIT)
+
+
+def x44():
+    return torch.randn(4, 4)
+
+
+def body_then_print(x, items):
+    x = x.cos()
+    for w in items:
+        x = torch.tanh(x @ w) * 2 + 1
+        print("norm", x.shape)
+        x = x - 0.5
+    return x.sum()
+
+
+def _ops_of(backend):
+    return [sorted(str(n.target) for n in gm.graph.nodes if n.op in ("call_function", "call_method"))
+            for gm in backend.graphs]
+
+
+def test_the_body_graph_is_the_same_for_every_iteration():
+    # before the loop (cos); the body up to the print (one graph for every iteration, whatever
+    # the count: the head splits it from what came before); after the print (x - 0.5, then the
+    # loop head again: a single op, run as is); the end (sum)
+    ws = [torch.randn(4, 4) for _ in range(5)]
+    few = check(body_then_print, x44(), ws[:2], graphs=graphs(3)).backend
+    many = check(body_then_print, x44(), ws, graphs=graphs(3)).backend
+    assert _ops_of(few) == _ops_of(many)
+    heads = [r for r in RECORDS if r.kind is not None and r.kind.id == "DL038"]
+    assert heads and all("DL005 print-or-log" in r.detail for r in heads), [r.detail for r in heads]
+
+
+def body_over(x, kind):
+    rows = {"list": [x, x * 2, x * 3], "tuple": (x, x + 1), "dict": {"a": x, "b": -x}}
+    total = x.sum() * 0
+    if kind == "range":
+        for i in range(3):
+            total = total + (x * i).sum()
+            print("i", i)
+    elif kind == "enumerate":
+        for i, row in enumerate(rows["list"]):
+            total = total + row.sum() * i
+            print("i", i)
+    elif kind == "zip":
+        for a, b in zip(rows["list"], rows["tuple"]):
+            total = total + (a * b).sum()
+            print("pair")
+    elif kind == "dict":
+        for key, value in rows["dict"].items():
+            total = total + value.sum()
+            print("key", key)
+    elif kind == "tensor":
+        for row in x:
+            total = total + row.relu().sum()
+            print("row")
+    else:
+        for row in rows[kind]:
+            total = total + row.exp().sum()
+            print("row")
+    return total
+
+
+def test_every_kind_of_iterator_stays_correct():
+    """Iterators the head can hand over for real, and those it cannot (the break then stays
+    where it was): values and printed output match eager for each."""
+    for kind in ("range", "list", "tuple", "enumerate", "zip", "dict", "tensor"):
+        check(body_over, x44(), kind, graphs=None)
+
+
+def test_a_loop_whose_iterator_is_a_generator_keeps_its_break():
+    def gen(n):
+        for i in range(n):
+            yield i
+
+    def f(x):
+        for i in gen(3):
+            x = x * 2 + i
+            print(i)
+        return x
+    check(f, x44(), graphs=None)
+
+
+def test_a_loop_inside_a_with_block():
+    def f(x, ws):
+        with torch.no_grad():
+            for w in ws:
+                x = torch.relu(x @ w)
+                print("in no_grad")
+        return x + 1
+    check(f, x44(), [torch.randn(4, 4) for _ in range(3)], graphs=None)
+
+
+def test_nested_loops_with_a_break_in_the_inner_one():
+    def f(x, outer, inner):
+        for a in outer:
+            x = x * a
+            for b in inner:
+                x = torch.sin(x + b)
+                print("inner")
+            x = x.cos()
+        return x
+    check(f, x44(), [1.5, 2.0, 0.5], [0.1, 0.2], graphs=None)
+
+
+def test_loop_with_break_continue_and_else():
+    def f(x, ws):
+        for i, w in enumerate(ws):
+            if i == 1:
+                continue
+            x = torch.tanh(x @ w)
+            print("at", i)
+            if i == 3:
+                break
+        else:
+            x = x * 100
+        return x
+    check(f, x44(), [torch.randn(4, 4) for _ in range(5)], graphs=None)
+    check(f, x44(), [torch.randn(4, 4) for _ in range(3)], graphs=None)
+
+
+# ---- a single op in a loop stretch runs as is ------------------------------------------------------
+
+def accumulate(items):
+    total = 0.0
+    for x in items:
+        loss = (x @ x.T).tanh().mean()
+        print("loss ready")
+        total = total + loss.detach()
+    return total
+
+
+def test_a_single_op_stretch_is_not_handed_to_the_backend():
+    items = [torch.randn(4, 4) for _ in range(3)]
+    backend = check(accumulate, items, graphs=graphs(1)).backend
+    (ops,) = _ops_of(backend)           # the body's graph only
+    assert "mean" in ops and "add" not in str(ops), ops
+    assert any(r.ops_as_is for r in RECORDS)      # total + loss.detach(): detach and one add
+
+
+def test_single_ops_go_to_the_backend_when_asked():
+    items = [torch.randn(4, 4) for _ in range(3)]
+    old = config.loop_single_ops_as_is
+    config.loop_single_ops_as_is = False
+    try:
+        # the body from the loop head (nothing comes before it); then `total + loss.detach()` is a
+        # graph op, so it stays glued to the next iteration's body, for a float and for a tensor
+        # total; and to the loop's end
+        check(accumulate, items, graphs=graphs(4))
+    finally:
+        config.loop_single_ops_as_is = old
+
+
+# ---- one stretch, two resume functions: compiled once ---------------------------------------------
+
+def accumulate_in_with(items):
+    total = 0.0
+    for x in items:
+        with torch.enable_grad():
+            # `loss` is live at the loop head (were the block to swallow an exception, the print
+            # and the add would read the previous iteration's): the body's resume function taken
+            # from before the loop (no `loss` yet) and from the previous iteration (a `loss` to
+            # hand on) are two code objects with one graph
+            loss = (x @ x.T).tanh().mean()
+        print("loss ready")
+        total = total + loss.detach()
+    return total
+
+
+def test_one_stretch_entered_with_other_locals_bound_is_compiled_once():
+    items = [torch.randn(4, 4) for _ in range(4)]
+    check(accumulate_in_with, items, graphs=graphs(1))
+    bodies = [r for r in RECORDS if r.graphs and "mean" in r.graphs[0].code]
+    assert len(bodies) == 2 and bodies[0].code is not bodies[1].code, bodies
+
+
+def test_equal_graphs_of_other_code_or_of_a_recapture_are_compiled_again():
+    reset()
+    backend = CountingBackend()
+
+    def one(x):
+        return (x * 2).relu() + 1
+
+    def two(x):
+        return (x * 2).relu() + 1
+    a, b = dl.capture(one, backend=backend), dl.capture(two, backend=backend)
+    x = x44()
+    call_both(one, a, (x,), {}, "one")
+    call_both(two, b, (x,), {}, "two: the same graph in another function")
+    assert backend.count == 2
+    call_both(one, a, (x.double(),), {}, "another dtype")
+    assert backend.count == 3
+
+
+def test_explain_says_which_ops_ran_as_they_are_and_why_the_loop_head_broke():
+    items = [torch.randn(4, 4) for _ in range(3)]
+    report = dl.explain(accumulate)(items)
+    text = str(report)
+    assert "run as they are, no graph" in text, text
+    assert report.graph_count == 1, text
+    assert any(b.kind_id == "DL038" for b in report.breaks), [b.kind_id for b in report.breaks]
