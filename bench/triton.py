@@ -148,6 +148,14 @@ def instance_norm_by_hand(x):
     return (x - m) / torch.sqrt(v + 1e-5)
 
 
+def transpose_copy(x):
+    return x.transpose(1, 2).contiguous()
+
+
+def transposed_add_bias(x, y, b):
+    return x.transpose(1, 2) + y + b
+
+
 def sum_dim0(x):
     return x.sum(0)
 
@@ -202,6 +210,14 @@ def workloads(quick: bool):
     wg, bg = torch.randn(64, device=dev, dtype=torch.float16), torch.randn(64, device=dev, dtype=torch.float16)
     out.append((f"group_norm {batch}x64x128x128 fp16 (32 groups)", group_norm, (xg, wg, bg), 2 * xg.numel() * 2))
     out.append((f"instance norm by hand {batch}x64x128x128 fp16", instance_norm_by_hand, (xg,), 2 * xg.numel() * 2))
+    # transposed operands (attention's `.transpose(1, 2).reshape(...)`, a residual added to a
+    # transposed view): a 1-D tile reads one of the two operands a sector per element
+    tb = 4 if quick else 32
+    xt = torch.randn(tb, 1024, 1024, device=dev, dtype=torch.float16)
+    yt, bt = torch.randn_like(xt), torch.randn(1024, device=dev, dtype=torch.float16)
+    out.append((f"transpose(1, 2).contiguous() {tb}x1024x1024 fp16", transpose_copy, (xt,), 2 * xt.numel() * 2))
+    out.append((f"x.transpose(1, 2) + y + bias {tb}x1024x1024 fp16", transposed_add_bias, (xt, yt, bt),
+                3 * xt.numel() * 2))
     x3 = torch.randn(2048 if quick else 16384, 64, 256, device=dev)
     out.append((f"sum over dim 0 of {'x'.join(map(str, x3.shape))} fp32", sum_dim0, (x3,), x3.numel() * 4))
     out.append((f"sum over dim 1 of {'x'.join(map(str, x3.shape))} fp32", sum_dim1, (x3,), x3.numel() * 4))

@@ -270,3 +270,48 @@ def test_batch_norm_training_updates_running_stats():
     def fn(x, mean, var, w, b):
         return F.batch_norm(x, mean, var, w, b, training=True, momentum=0.1)
     compile_and_check(fn, t(4, 3, 5), t(3), torch.rand(3, device=DEVICE) + 0.5, t(3), t(3), kernels=1)
+
+
+# -- 2-D tiles for transposed operands ------------------------------------------------------------
+
+def _tiled(info) -> bool:
+    return "YBLOCK" in info.source
+
+
+def test_a_transposed_operand_gets_a_2d_tile():
+    def fn(x, y, b):
+        return torch.relu(x.transpose(1, 2) + y + b) * 2
+    info = compile_and_check(fn, t(3, 33, 47), t(3, 47, 33), t(33), kernels=1)    # sizes off the block sizes
+    assert _tiled(info), info.source
+
+
+def test_a_2d_tile_with_broadcasts_on_either_axis_and_a_contiguous_operand():
+    def fn(x, y, col, row):
+        return x.t() * y + col[:, None] - row
+    info = compile_and_check(fn, t(40, 24), t(24, 40), t(24), t(40), kernels=1)
+    assert _tiled(info), info.source
+
+
+def test_a_2d_tile_under_masks_of_a_cat_and_in_half_precision():
+    def fn(x, y):
+        return torch.cat([x.t(), y], dim=1).float() + 1
+    info = compile_and_check(fn, t(20, 32, dtype=torch.float16), t(32, 18, dtype=torch.float16), kernels=1,
+                             rtol=1e-3, atol=1e-3)
+    assert _tiled(info), info.source
+
+
+def test_contiguous_or_small_operands_keep_a_1d_tile():
+    def fn(x, b):
+        return x * 2 + b
+    assert not _tiled(compile_and_check(fn, t(32, 40), t(40), kernels=1))
+
+    def small(x):
+        return x.t() + 1
+    assert not _tiled(compile_and_check(small, t(8, 40), kernels=1))
+
+
+def test_a_transpose_copy_gets_a_2d_tile():
+    def fn(x):
+        return x.transpose(1, 2).contiguous()
+    info = compile_and_check(fn, t(2, 32, 48), kernels=1)
+    assert _tiled(info), info.source

@@ -1,6 +1,7 @@
 """Triton source for one fused group: the op -> template table and the kernel skeletons.
 
-Three skeletons (Inductor's names): `poi` pointwise (1-D tile over the flattened domain), `per`
+Three skeletons (Inductor's names): `poi` pointwise (1-D tile over the flattened domain, or a
+2-D [YBLOCK, XBLOCK] tile when an operand is read transposed: `KernelBuilder._transposed_dim`), `per`
 persistent reduction (a [XBLOCK, RBLOCK] tile holding whole rows: every reduction of the group
 runs on registers) and `red` looped reduction (one loop over the row per reduction, recomputing
 the inlined prologue, then a last loop for the stores). Math runs in fp32 (fp16/bf16 are upcast
@@ -15,6 +16,7 @@ from typing import Optional
 
 import torch
 
+from . import settings
 from .ir import Affine, Expr, Op, UNARY, affines, expr, mask_of, rewrite, substitute_index, walk
 from .scheduler import Group
 
@@ -125,10 +127,11 @@ class KernelSource:
     inner: bool                # reduction over contiguous memory
     ops: list[str]             # the op names (for the kernel name and debugging)
     scalars: tuple[int, ...] = ()   # positions of `args` passed by value (host scalars), not as pointers
+    ynumel: int = 1            # a 2-D pointwise tile's other axis (grid axis 1, YBLOCK); 1: a 1-D kernel
 
     @property
     def numel(self) -> int:
-        return self.xnumel * self.rnumel
+        return self.xnumel * self.ynumel * self.rnumel
 
 
 class KernelBuilder:
@@ -235,6 +238,7 @@ class KernelBuilder:
                        for buf, v, s, role in self.stores]
         self.xnumel = _prod(self.xsizes)
         self.rnumel = _prod(self.rsizes)
+        self.ydim: Optional[int] = None        # the x dim on the 2-D tile's y axis (see _transposed_dim)
 
     # -- shapes ---------------------------------------------------------------------------------
 
@@ -257,6 +261,30 @@ class KernelBuilder:
         memo[id(e)] = (hx, hr)
         return hx, hr
 
+    def _transposed_dim(self) -> Optional[int]:
+        """For a pointwise kernel, the x dim a load walks contiguously while the stores walk the
+        innermost x dim contiguously (a transposed or permuted operand): with a 1-D tile over the
+        flattened domain that load would touch one element per 32-byte sector. A 2-D tile puts
+        that dim on its y axis, and Triton's coalescing gives each access its own fast axis
+        (through shared memory). None where no load needs it, or the dims are too small."""
+        n = len(self.xsizes)
+        if self.is_reduction or n < 2 or not settings.tile_2d:
+            return None
+        inner = f"x{n - 1}"
+        if not self.stores or any(index.coeff(inner) != 1 for _, _, index, _ in self.stores):
+            return None
+        for root in [v for _, v, _, _ in self.stores]:
+            for e in walk([root]):
+                if e.op is not Op.LOAD or e.arg[0] in self.scalars:
+                    continue
+                aff = e.arg[1]
+                if aff.coeff(inner) in (0, 1):
+                    continue
+                for j in range(n - 1):
+                    if aff.coeff(f"x{j}") == 1 and self.xsizes[j] >= 16 and self.xnumel // self.xsizes[j] >= 16:
+                        return j
+        return None
+
     def _mask_for(self, hx: bool, hr: bool) -> Optional[str]:
         if not self.is_reduction:
             return "xmask" if hx else None
@@ -264,7 +292,9 @@ class KernelBuilder:
                 (False, True): "rmask", (False, False): None}[(hx, hr)]
 
     def _full_shape(self) -> str:
-        return "[XBLOCK, RBLOCK]" if self.is_reduction else "[XBLOCK]"
+        if self.is_reduction:
+            return "[XBLOCK, RBLOCK]"
+        return "[XBLOCK]" if self.ydim is None else "[YBLOCK, XBLOCK]"
 
     # -- expression emission ---------------------------------------------------------------
 
@@ -279,7 +309,7 @@ class KernelBuilder:
         return self.params[buffer_name]
 
     def _index(self, aff: Affine) -> str:
-        aff, flat = self._flatten(aff, "x", self.xsizes)
+        aff, flat = self._flatten(aff, "x", self.xsizes, self.ydim)
         aff, rflat = self._flatten(aff, "r", self.rsizes)
         parts = [(v if c == 1 else f"{c}*{v}") for v, c in aff.terms] + flat + rflat
         if aff.const or not parts:
@@ -287,17 +317,19 @@ class KernelBuilder:
         return " + ".join(parts)
 
     @staticmethod
-    def _flatten(aff: Affine, prefix: str, sizes: list[int]) -> tuple[Affine, list[str]]:
-        """Use `xindex` (`rindex`) where the index walks all x (r) dims row-major: no div/mod."""
-        if len(sizes) < 2:
+    def _flatten(aff: Affine, prefix: str, sizes: list[int], skip: Optional[int] = None) -> tuple[Affine, list[str]]:
+        """Use `xindex` (`rindex`) where the index walks all x (r) dims row-major: no div/mod.
+        `skip`: the dim on a 2-D tile's y axis, not part of `xindex`."""
+        dims = [i for i in range(len(sizes)) if i != skip]
+        if len(dims) < 2:
             return aff, []
-        scale = aff.coeff(f"{prefix}{len(sizes) - 1}")
+        scale = aff.coeff(f"{prefix}{dims[-1]}")
         stride = 1
-        for i in range(len(sizes) - 1, -1, -1):
+        for i in reversed(dims):
             if scale == 0 or aff.coeff(f"{prefix}{i}") != scale * stride:
                 return aff, []
             stride *= sizes[i]
-        rest = aff.substitute({f"{prefix}{i}": Affine(0) for i in range(len(sizes))})
+        rest = aff.substitute({f"{prefix}{i}": Affine(0) for i in dims})
         return rest, [f"{prefix}index" if scale == 1 else f"{scale}*{prefix}index"]
 
     def emit(self, e: Expr) -> str:
@@ -367,6 +399,8 @@ class KernelBuilder:
                 offset += " + 0 * xindex"
             if hr and not vr and "rindex" not in offset:
                 offset += " + 0 * rindex"
+        if self.ydim is not None and mask is not None:
+            offset = self._whole_tile(offset, aff)
         text = f"tl.load({ptr} + ({offset})"
         if mask is not None:
             text += f", {mask}" + (", other=0" if e.dtype is not torch.bool else "")
@@ -394,7 +428,7 @@ class KernelBuilder:
         if self.is_reduction:
             shape = "[XBLOCK, RBLOCK]" if hr else "[XBLOCK, 1]"
         else:
-            shape = "[XBLOCK]"
+            shape = self._full_shape()
         if e.op is Op.CONST:
             return f"tl.full({shape}, {name}, {TL_TYPE[compute_dtype(e.dtype)]})"
         if not ex and not er:
@@ -416,11 +450,13 @@ class KernelBuilder:
         self.inner = self._is_inner()
         limit = PERSISTENT_MAX_INNER if self.inner else PERSISTENT_MAX_OUTER
         self.kind = "poi" if not self.is_reduction else ("per" if self.rnumel <= limit else "red")
+        self.ydim = self._transposed_dim()
         self.int64 = self._needs_int64()
         body = self._body()
         header = self._header()
         params = ", ".join(self.params[b] for b in self.param_order)
-        consts = "XBLOCK: tl.constexpr" + (", RBLOCK: tl.constexpr" if self.is_reduction else "")
+        consts = "XBLOCK: tl.constexpr" + (", RBLOCK: tl.constexpr" if self.is_reduction else "") + \
+            (", YBLOCK: tl.constexpr" if self.ydim is not None else "")
         text = "@triton.jit\ndef KERNEL_NAME(" + params + ", " + consts + "):\n"
         text += "".join(f"    {line}\n" for line in header + body)
         digest = hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -428,8 +464,9 @@ class KernelBuilder:
         name = f"triton_{self.kind}_{'_'.join(ops[:6])}_{digest}"
         source = "import triton\nimport triton.language as tl\n\n\n" + text.replace("KERNEL_NAME", name)
         scalars = tuple(k for k, b in enumerate(self.param_order) if b in self.scalars)
-        return KernelSource(name, source, list(self.param_order), self.kind, self.xnumel,
-                            self.rnumel if self.is_reduction else 1, self.inner, ops, scalars)
+        ynumel = 1 if self.ydim is None else self.xsizes[self.ydim]
+        return KernelSource(name, source, list(self.param_order), self.kind, self.xnumel // ynumel,
+                            self.rnumel if self.is_reduction else 1, self.inner, ops, scalars, ynumel)
 
     def _is_inner(self) -> bool:
         if not self.reductions or not self.rsizes:
@@ -440,6 +477,17 @@ class KernelBuilder:
                 if e.op is Op.LOAD and e.arg[1].coeff(last) != 0:
                     return e.arg[1].coeff(last) == 1
         return True
+
+    def _whole_tile(self, offset: str, aff: Affine) -> str:
+        """A 2-D tile's pointer covering both axes (masks are [YBLOCK, XBLOCK]; Triton broadcasts
+        a mask to the pointer's shape, not the pointer to the mask's)."""
+        on_y = aff.coeff(f"x{self.ydim}") != 0 or "yindex" in offset
+        on_x = "xindex" in offset or any(v.startswith("x") and v != f"x{self.ydim}" for v in aff.vars())
+        if not on_y:
+            offset += " + 0 * yindex"
+        if not on_x:
+            offset += " + 0 * xindex"
+        return offset
 
     def _needs_int64(self) -> bool:
         sizes = {f"x{i}": s for i, s in enumerate(self.xsizes)}
@@ -479,6 +527,18 @@ class KernelBuilder:
                       "xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
                       "xmask = xindex < xnumel",
                       "rbase = tl.arange(0, RBLOCK)[None, :]"]
+        elif self.ydim is not None:
+            ypid = "tl.program_id(1).to(tl.int64)" if self.int64 else "tl.program_id(1)"
+            lines = [f"xnumel = {self.xnumel // self.xsizes[self.ydim]}", f"ynumel = {self.xsizes[self.ydim]}",
+                     f"yoffset = {ypid} * YBLOCK",
+                     "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
+                     f"xoffset = {pid} * XBLOCK",
+                     "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]",
+                     "xmask = (xindex < xnumel) & (yindex < ynumel)",
+                     f"x{self.ydim} = yindex"]
+            others = [k for k in range(len(self.xsizes)) if k != self.ydim]
+            decomposed = self._decompose("q", [self.xsizes[k] for k in others], "xindex")
+            return lines + [f"x{k} = " + line.split(" = ", 1)[1] for k, line in zip(others, decomposed)]
         else:
             lines += [f"xoffset = {pid} * XBLOCK",
                       "xindex = xoffset + tl.arange(0, XBLOCK)",
@@ -608,7 +668,9 @@ class KernelBuilder:
                 v = f"{v}.to({TL_TYPE[buf.dtype]})"
             # the pointer covers the whole tile, even where the index ignores some dims
             offset = self._index(index)
-            if not any(v_.startswith("x") for v_ in index.vars()) and "xindex" not in offset:
+            if self.ydim is not None:
+                offset = self._whole_tile(offset, index)
+            elif not any(v_.startswith("x") for v_ in index.vars()) and "xindex" not in offset:
                 offset += " + 0 * xindex"
             if full and not any(v_.startswith("r") for v_ in index.vars()) and "rindex" not in offset:
                 offset += " + 0 * rindex"

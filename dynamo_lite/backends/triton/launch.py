@@ -36,6 +36,17 @@ def _next_pow2(n: int) -> int:
 
 def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
     """Launch configs worth trying, best guess first."""
+    if ks.kind == "poi" and ks.ynumel > 1:        # a 2-D tile [YBLOCK, XBLOCK] (a transposed operand)
+        ycap, xcap = max(1, _next_pow2(ks.ynumel)), max(1, _next_pow2(ks.xnumel))
+        if interpret:
+            return [dict(XBLOCK=min(xcap, 64), YBLOCK=min(ycap, 64), num_warps=4)]
+        out = []
+        for y, x, warps in ((64, 64, 4), (32, 32, 4), (32, 128, 4), (128, 32, 4), (64, 128, 8), (128, 64, 8),
+                            (16, 256, 4), (64, 256, 8)):
+            cfg = dict(XBLOCK=min(xcap, x), YBLOCK=min(ycap, y), num_warps=warps)
+            if cfg not in out and math.ceil(ks.ynumel / cfg["YBLOCK"]) <= 65535:
+                out.append(cfg)
+        return out or [dict(XBLOCK=min(xcap, 64), YBLOCK=min(ycap, 1024), num_warps=8)]
     if ks.kind == "poi":
         if interpret:
             return [dict(XBLOCK=min(_next_pow2(ks.xnumel), 4096), num_warps=4)]
@@ -73,7 +84,7 @@ def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
 
 
 def grid_for(ks: KernelSource, cfg: dict) -> tuple[int, int, int]:
-    return (math.ceil(ks.xnumel / cfg["XBLOCK"]), 1, 1)
+    return (math.ceil(ks.xnumel / cfg["XBLOCK"]), math.ceil(ks.ynumel / cfg.get("YBLOCK", 1)), 1)
 
 
 def _interpreting() -> bool:
@@ -114,7 +125,8 @@ class Launcher:
         return tuple(args[i].data_ptr() % 16 == 0 for i in self.check_alignment)
 
     def _constexprs(self) -> dict:
-        return {k: v for k, v in self.config.items() if k in ("XBLOCK", "RBLOCK")}
+        # in the kernel's parameter order (the fast launcher passes them by position)
+        return {k: self.config[k] for k in ("XBLOCK", "RBLOCK", "YBLOCK") if k in self.config}
 
     def configs_to_try(self, device: Optional[torch.device]) -> list[dict]:
         """The launch configs the first call compiles: the first candidate, the one tuned before

@@ -11,6 +11,8 @@
                                   (precompile.py); 0: each kernel compiles at its first launch.
                                   Default: min(CPUs, 8)
     DYNAMO_LITE_TRITON_HOST_MATH=0  ops on host scalars stay aten calls (host_math.py; to compare)
+    DYNAMO_LITE_TRITON_TILE_2D=0    pointwise kernels keep a 1-D tile even with a transposed operand
+                                  (codegen.KernelBuilder._transposed_dim; to compare)
 """
 import os
 
@@ -28,3 +30,4 @@ debug: bool = os.environ.get("DYNAMO_LITE_TRITON_DEBUG", "") == "1"
 extern_layouts: str = os.environ.get("DYNAMO_LITE_TRITON_LAYOUTS", "auto")
 compile_workers: int = _workers_from_env()
 host_math: bool = os.environ.get("DYNAMO_LITE_TRITON_HOST_MATH", "1") != "0"
+tile_2d: bool = os.environ.get("DYNAMO_LITE_TRITON_TILE_2D", "1") != "0"
