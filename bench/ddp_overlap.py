@@ -30,7 +30,6 @@ compute kernel overlaps (*exposed communication*). Rank 0 prints the table; `--j
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import socket
