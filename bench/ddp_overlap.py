@@ -60,6 +60,8 @@ class Row:
     first_s: float = 0.0
     step_ms: float = 0.0
     graphs: Optional[int] = None
+    as_captured: Optional[int] = None      # ours: graphs the triton backend ran as captured (not lowered)
+    as_captured_why: str = ""
     exposed_comm_ms: Optional[float] = None
     comm_ms: Optional[float] = None
     losses: list = field(default_factory=list)
@@ -71,14 +73,21 @@ class Counting:
     """The backend (eager or triton), counting the graphs (DDP pieces) it is given."""
 
     def __init__(self, backend: str):
-        self.backend, self.graphs = backend, 0
+        self.backend, self.graphs, self.compiled = backend, 0, []
 
     def __call__(self, gm, example_inputs):
         self.graphs += 1
         if self.backend == "eager":
             return gm.forward
         from dynamo_lite.backends.triton import triton_backend
-        return triton_backend(gm, example_inputs)
+        compiled = triton_backend(gm, example_inputs)
+        self.compiled.append(compiled)
+        return compiled
+
+    def as_captured(self) -> list[str]:
+        """Why each graph the triton backend did not lower ran as captured."""
+        infos = [getattr(c, "compiled_graph", None) for c in self.compiled]
+        return [i.fallback_reason for i in infos if i is not None and i.fallback_reason]
 
 
 def build(layers: int, quick: bool, device):
@@ -174,6 +183,8 @@ def run_engine(engine: str, args, rank: int, device) -> Row:
         dl.config.optimize_ddp = True
     if counting is not None:
         row.graphs = counting.graphs
+        reasons = counting.as_captured()
+        row.as_captured, row.as_captured_why = len(reasons), (reasons[0][:100] if reasons else "")
     elif engine == "inductor":
         from torch import _dynamo
         row.graphs = int(_dynamo.utils.counters["stats"]["unique_graphs"])
@@ -227,6 +238,9 @@ def table(rows: list[dict]) -> str:
         correct = "-" if r["correct"] is None else ("yes" if r["correct"] else "NO")
         lines.append(f"{r['engine']:<12} {r['status'][:8]:<8} {correct:<8} {r['graphs'] if r['graphs'] is not None else '-':>6} "
                      f"{r['first_s']:>9.1f}s {r['step_ms']:>7.2f}ms {vs:>8} {exposed:>13} {comm:>8}")
+    for r in rows:
+        if r.get("as_captured"):
+            lines.append(f"  {r['engine']}: {r['as_captured']} graph(s) ran as captured, e.g. {r['as_captured_why']}")
     bad = [r for r in rows if r["status"] != "ok"]
     for r in bad:
         lines.append(f"  {r['engine']}: {r['status']}")
