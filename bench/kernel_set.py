@@ -34,7 +34,6 @@ from typing import Optional
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]   # bench/triton.py shadows triton
 sys.path.insert(0, os.path.dirname(_HERE))
-sys.path.insert(1, _HERE)
 
 import torch                                               # noqa: E402
 import torch.fx                                            # noqa: E402
@@ -44,6 +43,17 @@ from torch.fx.passes.split_module import split_module      # noqa: E402
 import dynamo_lite as dl                                   # noqa: E402
 
 # ops a compiler hands to a library (cuBLAS, cuDNN, flash attention) or to a gather kernel of its own
+def _models_gpu():
+    """bench/models_gpu.py (its model builders), loaded by path: bench/ on sys.path would make
+    bench/triton.py shadow the triton package."""
+    if "models_gpu" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("models_gpu", os.path.join(_HERE, "models_gpu.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["models_gpu"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["models_gpu"]
+
+
 EXTERN = {F.linear, torch._C._nn.linear, torch.matmul, torch.mm, torch.bmm, torch.addmm, torch.baddbmm,
           F.conv1d, F.conv2d, F.conv3d, torch.conv2d, torch.conv1d, F.scaled_dot_product_attention,
           torch._C._nn.scaled_dot_product_attention, F.embedding, torch.embedding}
@@ -161,7 +171,7 @@ def _nbytes(values) -> int:
 
 
 def collect(sizes, device, dtype, min_ops: int, pattern: str = "") -> list[tuple[Workload, torch.fx.GraphModule, tuple]]:
-    import models_gpu as mg
+    mg = _models_gpu()
     out, by_key = [], {}
     for spec in mg.SPECS:
         if pattern and pattern not in spec.name:
@@ -331,7 +341,7 @@ def main(argv=None) -> int:
     parser.add_argument("--inductor", choices=("on", "off"), default=None)
     parser.add_argument("--json", help="write the rows to this file")
     args = parser.parse_args(argv)
-    import models_gpu as mg
+    mg = _models_gpu()
     device = torch.device(args.device)
     cuda = device.type == "cuda"
     dtype = torch.bfloat16 if cuda else torch.float32
