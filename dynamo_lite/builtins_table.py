@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import inspect
 import operator
+import os
 import sys
 import types
 import typing
@@ -24,7 +25,7 @@ import torch.utils._python_dispatch
 from . import semantics
 from .breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE, TracedException, Unsupported,
                      user_error)
-from .guards import NoModesMatch
+from .guards import NoModesMatch, QueryMatch
 from .code_facts import STACK_ARG_PREFIX
 from .fallback import skip
 from .modelled import models
@@ -207,6 +208,26 @@ models(typing.get_args)(_fold_on_real(typing.get_args))
 def _cast(frame, args, kwargs):
     """cast(type, value) and TorchScript's annotate(type, value): the value itself."""
     return args[1] if len(args) == 2 and not kwargs else NotImplemented
+
+
+@models(os.getenv)
+def _getenv(frame, args, kwargs):
+    """`os.getenv(key, default)` with constant arguments: the environment as it is now, asked again
+    by a guard (QueryMatch) on every call. Libraries read a flag this way on hot paths
+    (transformers' `torch_compilable_check`: TRANSFORMERS_DISABLE_TORCH_CHECK)."""
+    values = [*args, *kwargs.values()]
+    if not args or not all(is_const(v) for v in values):
+        return NotImplemented
+    key = args[0].as_python()
+    rest = [a.as_python() for a in args[1:]]
+    if not isinstance(key, str) or len(rest) + len(kwargs) > 1 or set(kwargs) - {"default"}:
+        return NotImplemented
+    default = rest[0] if rest else kwargs["default"].as_python() if kwargs else None
+    if not (default is None or isinstance(default, (str, int, float, bool))):
+        return NotImplemented
+    result = os.getenv(key, default)
+    frame.tracer.add_guard(QueryMatch(os.getenv, result, args=(key, default)))
+    return Const(result)
 
 
 @models(print)

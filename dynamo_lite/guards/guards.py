@@ -637,20 +637,30 @@ class FunctionMatch(Guard):
 
 @dataclass(frozen=True, eq=False)
 class QueryMatch(Guard):
-    """`fn()` still answers `result`: a query of global state (`torch.distributed.is_initialized()`)
-    whose answer the trace used."""
+    """`fn(*args)` still answers `result`: a query of global state (`torch.distributed.
+    is_initialized()`, `os.getenv("FLAG", "0")`) whose answer the trace used; `args` are constants."""
     fn: Callable
     result: Any
     source: Source = field(default=None)
+    args: tuple = ()
+
+    @property
+    def key(self) -> tuple:
+        """What tells two queries apart (Tracer.add_guard keeps one guard per key)."""
+        return (id(self.fn), self.args)
+
+    def _call(self, const) -> str:
+        return f"{const(self.fn)}({', '.join(const(a) for a in self.args)})"
 
     def code(self, scope, const):
-        return f"{const(self.fn)}() == {const(self.result)}"
+        return f"{self._call(const)} == {const(self.result)}"
 
     def describe(self):
-        return f"{_display_const(self.fn)}() == {self.result!r}"
+        return f"{self._call(lambda v: _display_const(v) if callable(v) else repr(v))} == {self.result!r}"
 
     def why_not(self, value):
-        return f"{_display_const(self.fn)}() changed: {self.result!r} -> {self.fn()!r}"
+        return f"{self._call(lambda v: _display_const(v) if callable(v) else repr(v))} changed: " \
+               f"{self.result!r} -> {self.fn(*self.args)!r}"
 
 
 @dataclass(frozen=True, eq=False)
