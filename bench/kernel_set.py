@@ -41,6 +41,7 @@ import torch.nn.functional as F                            # noqa: E402
 from torch.fx.passes.split_module import split_module      # noqa: E402
 
 import dynamo_lite as dl                                   # noqa: E402
+from dynamo_lite.graph_builder import graph_structure      # noqa: E402
 
 # ops a compiler hands to a library (cuBLAS, cuDNN, flash attention) or to a gather kernel of its own
 def _models_gpu():
@@ -150,12 +151,7 @@ def _region_inputs(split: torch.fx.GraphModule, example_inputs: list) -> dict:
 
 
 def _structure_key(sub: torch.fx.GraphModule, args) -> str:
-    index = {node: i for i, node in enumerate(sub.graph.nodes)}
-
-    def ref(arg):
-        return torch.fx.node.map_arg(arg, lambda node: f"%{index[node]}")
-    ops = [(n.op, _op_name(n), ref(n.args), ref(n.kwargs)) for n in sub.graph.nodes
-           if n.op in ("call_function", "call_method", "output")]
+    ops = graph_structure(sub)
     shapes = [(tuple(a.shape), a.stride(), str(a.dtype)) if isinstance(a, torch.Tensor) else repr(a) for a in args]
     return repr((ops, shapes))
 

@@ -210,20 +210,23 @@ def _cast(frame, args, kwargs):
     return args[1] if len(args) == 2 and not kwargs else NotImplemented
 
 
+def _getenv_arguments(key, default=None):
+    return key, default
+
+
 @models(os.getenv)
 def _getenv(frame, args, kwargs):
     """`os.getenv(key, default)` with constant arguments: the environment as it is now, asked again
     by a guard (QueryMatch) on every call. Libraries read a flag this way on hot paths
     (transformers' `torch_compilable_check`: TRANSFORMERS_DISABLE_TORCH_CHECK)."""
-    values = [*args, *kwargs.values()]
-    if not args or not all(is_const(v) for v in values):
+    if not all(is_const(v) for v in [*args, *kwargs.values()]):
         return NotImplemented
-    key = args[0].as_python()
-    rest = [a.as_python() for a in args[1:]]
-    if not isinstance(key, str) or len(rest) + len(kwargs) > 1 or set(kwargs) - {"default"}:
+    try:
+        key, default = _getenv_arguments(*[a.as_python() for a in args],
+                                         **{k: v.as_python() for k, v in kwargs.items()})
+    except TypeError:
         return NotImplemented
-    default = rest[0] if rest else kwargs["default"].as_python() if kwargs else None
-    if not (default is None or isinstance(default, (str, int, float, bool))):
+    if not isinstance(key, str) or not (default is None or isinstance(default, (str, int, float, bool))):
         return NotImplemented
     result = os.getenv(key, default)
     frame.tracer.add_guard(QueryMatch(os.getenv, result, args=(key, default)))

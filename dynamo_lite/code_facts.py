@@ -154,6 +154,11 @@ class CodeFacts:
         """Is `offset` inside a for/while loop (between a backward jump's target and the jump)?"""
         return any(start <= offset <= end for start, end in self.loop_ranges)
 
+    def line_of(self, offset: int) -> Optional[int]:
+        """The source line of the instruction at `offset`, or None where it has none."""
+        inst = self.insts[self.index_of[offset]]
+        return inst.positions.lineno if inst.positions and inst.positions.lineno else None
+
     def for_loop_head(self, offset: int) -> Optional[int]:
         """The offset of the FOR_ITER heading the innermost `for` loop around `offset`, or None.
         (Other backward jumps are not `for` loops: `while` loops, and from 3.12 the jump from a

@@ -403,7 +403,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     instructions [start, end] as CPython would, and continues in a resume function."""
     code_facts = facts(code)
     last = code_facts.insts[end]
-    lineno = last.positions.lineno if last.positions and last.positions.lineno else code.co_firstlineno
+    lineno = code_facts.line_of(last.offset) or code.co_firstlineno
     original = Bytecode.from_code(code)
     prologue = _prologue(original)
     emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)}, tracer)

@@ -30,7 +30,7 @@ from .backends.ddp_split import active_ddp_module, ddp_split
 from .breaks import GraphBreakError, TracedException, Unsupported
 from .code_facts import facts
 from .codegen import break_start, check_resumable, make_break_code, make_code, tensors_needed
-from .graph_builder import keep_saved_tensor, tracing_saved_tensor_hooks_lifted
+from .graph_builder import graph_structure, keep_saved_tensor, tracing_saved_tensor_hooks_lifted
 from .resume import entry_of, is_driven, is_resume
 from .fallback import records, skip
 from .fallback.records import FrameRecord
@@ -579,12 +579,13 @@ def _split_at_loop_head(code, func, args, options, failed: Tracer, record: Frame
         return None
     ops_before = failed.root_for_iters[head]
     if ops_before:
-        calls = [n for n in failed.graph.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
-        if not _runs_as_is(code, calls[:ops_before]):
+        if not _runs_as_is(code, failed.graph.ops()[:ops_before]):
             return None
-    why = f"{record.kind.id} {record.kind.name} at line {_line_of(code, failed.failed_at)}: {record.detail}"
+    line = code_facts.line_of(failed.failed_at) or code.co_firstlineno
+    why = f"{record.kind.id} {record.kind.name} at line {line}: {record.detail}"
     saved = (record.kind, record.detail, record.user_stack)
-    record.kind, record.detail, record.user_stack = breaks.LOOP_HEAD, why, [_location_of(code, head)]
+    where = (code.co_filename, code_facts.line_of(head) or code.co_firstlineno, code.co_name)
+    record.kind, record.detail, record.user_stack = breaks.LOOP_HEAD, why, [where]
     index = code_facts.index_of[head]
     new_code, tracer = _break_before(code, func, args, options, failed, record, index, index, quiet=True)
     if new_code is code:
@@ -592,15 +593,6 @@ def _split_at_loop_head(code, func, args, options, failed: Tracer, record: Frame
         record.status, record.fallback_kind, record.fallback_reason = "fallback", None, ""
         return None
     return new_code, tracer
-
-
-def _line_of(code, offset: int) -> int:
-    inst = facts(code).insts[facts(code).index_of[offset]]
-    return inst.positions.lineno if inst.positions and inst.positions.lineno else code.co_firstlineno
-
-
-def _location_of(code, offset: int) -> tuple:
-    return (code.co_filename, _line_of(code, offset), code.co_name)
 
 
 def _break_before(code, func, args, options, failed: Tracer, record: FrameRecord, start: int, end: int,
@@ -777,17 +769,6 @@ def _input_key(node, real) -> tuple:
     return (type(real), str(node.meta.get("val", "")))
 
 
-def _structure(gm) -> str:
-    """The graph's ops and how they connect, without its value names (which come from where the
-    inputs were found)."""
-    index = {node: i for i, node in enumerate(gm.graph.nodes)}
-
-    def ref(arg):
-        return torch.fx.node.map_arg(arg, lambda node: f"%{index[node]}")
-    return repr([(n.op, "" if n.op == "placeholder" else n.target, ref(n.args), ref(n.kwargs))
-                 for n in gm.graph.nodes])
-
-
 def _compiled_key(gm, graph, backend, code) -> Optional[tuple]:
     """What decides the backend's result for the graph of resume function `code`, for the same
     graph of another resume function entering the user's code at the same place (they differ only
@@ -798,7 +779,7 @@ def _compiled_key(gm, graph, backend, code) -> Optional[tuple]:
     if entry is None or any(n.op in ("get_attr", "call_module") for n in gm.graph.nodes):
         return None
     try:
-        key = (id(backend), entry, _structure(gm), tuple(_input_key(node, real) for (node, real, _) in graph.inputs),
+        key = (id(backend), entry, graph_structure(gm), tuple(_input_key(node, real) for (node, real, _) in graph.inputs),
                repr(autocast_snapshot()), torch.is_grad_enabled(), torch.get_default_dtype())
         hash(key)
         return key
@@ -809,12 +790,12 @@ def _compiled_key(gm, graph, backend, code) -> Optional[tuple]:
 def _compile(gm, graph, options, code=None):
     example_inputs = [real for (_, real, _) in graph.inputs]
     backend = _backend_for_this_frame(options)
+    switches = [n.target for n in gm.graph.nodes if n.target in (enter_autocast, exit_autocast)]
     key = _compiled_key(gm, graph, backend, code) if backend is options.backend else None
     # (the same code capturing an equal graph again is a recapture: compiled again, as reported)
     if key is not None and key in COMPILED and COMPILED[key][1]() is not code:
         COMPILED.move_to_end(key)
-        return _wrap_compiled(COMPILED[key][2], gm, graph)
-    switches = [n.target for n in gm.graph.nodes if n.target in (enter_autocast, exit_autocast)]
+        return _wrap_compiled(COMPILED[key][2], gm, graph, switches)
     # a backend that retraces the graph (inductor) runs its autocast switches for real
     before = autocast_snapshot() if switches else None
     with warnings.catch_warnings():      # the backend's own warnings reach the user (tracing's do not)
@@ -836,12 +817,12 @@ def _compile(gm, graph, options, code=None):
         COMPILED[key] = (backend, weakref.ref(code), fn)
         while len(COMPILED) > _COMPILED_KEPT:
             COMPILED.popitem(last=False)
-    return _wrap_compiled(fn, gm, graph)
+    return _wrap_compiled(fn, gm, graph, switches)
 
 
-def _wrap_compiled(fn, gm, graph):
-    """The backend's callable with what the graph's own switches need around it."""
-    switches = [n.target for n in gm.graph.nodes if n.target in (enter_autocast, exit_autocast)]
+def _wrap_compiled(fn, gm, graph, switches: list):
+    """The backend's callable with what the graph's own switches (its autocast enters and exits,
+    `switches`, and grad-mode sets) need around it."""
     if any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes):
         fn = restoring_grad_mode(fn)
     if switches:

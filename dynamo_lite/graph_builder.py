@@ -365,8 +365,23 @@ class GraphBuilder:
             return False            # operator.and_ / or_ / not_ are not in-place (iand, ior are)
         return name.endswith("_") and not name.endswith("__") and node.op in ("call_method", "call_function")
 
+    def ops(self) -> list[torch.fx.Node]:
+        """The graph's op nodes (calls), in order."""
+        return [n for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+
     def op_count(self) -> int:
-        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+        return len(self.ops())
+
+
+def graph_structure(gm: torch.fx.GraphModule) -> str:
+    """The graph's ops and how they connect, without its value names (which come from where the
+    inputs were found): equal for two graphs that compute the same thing from the same inputs."""
+    index = {node: i for i, node in enumerate(gm.graph.nodes)}
+
+    def ref(arg):
+        return torch.fx.node.map_arg(arg, lambda node: f"%{index[node]}")
+    return repr([(n.op, "" if n.op == "placeholder" else n.target, ref(n.args), ref(n.kwargs))
+                 for n in gm.graph.nodes])
 
 
 def written_inputs(graph: torch.fx.Graph) -> Optional[list[int]]:

@@ -197,8 +197,7 @@ def resume_name(code: types.CodeType, offset: int) -> str:
     """`f.<resume at line N>`: named after the user's function (`code` is always the user's: resume
     functions are made from it) and the source line it continues at."""
     base = code.co_qualname
-    inst = facts(code).insts[facts(code).index_of[offset]]
-    line = inst.positions.lineno if inst.positions and inst.positions.lineno else None
+    line = facts(code).line_of(offset)
     return f"{base}.<resume at line {line}>" if line else f"{base}.<resume>"
 
 

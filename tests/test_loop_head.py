@@ -158,17 +158,13 @@ def test_a_single_op_stretch_is_not_handed_to_the_backend():
     assert any(r.ops_as_is for r in RECORDS)      # total + loss.detach(): detach and one add
 
 
-def test_single_ops_go_to_the_backend_when_asked():
+def test_single_ops_go_to_the_backend_when_asked(monkeypatch):
     items = [torch.randn(4, 4) for _ in range(3)]
-    old = config.loop_single_ops_as_is
-    config.loop_single_ops_as_is = False
-    try:
-        # the body from the loop head (nothing comes before it); then `total + loss.detach()` is a
-        # graph op, so it stays glued to the next iteration's body, for a float and for a tensor
-        # total; and to the loop's end
-        check(accumulate, items, graphs=graphs(4))
-    finally:
-        config.loop_single_ops_as_is = old
+    monkeypatch.setattr(config, "loop_single_ops_as_is", False)
+    # the body from the loop head (nothing comes before it); then `total + loss.detach()` is a
+    # graph op, so it stays glued to the next iteration's body, for a float and for a tensor
+    # total; and to the loop's end
+    check(accumulate, items, graphs=graphs(4))
 
 
 # ---- one stretch, two resume functions: compiled once ---------------------------------------------

@@ -649,18 +649,19 @@ class QueryMatch(Guard):
         """What tells two queries apart (Tracer.add_guard keeps one guard per key)."""
         return (id(self.fn), self.args)
 
-    def _call(self, const) -> str:
+    def _call(self, const=None) -> str:
+        """The query as Python: with the guard code's constant names, or readable (no `const`)."""
+        const = const or (lambda v: _display_const(v) if callable(v) else repr(v))
         return f"{const(self.fn)}({', '.join(const(a) for a in self.args)})"
 
     def code(self, scope, const):
         return f"{self._call(const)} == {const(self.result)}"
 
     def describe(self):
-        return f"{self._call(lambda v: _display_const(v) if callable(v) else repr(v))} == {self.result!r}"
+        return f"{self._call()} == {self.result!r}"
 
     def why_not(self, value):
-        return f"{self._call(lambda v: _display_const(v) if callable(v) else repr(v))} changed: " \
-               f"{self.result!r} -> {self.fn(*self.args)!r}"
+        return f"{self._call()} changed: {self.result!r} -> {self.fn(*self.args)!r}"
 
 
 @dataclass(frozen=True, eq=False)

@@ -464,8 +464,8 @@ class KernelBuilder:
         name = f"triton_{self.kind}_{'_'.join(ops[:6])}_{digest}"
         source = "import triton\nimport triton.language as tl\n\n\n" + text.replace("KERNEL_NAME", name)
         scalars = tuple(k for k, b in enumerate(self.param_order) if b in self.scalars)
-        ynumel = 1 if self.ydim is None else self.xsizes[self.ydim]
-        return KernelSource(name, source, list(self.param_order), self.kind, self.xnumel // ynumel,
+        xnumel, ynumel = self._tile_numels()
+        return KernelSource(name, source, list(self.param_order), self.kind, xnumel,
                             self.rnumel if self.is_reduction else 1, self.inner, ops, scalars, ynumel)
 
     def _is_inner(self) -> bool:
@@ -508,15 +508,22 @@ class KernelBuilder:
         out += [e.arg[1] + max(0, e.arg[2] * (e.arg[3] - 1)) for e in walk(roots) if e.op is Op.GATHER]
         return out + [s for _, _, s, _ in self.stores]
 
-    def _decompose(self, prefix: str, sizes: list[int], flat: str) -> list[str]:
+    @staticmethod
+    def _decompose(names: list[str], sizes: list[int], flat: str) -> list[str]:
+        """`names[i] = ` the i-th index of row-major `flat` over `sizes`."""
         lines = []
         for i in range(len(sizes)):
             inner = _prod(sizes[i + 1:])
             text = flat if inner == 1 else f"({flat} // {inner})"
             if i > 0:
                 text = f"{text} % {sizes[i]}"
-            lines.append(f"{prefix}{i} = {text}")
+            lines.append(f"{names[i]} = {text}")
         return lines
+
+    def _tile_numels(self) -> tuple[int, int]:
+        """(x, y) extents of the tile's grid: y is the 2-D tile's transposed dim, 1 for a 1-D tile."""
+        ynumel = 1 if self.ydim is None else self.xsizes[self.ydim]
+        return self.xnumel // ynumel, ynumel
 
     def _header(self) -> list[str]:
         pid = "tl.program_id(0).to(tl.int64)" if self.int64 else "tl.program_id(0)"
@@ -529,7 +536,8 @@ class KernelBuilder:
                       "rbase = tl.arange(0, RBLOCK)[None, :]"]
         elif self.ydim is not None:
             ypid = "tl.program_id(1).to(tl.int64)" if self.int64 else "tl.program_id(1)"
-            lines = [f"xnumel = {self.xnumel // self.xsizes[self.ydim]}", f"ynumel = {self.xsizes[self.ydim]}",
+            xnumel, ynumel = self._tile_numels()
+            lines = [f"xnumel = {xnumel}", f"ynumel = {ynumel}",
                      f"yoffset = {ypid} * YBLOCK",
                      "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
                      f"xoffset = {pid} * XBLOCK",
@@ -537,17 +545,16 @@ class KernelBuilder:
                      "xmask = (xindex < xnumel) & (yindex < ynumel)",
                      f"x{self.ydim} = yindex"]
             others = [k for k in range(len(self.xsizes)) if k != self.ydim]
-            decomposed = self._decompose("q", [self.xsizes[k] for k in others], "xindex")
-            return lines + [f"x{k} = " + line.split(" = ", 1)[1] for k, line in zip(others, decomposed)]
+            return lines + self._decompose([f"x{k}" for k in others], [self.xsizes[k] for k in others], "xindex")
         else:
             lines += [f"xoffset = {pid} * XBLOCK",
                       "xindex = xoffset + tl.arange(0, XBLOCK)",
                       "xmask = xindex < xnumel"]
-        return lines + self._decompose("x", self.xsizes, "xindex")
+        return lines + self._decompose([f"x{i}" for i in range(len(self.xsizes))], self.xsizes, "xindex")
 
     def _r_setup(self, offset: Optional[str]) -> list[str]:
         lines = [f"rindex = {offset} + rbase" if offset else "rindex = rbase", "rmask = rindex < rnumel"]
-        return lines + self._decompose("r", self.rsizes, "rindex")
+        return lines + self._decompose([f"r{i}" for i in range(len(self.rsizes))], self.rsizes, "rindex")
 
     def _body(self) -> list[str]:
         if not self.is_reduction:
