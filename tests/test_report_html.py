@@ -236,6 +236,10 @@ def test_a_breaks_explain_section_shows_its_source_line_why_and_hint(page):
     assert not section.locator(".hint").is_visible()             # closed until asked for
     page.click("#models a:text-is('tiny_print')")                # the model's link opens it
     assert section.locator(".hint").is_visible()
+    section.locator("summary").click()                           # closed by the reader,
+    assert not section.locator(".hint").is_visible()
+    page.click("#models a:text-is('tiny_print')")                # the same link opens it again
+    assert section.locator(".hint").is_visible()
     assert section.locator("pre.source").inner_text() == 'print("tiny <&> print", y.shape)'
     assert section.locator(".hint").inner_text() == breaks.PRINT_OR_LOG.hint
     assert "DL005" in section.inner_text() and breaks.PRINT_OR_LOG.explanation in section.inner_text()

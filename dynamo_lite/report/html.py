@@ -576,13 +576,20 @@ _JS = """
     count.textContent = shown + " of " + rows.length + " models";
   }
 
-  function openTarget() {
-    const target = location.hash && document.getElementById(location.hash.slice(1));
+  function openSection(id) {
+    const target = id && document.getElementById(id);
     if (target && target.tagName === "DETAILS") target.open = true;
   }
+  const openTarget = () => openSection(location.hash.slice(1));
 
   for (const th of table.tHead.rows[0].cells) th.addEventListener("click", () => sortBy(th));
   for (const control of [text, status, suite]) control.addEventListener("input", applyFilters);
+  // a model's link opens its section at once (hashchange comes later, and not at all when the
+  // address already ends in that section's name, e.g. after the reader closed it)
+  table.addEventListener("click", event => {
+    const link = event.target.closest("a[href^='#']");
+    if (link) openSection(link.getAttribute("href").slice(1));
+  });
   window.addEventListener("hashchange", openTarget);
   openTarget();
 })();
