@@ -8,6 +8,7 @@ facade, so it needs to know little about the kinds of values it gets.
 from __future__ import annotations
 
 import abc
+import builtins
 import dataclasses
 import functools
 import inspect
@@ -231,6 +232,51 @@ def _getenv(frame, args, kwargs):
     result = os.getenv(key, default)
     frame.tracer.add_guard(QueryMatch(os.getenv, result, args=(key, default)))
     return Const(result)
+
+
+def _check_tensor_all_arguments(cond, message=None):
+    return cond, message
+
+
+def _check_tensor_all_with_arguments(error_type, cond, message=None):
+    return error_type, cond, message
+
+
+@models(torch._check_tensor_all)
+def _check_tensor_all(frame, args, kwargs):
+    """`torch._check_tensor_all(cond)` (transformers' `torch_compilable_check` while compiling)."""
+    try:
+        cond, message = _check_tensor_all_arguments(*args, **kwargs)
+    except TypeError:
+        return NotImplemented
+    return _check_all_true(frame, RuntimeError, cond, message)
+
+
+@models(torch._check_tensor_all_with)
+def _check_tensor_all_with(frame, args, kwargs):
+    try:
+        error_type, cond, message = _check_tensor_all_with_arguments(*args, **kwargs)
+    except TypeError:
+        return NotImplemented
+    try:
+        error = error_type.as_python()          # a class (CallableValue of a builtin, a Const)
+    except Exception:                           # noqa: BLE001 -- no real object: traced as Python
+        return NotImplemented
+    return _check_all_true(frame, error, cond, message)
+
+
+def _check_all_true(frame, error, cond, message):
+    """A bool tensor checked without a message: a graph node that raises eager's exception when an
+    element is false, rather than a break at the `.item()` torch's Python code reads it with.
+    Traced as Python otherwise (a message callable; another dtype: its TypeError), and where
+    Python side effects are pending (they are replayed after the graph: they must come first)."""
+    if not (isinstance(cond, TensorValue) and cond.example.dtype is torch.bool
+            and (message is None or is_const(message, type(None)))
+            and isinstance(error, type) and getattr(builtins, error.__name__, None) is error
+            and issubclass(error, Exception) and not issubclass(error, Warning)) or frame.tracer.effects:
+        return NotImplemented
+    frame.tracer.graph.check_all_true(cond, error.__name__)
+    return Const(None)
 
 
 @models(print)

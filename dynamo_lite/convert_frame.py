@@ -711,13 +711,22 @@ def _backend_for_this_frame(options):
 
 _NOT_YET_COMPILED = object()     # stands for the compiled graph in a trial run of make_break_code
 
-# One op of these is one kernel whatever a backend does (a pointwise op, a cast, a matmul), and
-# these others are free (views, detach): a graph of one such op has nothing to fuse.
-_ONE_KERNEL_FUNCTIONS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.matmul,
-                         torch.add, torch.sub, torch.mul, torch.div, torch.matmul, torch._C._nn.linear}
-_ONE_KERNEL_METHODS = {"add", "sub", "mul", "div", "float", "half", "bfloat16", "double", "to", "matmul"}
-_FREE_FUNCTIONS = {operator.getitem}
-_FREE_METHODS = {"detach", "view", "reshape", "view_as", "unsqueeze", "squeeze", "transpose", "t"}
+# One op of these is one kernel whatever a backend does (a pointwise op, a comparison, a cast, a
+# copy, a matmul, a factory), and these others are free (views, detach): a graph of one such op
+# has nothing to fuse.
+_ONE_KERNEL_FUNCTIONS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+                         operator.neg, operator.matmul, operator.eq, operator.ne, operator.lt, operator.le,
+                         operator.gt, operator.ge, operator.and_, operator.or_, operator.invert,
+                         torch.add, torch.sub, torch.mul, torch.div, torch.matmul, torch._C._nn.linear,
+                         torch.arange, torch.zeros, torch.ones, torch.full, torch.empty, torch.cat}
+_ONE_KERNEL_METHODS = {"add", "sub", "mul", "div", "float", "half", "bfloat16", "double", "bool", "int", "long",
+                       "to", "type", "type_as", "contiguous", "clone", "matmul"}
+_FREE_FUNCTIONS = {operator.getitem, torch.split, torch.functional.split, torch.chunk, torch.unbind, torch.narrow,
+                   torch.select, torch.permute, torch.flatten, torch.squeeze, torch.unsqueeze, torch.transpose,
+                   torch.t, torch.movedim}
+_FREE_METHODS = {"detach", "view", "reshape", "view_as", "unsqueeze", "squeeze", "transpose", "t", "split", "chunk",
+                 "unbind", "narrow", "select", "expand", "expand_as", "permute", "flatten", "unflatten", "movedim",
+                 "size", "dim"}
 
 
 def _runs_as_is(code, nodes) -> bool:

@@ -22,7 +22,8 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 from . import breaks
 from .breaks import Unsupported
 from .fake_fallbacks import example_from_stand_ins, example_with_placeholders, is_torch_op
-from .runtime import autocast_devices, check_assertion, enter_autocast, exit_autocast, power, set_autocast_devices
+from .runtime import (autocast_devices, check_all_true, check_assertion, enter_autocast, exit_autocast, power,
+                      set_autocast_devices)
 from .values.base import Const, Value
 from .values.containers import SeqValue
 from .values.tensors import SymValue, TensorValue, specialize
@@ -62,6 +63,10 @@ def tracing_saved_tensor_hooks_lifted():
 def is_symbolic(x) -> bool:
     """A SymInt/SymFloat/SymBool that really depends on a symbol (not a constant in disguise)."""
     return isinstance(x, SYM_TYPES) and bool(getattr(x.node.expr, "free_symbols", None))
+
+
+# FakeTensorMode's refusal of a real tensor among an op's arguments
+_REAL_TENSOR_IN_FAKE_OP = "Please convert all Tensors to FakeTensors"
 
 
 class ShapeSource(torch._guards.Source):
@@ -235,6 +240,12 @@ class GraphBuilder:
         node = self.graph.create_node("call_function", check_assertion, (cond.node, expected, *message), {})
         node.meta["example_value"] = None
 
+    def check_all_true(self, cond: TensorValue, error_name: str):
+        """`torch._check_tensor_all(cond)`: a node raising the builtin exception `error_name` when
+        not every element of `cond` is true, in program order (side-effectful, so it is kept)."""
+        node = self.graph.create_node("call_function", check_all_true, (cond.node, error_name), {})
+        node.meta["example_value"] = None
+
     def _run_fake(self, op, target, args, kwargs):
         fn: Callable = target if op == "call_function" else getattr(type(args[0]), target)
 
@@ -267,6 +278,8 @@ class GraphBuilder:
         except Unsupported:
             raise
         except Exception as e:  # the op itself failed: the eager run will raise the user's error
+            if _REAL_TENSOR_IN_FAKE_OP in str(e):      # ...unless a real tensor got in: a bug of ours
+                raise RuntimeError(f"a real tensor reached {_target_name(target)} while tracing") from e
             raise Unsupported(breaks.USER_EXCEPTION, f"{_target_name(target)} raised {type(e).__name__}: {e}") from None
 
     def _symbolic_dispatch(self):

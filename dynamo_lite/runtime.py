@@ -27,6 +27,7 @@ and the error propagates as TorchDynamo's does, instead of every optimizer step 
 """
 from __future__ import annotations
 
+import builtins
 import sys
 import types
 from collections import OrderedDict
@@ -308,6 +309,19 @@ def power(base, exponent):
 def check_assertion(cond, expected, *message):
     if bool(cond) is not expected:
         raise AssertionError(*message)
+
+
+# what torch._check_with says when it is given no message
+CHECK_DEFAULT_MESSAGE = ("Expected cond to be True, but got False. (Could this error message be improved? If so, "
+                         "please report an enhancement request to PyTorch.)")
+
+
+@torch.fx.node.has_side_effect
+def check_all_true(cond, error_name: str):
+    """`torch._check_tensor_all(cond)` as a graph node: raises the builtin exception `error_name`
+    with torch's default message unless every element of the bool tensor `cond` is true."""
+    if not bool(cond.all()):
+        raise getattr(builtins, error_name)(CHECK_DEFAULT_MESSAGE)
 
 
 # The torch.func transforms a graph node may apply to a traced subgraph (func_transforms.py).

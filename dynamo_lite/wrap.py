@@ -35,7 +35,7 @@ from .values.functions import FunctionValue, PartialValue
 from .values.modules import ModuleValue
 from .values.objects import ObjectValue, version_guarded
 from .values.object_keyed_dicts import ObjectKeyedDictValue, keyed_by_tensors
-from .values.tensors import TensorValue
+from .values.tensors import SliceValue, TensorValue
 
 def wrap(tracer, value: Any, source: Optional[Source]) -> Value:
     key = id(value)
@@ -79,6 +79,12 @@ def _build(tracer, value, source) -> Value:
                    IdMatch.of(source, value) if isinstance(value, (torch.dtype, enum.Enum)) or value is Ellipsis
                    else _equal_guard(source, value))
         return Const(value, source)
+    if type(value) is slice:           # bounds that are not constants (tensors): each from its own source
+        if source is not None:
+            _guard(tracer, TypeMatch(source, slice))
+        parts = [wrap(tracer, getattr(value, name), None if source is None else _attr(source, name))
+                 for name in ("start", "stop", "step")]
+        return SliceValue(*parts, source=source)
     if is_numpy_constant(value):       # np.int64(8), np.dtype('float32'): immutable, compared by value
         if source is not None:
             _guard(tracer, ConstantMatch(source, value))

@@ -522,6 +522,59 @@ def test_assert_after_a_pending_side_effect_still_breaks():
         assert counter.calls == before + 1
 
 
+# -- torch._check_tensor_all -----------------------------------------------------------------------
+
+def _checked_scale(x, t):
+    y = x * 2
+    torch._check_tensor_all(t >= 0)         # transformers' torch_compilable_check while compiling
+    return y + t
+
+
+def _checked_with_value_error(x, t):
+    torch._check_tensor_all_with(ValueError, t < 3)
+    return x - t
+
+
+def _checked_with_a_message(x, t):
+    torch._check_tensor_all(t >= 0, lambda: f"negative: {t.tolist()}")
+    return x + t
+
+
+def _checked_int_tensor(x, t):
+    torch._check_tensor_all(t)              # not a bool tensor: torch's TypeError, as in eager
+    return x
+
+
+@pytest.mark.parametrize("fn", [_checked_scale, _checked_with_value_error])
+@pytest.mark.parametrize("case", range(len(ASSERT_CASES)))
+def test_check_tensor_all_is_a_graph_node(fn, case):
+    """The same graph raises torch's exception and message exactly when eager does: no break at
+    the `.item()` torch's own Python code reads the condition with (TorchDynamo breaks there)."""
+    x, t = ASSERT_CASES[case]
+    check(fn, x, t, graphs=Graphs(dl=1, torch=None, why="TorchDynamo breaks at the .item() inside the check"))
+
+
+@pytest.mark.parametrize("fn", [_checked_with_a_message, _checked_int_tensor])
+@pytest.mark.parametrize("case", [0, 3])
+def test_check_tensor_all_traced_as_python_where_it_is_not_a_node(fn, case):
+    check(fn, *ASSERT_CASES[case], graphs=None)
+
+
+def test_check_tensor_all_after_a_pending_side_effect_still_breaks():
+    calls = []
+
+    def fn(x, t):
+        calls.append(1)                       # replayed after the graph: must happen before a raise
+        return _checked_scale(x, t)
+
+    for t in (torch.tensor([1, 2]), torch.tensor([-1, 2])):
+        reset()
+        calls.clear()
+        with pytest.raises(RuntimeError) if t[0] < 0 else contextlib.nullcontext():
+            capture(fn, backend=CountingBackend())(torch.ones(2), t)
+        assert calls == [1]
+
+
 # -- modules made inside forward -------------------------------------------------------------------
 
 class _Instantier(dict):

@@ -215,3 +215,33 @@ def test_explain_says_which_ops_ran_as_they_are_and_why_the_loop_head_broke():
     assert "run as they are, no graph" in text, text
     assert report.graph_count == 1, text
     assert any(b.kind_id == "DL038" for b in report.breaks), [b.kind_id for b in report.breaks]
+
+
+# ---- slices with tensor bounds --------------------------------------------------------------------
+
+def block_mask(sizes, x):
+    """A block-diagonal mask filled a block at a time, bounds from iterating cumsums (pixtral)."""
+    mask = torch.full((x.shape[1], x.shape[1]), -1e9)
+    ends = torch.tensor(sizes).cumsum(-1)
+    starts = torch.tensor([0] + sizes[:-1]).cumsum(-1)
+    for start, end in zip(starts, ends):
+        mask[start:end, start:end] = 0
+    return mask[None].expand(x.shape[0], -1, -1) + x.sum()
+
+
+def test_a_loop_slicing_by_tensor_bounds():
+    # the slice is built from 0-d tensors: its bounds need their Python values (a break, then
+    # a break at the loop head); the resumed code gets the slice on its stack and must treat its
+    # bounds as tensors, never as constants (a real tensor reaching a traced op)
+    check(block_mask, [3, 3, 4], torch.randn(2, 10, 4), graphs=Graphs(dl=2, torch=None, why=SPLIT))
+    check(block_mask, [2, 8], torch.randn(2, 10, 4), graphs=Graphs(dl=2, torch=None, why=SPLIT))
+
+
+def fill_between(x, where):
+    x[where] = 0
+    return x * 2
+
+
+def test_a_slice_with_tensor_bounds_passed_in():
+    check(fill_between, torch.randn(6), slice(torch.tensor(1), torch.tensor(4)), graphs=None)
+    check(fill_between, torch.randn(6), slice(1, 4), graphs=1)

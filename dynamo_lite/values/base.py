@@ -44,7 +44,7 @@ from ..sources import Source
 
 # Immutable values that become graph constants and are guarded by value.
 CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented),
-                  torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice, enum.Enum,
+                  torch.dtype, torch.device, torch.layout, torch.memory_format, range, enum.Enum,
                   types.CodeType)
 
 
@@ -55,6 +55,8 @@ def is_constant(value) -> bool:
         return True
     if type(value) in (tuple, frozenset, torch.Size):
         return all(is_constant(v) for v in value)
+    if type(value) is slice:            # x[a:b] with tensors for bounds is not
+        return is_constant(value.start) and is_constant(value.stop) and is_constant(value.step)
     if isinstance(value, inspect.Signature):
         return all(is_constant(p) for p in value.parameters.values())
     if isinstance(value, inspect.Parameter):
