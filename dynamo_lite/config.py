@@ -30,7 +30,9 @@ cache_size_limit: int = 8
 loop_stretch_limit: int = 3
 #: A stretch of a loop with a break inside whose graph is one op that is one kernel anyway (a
 #: pointwise op, a cast, a linear) runs that op as it is, not handed to the backend: there is
-#: nothing to fuse (TorchDynamo runs such loops eagerly). False: every graph goes to the backend.
+#: nothing to fuse (TorchDynamo runs such loops eagerly). So does, in any frame, a graph whose only
+#: work is checks on tensor values (`assert`, torch._check_tensor_all). False: every graph goes to
+#: the backend.
 loop_single_ops_as_is: bool = True
 #: How deep user-function calls are inlined before we give up on the frame.
 inline_depth_limit: int = 40

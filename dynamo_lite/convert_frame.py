@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import math
 import operator
 import os
 import sys
@@ -37,8 +38,8 @@ from .fallback.records import FrameRecord
 from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, DistinctMatch, IdMatch, RemainingMatch, ShapeEnvMatch, TensorMatch,
                      compile_guards)
 from .interpreter import SCALARS, Tracer
-from .runtime import (autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast, func_transform,
-                      restore_autocast, restoring_grad_mode)
+from .runtime import (GRAPH_CHECKS, autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast,
+                      func_transform, restore_autocast, restoring_grad_mode)
 from .sources import AttrSource, FromNumpySource, GenericAttrSource, ItemSource
 from .values.base import LazyValue, Value
 from .values.containers import DictValue, IdentityKey
@@ -730,25 +731,32 @@ _FREE_METHODS = {"detach", "view", "reshape", "view_as", "unsqueeze", "squeeze",
 
 
 def _runs_as_is(code, nodes) -> bool:
-    """Would a graph of these nodes in `code` run as is (`_graph_callable`)?"""
-    return config.loop_single_ops_as_is and is_driven(code) and _one_op(nodes)
+    """Would a graph of these nodes in `code` run as is (`_graph_callable`)? A loop stretch of one
+    op, or in any frame a graph whose only work is checks on tensor values (an `assert`, a
+    torch._check_tensor_all after a break): nothing for a backend to do."""
+    if not config.loop_single_ops_as_is:
+        return False
+    kernels = _kernels(nodes)
+    return is_driven(code) and kernels <= 1 or kernels == 0 and any(
+        n.op == "call_function" and n.target in GRAPH_CHECKS for n in nodes)
 
 
-def _one_op(nodes) -> bool:
-    """Are the nodes at most one op that is a single kernel anyway (besides views and detach)?"""
+def _kernels(nodes) -> float:
+    """How many kernels the nodes are at least (inf: more than one of the ops we know are one
+    kernel anyway, or any other op); views, detach and checks on tensor values count none."""
     kernels = 0
     for node in nodes:
         if node.op in ("placeholder", "output", "get_attr"):
             continue
-        if node.op == "call_function" and node.target in _FREE_FUNCTIONS or \
+        if node.op == "call_function" and (node.target in _FREE_FUNCTIONS or node.target in GRAPH_CHECKS) or \
                 node.op == "call_method" and node.target in _FREE_METHODS:
             continue
         if node.op == "call_function" and node.target in _ONE_KERNEL_FUNCTIONS or \
                 node.op == "call_method" and node.target in _ONE_KERNEL_METHODS:
             kernels += 1
             continue
-        return False
-    return kernels <= 1
+        return math.inf
+    return kernels
 
 
 def _graph_callable(gm, graph, options, code, record: FrameRecord):

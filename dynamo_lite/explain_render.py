@@ -92,8 +92,9 @@ def _frame(f, graphs):
         yield Text(f"Graph {g.index}, {g.op_count} op(s): {ops}", style="bold")
         yield Syntax(g.code, "python", theme="ansi_dark", word_wrap=True)
     if f.ops_as_is:
-        yield Text(f"{f.ops_as_is} op(s) run as they are, no graph: a loop stretch with one op has nothing "
-                   f"for a backend to fuse (dynamo_lite.config.loop_single_ops_as_is)", style="dim")
+        yield Text(f"{f.ops_as_is} op(s) run as they are, no graph: a loop stretch with one op, or checks on "
+                   f"tensor values only, have nothing for a backend to fuse "
+                   f"(dynamo_lite.config.loop_single_ops_as_is)", style="dim")
     if f.guard_code:
         yield Text("Guards, checked before each reuse:", style="bold")
         yield Syntax(f.guard_code.rstrip(), "python", theme="ansi_dark", word_wrap=True)

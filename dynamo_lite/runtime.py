@@ -324,6 +324,10 @@ def check_all_true(cond, error_name: str):
         raise getattr(builtins, error_name)(CHECK_DEFAULT_MESSAGE)
 
 
+# graph nodes that raise the program's exception on a tensor's values (side-effectful, no result)
+GRAPH_CHECKS = (check_assertion, check_all_true)
+
+
 # The torch.func transforms a graph node may apply to a traced subgraph (func_transforms.py).
 FUNC_TRANSFORMS = {"vmap": torch.func.vmap, "grad": torch.func.grad, "grad_and_value": torch.func.grad_and_value,
                    "jacrev": torch.func.jacrev, "jacfwd": torch.func.jacfwd, "hessian": torch.func.hessian}

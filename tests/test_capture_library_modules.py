@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 import asserting
+from dynamo_lite.fallback.records import RECORDS
 from dynamo_lite_corpus.misc import GradientReversalFn
 from harness import (CountingBackend, Graphs, assert_same, capture, check, check_state_change, reset,
                      skip_in_reference)
@@ -558,6 +559,25 @@ def test_check_tensor_all_is_a_graph_node(fn, case):
 @pytest.mark.parametrize("case", [0, 3])
 def test_check_tensor_all_traced_as_python_where_it_is_not_a_node(fn, case):
     check(fn, *ASSERT_CASES[case], graphs=None)
+
+
+def _checked_after_a_print(x, t):
+    ok = t >= 0
+    print("checking")
+    torch._check_tensor_all(ok)             # between two breaks: a graph of the check alone
+    print("checked")
+    return x * 2
+
+
+@pytest.mark.parametrize("case", range(len(ASSERT_CASES)))
+def test_a_graph_of_checks_alone_runs_as_is(case):
+    # the comparison (a graph), the check alone (no work for a backend), the multiplication
+    # (a graph; not reached where the check raises)
+    x, t = ASSERT_CASES[case]
+    expected = 1 if (t < 0).any() else 2
+    check(_checked_after_a_print, x, t, graphs=Graphs(dl=expected, torch=None, why="TorchDynamo breaks at the "
+                                                                                     ".item() inside the check"))
+    assert any(r.ops_as_is for r in RECORDS)
 
 
 def test_check_tensor_all_after_a_pending_side_effect_still_breaks():

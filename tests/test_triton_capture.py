@@ -246,3 +246,35 @@ def test_floats_that_change_between_calls_stay_correct():
         x = torch.randn(8, device=DEVICE)
         torch.testing.assert_close(captured(x, 1.0 + i, 0.1 * (i + 1)), step(x, 1.0 + i, 0.1 * (i + 1)),
                                    rtol=1e-4, atol=1e-4)
+
+
+def _checked_softmax(x, t):
+    y = (x * 2).softmax(-1)
+    torch._check_tensor_all(t >= 0)
+    return y + t.float().unsqueeze(-1)
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_graph_checks_run_after_the_compiled_graph(sign):
+    """torch._check_tensor_all in a graph: compiled (no fallback), the check run after the kernels,
+    raising eager's exception exactly when eager does."""
+    triton_backend_module.recent.clear()
+    x, t = torch.randn(4, 8, device=DEVICE), sign * torch.arange(1, 5, device=DEVICE)
+    if sign > 0:
+        check_capture(_checked_softmax, x, t)
+        return
+    with pytest.raises(RuntimeError) as eager:
+        _checked_softmax(x, t)
+    with pytest.raises(RuntimeError) as ours:
+        dl.capture(_checked_softmax, backend="triton")(x, t)
+    assert str(ours.value) == str(eager.value)
+    assert all(g.fallback_reason is None for g in compiled_graphs())
+
+
+def test_a_graph_with_a_check_that_writes_in_place_runs_as_captured():
+    def fn(x, t):
+        x.add_(1)
+        torch._check_tensor_all(t >= 0)
+        return x * 2
+    triton_backend_module.recent.clear()
+    check_capture(fn, torch.randn(4, device=DEVICE), torch.arange(4, device=DEVICE), runs_as_captured="a check on tensor values")

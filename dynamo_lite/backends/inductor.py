@@ -2,13 +2,18 @@
 
 This is the one place dynamo_lite may use torch._inductor; the import is lazy.
 """
+from .graph_checks import checking_after, checks_hoisted
 from .registry import register_backend
 
 
 @register_backend("inductor")
 def inductor(gm, example_inputs):
     from torch._inductor.compile_fx import compile_fx
-    return compile_fx(gm, example_inputs)
+    checked, checks = checks_hoisted(gm)
+    if checked is None:              # let torch's compiler say what it makes of the checks
+        return compile_fx(gm, example_inputs)
+    compiled = compile_fx(checked, example_inputs)
+    return compiled if checks is None else checking_after(compiled, checks)
 
 
 # Graphs for it keep Python ints and floats constant (dynamic scalars are not handed to torch's compiler).

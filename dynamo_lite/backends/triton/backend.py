@@ -30,6 +30,7 @@ from typing import Callable, Optional
 import torch
 import torch.fx
 
+from ..graph_checks import checking_after, checks_hoisted
 from . import availability, precompile, settings
 from .codegen import KernelSource, generate
 from .decompose import grad_mode_after, to_aten
@@ -153,7 +154,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """Compile for exactly these input shapes; on an internal error, run `gm` eagerly instead."""
     start = time.perf_counter()
     try:
-        call, info = _compile(gm, example_inputs)
+        checked, checks = checks_hoisted(gm)
+        if checked is None:
+            raise _Refused(checks)
+        call, info = _compile(checked, example_inputs)
     except _Refused as e:
         return _eager(gm, str(e))
     except Exception as e:
@@ -165,7 +169,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         return _eager(gm, reason)
     info.compile_seconds = time.perf_counter() - start
     precompile.submit_graph(info.launchers)
-    call = _eager_if_first_call_fails(call, gm, info)
+    call = _eager_if_first_call_fails(call, checked, info)
+    if checks:
+        call = checking_after(call, checks)
     call.compiled_graph = info
     recent.append(info)
     return call
