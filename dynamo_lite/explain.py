@@ -11,9 +11,12 @@ from .fallback.records import RECORDS
 __all__ = ["explain", "ExplainReport"]
 
 
-def explain(fn: Callable, *, backend="eager", dynamic: Optional[bool] = None) -> Callable[..., ExplainReport]:
+def explain(fn: Callable, *args, backend="eager", dynamic: Optional[bool] = None) -> Callable[..., ExplainReport]:
     """`explain(fn)(*args, **kwargs)` runs fn once under capture (from a clean cache) and returns
     an ExplainReport. The function really runs; its output is on `report.output`."""
+    if args:
+        raise TypeError("explain(fn) returns a function to call with fn's arguments: "
+                        "dynamo_lite.explain(fn)(*args, **kwargs), not dynamo_lite.explain(fn, *args)")
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
 
     def run(*args, **kwargs) -> ExplainReport:

@@ -261,3 +261,15 @@ def test_explain_groups_breaks_by_kind():
     assert kinds["DL005"][0] >= 2 and kinds["DL022"] == (0, 1), kinds
     text = str(report)
     assert "by kind: " in text and "DL022 break-in-handler (1 ran eagerly)" in text, text[:400]
+
+
+def test_arguments_given_to_explain_itself_get_a_clear_error():
+    def fn(x):
+        return x + 1
+    try:
+        dl.explain(fn, torch.ones(2))
+    except TypeError as e:
+        assert "dynamo_lite.explain(fn)(*args, **kwargs)" in str(e)
+    else:
+        raise AssertionError("explain(fn, x) did not raise")
+    assert torch.equal(dl.explain(fn)(torch.ones(2)).output, torch.full((2,), 2.0))
