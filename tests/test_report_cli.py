@@ -171,8 +171,9 @@ def test_report_diff_lists_improvements_and_slowdowns(tmp_path, two_model_report
     def mixed(rows):
         rows["print_in_forward"]["dl"]["breaks"] = 0             # better: not a regression
         twin = rows["print_in_forward_twin"]
+        # 10x (or more) its time relative to the same eager time: whatever the measured ratio was
+        # (a loaded machine makes it anything), a growth well past the 1.5x threshold
         twin["dl"]["steady_call_s"] = max(twin["dl"]["steady_call_s"], 1e-3) * 10
-        twin["eager_steady_s"] = twin["dl"]["steady_call_s"] / 10 * 3      # x3.3 eager's time, against ~x1
 
     proc = _diff_against(tmp_path, two_model_report, mixed)
     assert proc.returncode == 1, proc.stdout + proc.stderr
