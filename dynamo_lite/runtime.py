@@ -311,6 +311,23 @@ def check_assertion(cond, expected, *message):
         raise AssertionError(*message)
 
 
+# an f-string field's conversion: none, !s, !r, !a (FORMAT_VALUE's low bits, CONVERT_VALUE's arg)
+CONVERSIONS = {0: lambda v: v, 1: str, 2: repr, 3: ascii}
+
+
+def format_fields(layout: tuple, *values) -> str:
+    """An f-string formatted after the graph (values.strings.FormattedString): `layout` holds its
+    literal parts and, for each field, (conversion, spec); `values` the fields' values in order."""
+    out, fields = [], iter(values)
+    for piece in layout:
+        if isinstance(piece, str):
+            out.append(piece)
+        else:
+            conversion, spec = piece
+            out.append(format(CONVERSIONS[conversion](next(fields)), spec))
+    return "".join(out)
+
+
 # what torch._check_with says when it is given no message
 CHECK_DEFAULT_MESSAGE = ("Expected cond to be True, but got False. (Could this error message be improved? If so, "
                          "please report an enhancement request to PyTorch.)")

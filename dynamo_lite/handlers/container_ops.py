@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from ..breaks import TENSOR_TO_PYTHON, Unsupported, user_error
+from ..runtime import CONVERSIONS
 from ..semantics import delitem, getitem, setitem, unpack, unpack_exactly
 from ..values.base import Const
 from ..values.containers import DictValue, SeqValue, SetValue, hashable_key
+from ..values.strings import FormattedString
 from ..values.tensors import make_slice
 from .registry import handler
 
@@ -42,41 +44,43 @@ def build_const_key_map(frame, inst):
 
 @handler("BUILD_STRING")
 def build_string(frame, inst):
-    frame.push(Const("".join(v.as_python() for v in frame.popn(inst.arg))))
+    frame.push(FormattedString.join(frame.popn(inst.arg)))
 
 
-_CONVERSIONS = {0: lambda v: v, 1: str, 2: repr, 3: ascii}
-
-
-def _python_for_format(value):
+def _formatted(value, conversion: int, spec: str):
+    """An f-string field: formatted now, or for a tensor (its data unknown while tracing) a
+    FormattedString formatted after the graph if the string outlives it."""
+    if isinstance(value, FormattedString):
+        if conversion:
+            raise Unsupported(TENSOR_TO_PYTHON, "formatting a tensor into a string")
+        return value.with_spec(spec)
     if value.is_graph_value and value.python_type() not in (int, float, bool):
-        raise Unsupported(TENSOR_TO_PYTHON, "formatting a tensor into a string")
-    return value.as_python()
+        return FormattedString.field(value, conversion, spec)
+    return Const(format(CONVERSIONS[conversion](value.as_python()), spec))
 
 
 @handler("FORMAT_VALUE")
 def format_value(frame, inst):
     """f-string field (3.11, 3.12): conversion in the low bits, a format spec on top when bit 2 is set."""
     spec = frame.pop().as_python() if inst.arg & 0x04 else ""
-    v = _CONVERSIONS[inst.arg & 0x03](_python_for_format(frame.pop()))
-    frame.push(Const(format(v, spec)))
+    frame.push(_formatted(frame.pop(), inst.arg & 0x03, spec))
 
 
 # 3.13 splits FORMAT_VALUE: CONVERT_VALUE (!s, !r, !a), then FORMAT_SIMPLE or FORMAT_WITH_SPEC.
 @handler("CONVERT_VALUE", min_version=(3, 13))
 def convert_value(frame, inst):
-    frame.push(Const(_CONVERSIONS[inst.arg](_python_for_format(frame.pop()))))
+    frame.push(_formatted(frame.pop(), inst.arg, ""))
 
 
 @handler("FORMAT_SIMPLE", min_version=(3, 13))
 def format_simple(frame, inst):
-    frame.push(Const(format(_python_for_format(frame.pop()), "")))
+    frame.push(_formatted(frame.pop(), 0, ""))
 
 
 @handler("FORMAT_WITH_SPEC", min_version=(3, 13))
 def format_with_spec(frame, inst):
     spec = frame.pop().as_python()
-    frame.push(Const(format(_python_for_format(frame.pop()), spec)))
+    frame.push(_formatted(frame.pop(), 0, spec))
 
 
 @handler("BUILD_SLICE")

@@ -19,6 +19,7 @@ them):
     arrays.py        ArrayValue (numpy arrays and scalars: folded from constants, or graph tensors)
     numpy_functions.py  numpy functions, Tensor.numpy(), array <-> tensor conversions, frame arrays
     callables.py     CallableValue (builtins, C functions, classes: construction)
+    strings.py       FormattedString (an f-string with tensor fields, formatted after the graph)
 
 Modules import each other only downwards in that list; anything above them (wrapping a real
 object, inlining a call, the graph) they reach through the interpreter frame they are given.
