@@ -654,6 +654,7 @@ def _break_before(code, func, args, options, failed: Tracer, record: FrameRecord
         new_code = make_break_code(code, tracer, frame, compiled, inputs, outputs, start, end, graph_failed_for_us)
     except Unsupported as e:
         record.graphs.clear()
+        record.graphs_shared = 0
         record.fallback_kind, record.fallback_reason = e.kind, f"cannot resume: {e.detail}"
         return code, failed
     record.status = "break"
@@ -768,8 +769,12 @@ def _graph_callable(gm, graph, options, code, record: FrameRecord):
     if _runs_as_is(code, gm.graph.nodes):
         record.ops_as_is = graph.op_count()
         return _evalframe.DisabledCall(gm.forward)
-    record.graphs.append(gm)
-    return _compile(gm, graph, options, code)
+    compiled, shared = _compile(gm, graph, options, code)
+    if shared:
+        record.graphs_shared += 1
+    else:
+        record.graphs.append(gm)
+    return compiled
 
 
 # (backend, where a resume function enters the user's code, the graph's structure, what its inputs
@@ -805,6 +810,8 @@ def _compiled_key(gm, graph, backend, code) -> Optional[tuple]:
 
 
 def _compile(gm, graph, options, code=None):
+    """(what the replacement code calls, whether it is the backend's result for an equal graph
+    compiled before: `COMPILED`)."""
     example_inputs = [real for (_, real, _) in graph.inputs]
     backend = _backend_for_this_frame(options)
     switches = [n.target for n in gm.graph.nodes if n.target in (enter_autocast, exit_autocast)]
@@ -812,7 +819,7 @@ def _compile(gm, graph, options, code=None):
     # (the same code capturing an equal graph again is a recapture: compiled again, as reported)
     if key is not None and key in COMPILED and COMPILED[key][1]() is not code:
         COMPILED.move_to_end(key)
-        return _wrap_compiled(COMPILED[key][2], gm, graph, switches)
+        return _wrap_compiled(COMPILED[key][2], gm, graph, switches), True
     # a backend that retraces the graph (inductor) runs its autocast switches for real
     before = autocast_snapshot() if switches else None
     with warnings.catch_warnings():      # the backend's own warnings reach the user (tracing's do not)
@@ -834,7 +841,7 @@ def _compile(gm, graph, options, code=None):
         COMPILED[key] = (backend, weakref.ref(code), fn)
         while len(COMPILED) > _COMPILED_KEPT:
             COMPILED.popitem(last=False)
-    return _wrap_compiled(fn, gm, graph, switches)
+    return _wrap_compiled(fn, gm, graph, switches), False
 
 
 def _wrap_compiled(fn, gm, graph, switches: list):

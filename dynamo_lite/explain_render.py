@@ -95,6 +95,10 @@ def _frame(f, graphs):
         yield Text(f"{f.ops_as_is} op(s) run as they are, no graph: a loop stretch with one op, or checks on "
                    f"tensor values only, have nothing for a backend to fuse "
                    f"(dynamo_lite.config.loop_single_ops_as_is)", style="dim")
+    if f.graphs_shared:
+        yield Text(f"{f.graphs_shared} graph(s) equal to one compiled for another resume function entering "
+                   f"the same place (a loop's body reached from before the loop and from the previous "
+                   f"iteration): its compiled form is reused, not compiled again or counted", style="dim")
     if f.guard_code:
         yield Text("Guards, checked before each reuse:", style="bold")
         yield Syntax(f.guard_code.rstrip(), "python", theme="ansi_dark", word_wrap=True)

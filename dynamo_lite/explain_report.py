@@ -62,6 +62,7 @@ class FrameInfo:
     recapture: Optional[dict] = None   # guard, old, new, reason: why this capture replaced none of the earlier
     detail: str = ""
     ops_as_is: int = 0            # a loop stretch's single op run as is, not handed to the backend
+    graphs_shared: int = 0        # equal graphs of other resume functions whose compiled form it reuses
 
 
 @dataclass
@@ -151,7 +152,8 @@ def _ops(gm) -> dict:
 def _frame_info(r: FrameRecord, index: int, graph_indices: list) -> FrameInfo:
     frame = r.qualname or r.name
     info = FrameInfo(frame, f"{r.filename}:{r.firstlineno}", r.status, round(r.capture_seconds * 1e3, 3),
-                     r.recompile_reason, index, graph_indices, detail=r.detail, ops_as_is=r.ops_as_is)
+                     r.recompile_reason, index, graph_indices, detail=r.detail, ops_as_is=r.ops_as_is,
+                     graphs_shared=r.graphs_shared)
     if r.recapture is not None:
         info.recapture = asdict(r.recapture)
     if r.guards is not None and hasattr(r.guards, "readable"):

@@ -47,6 +47,7 @@ class FrameRecord:
     capture_seconds: float = 0.0
     op_count: int = 0
     ops_as_is: int = 0                               # a loop stretch's single op run without a backend (no graph)
+    graphs_shared: int = 0                           # graphs served by one compiled for another resume function
     break_offset: Optional[int] = None              # status "break": the instruction run eagerly
     fallback_reason: str = ""                        # status "fallback": why the break could not resume
     fallback_kind: Optional[BreakKind] = None        # ... as a kind of the registry (None: `kind` itself)
