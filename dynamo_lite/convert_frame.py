@@ -720,7 +720,8 @@ _ONE_KERNEL_FUNCTIONS = {operator.add, operator.sub, operator.mul, operator.true
                          operator.neg, operator.matmul, operator.eq, operator.ne, operator.lt, operator.le,
                          operator.gt, operator.ge, operator.and_, operator.or_, operator.invert,
                          torch.add, torch.sub, torch.mul, torch.div, torch.matmul, torch._C._nn.linear,
-                         torch.arange, torch.zeros, torch.ones, torch.full, torch.empty, torch.cat}
+                         torch.arange, torch.zeros, torch.ones, torch.full, torch.empty, torch.cat,
+                         operator.setitem}
 _ONE_KERNEL_METHODS = {"add", "sub", "mul", "div", "float", "half", "bfloat16", "double", "bool", "int", "long",
                        "to", "type", "type_as", "contiguous", "clone", "matmul"}
 _FREE_FUNCTIONS = {operator.getitem, torch.split, torch.functional.split, torch.chunk, torch.unbind, torch.narrow,
@@ -733,13 +734,14 @@ _FREE_METHODS = {"detach", "view", "reshape", "view_as", "unsqueeze", "squeeze",
 
 def _runs_as_is(code, nodes) -> bool:
     """Would a graph of these nodes in `code` run as is (`_graph_callable`)? A loop stretch of one
-    op, or in any frame a graph whose only work is checks on tensor values (an `assert`, a
-    torch._check_tensor_all after a break): nothing for a backend to do."""
+    op; in any resume function a graph of views only; in any frame a graph whose only work is
+    checks on tensor values (an `assert`, a torch._check_tensor_all after a break): nothing for
+    a backend to do. (A function of the user's that only takes views stays a graph.)"""
     if not config.loop_single_ops_as_is:
         return False
     kernels = _kernels(nodes)
-    return is_driven(code) and kernels <= 1 or kernels == 0 and any(
-        n.op == "call_function" and n.target in GRAPH_CHECKS for n in nodes)
+    return is_driven(code) and kernels <= 1 or kernels == 0 and (is_resume(code) or any(
+        n.op == "call_function" and n.target in GRAPH_CHECKS for n in nodes))
 
 
 def _kernels(nodes) -> float:

@@ -249,3 +249,21 @@ def fill_between(x, where):
 def test_a_slice_with_tensor_bounds_passed_in():
     check(fill_between, torch.randn(6), slice(torch.tensor(1), torch.tensor(4)), graphs=None)
     check(fill_between, torch.randn(6), slice(1, 4), graphs=1)
+
+
+def length_regulator(emb, durations):
+    """FastSpeech2's length regulator: each row repeated by its durations into a padded tensor."""
+    max_len = durations.sum(dim=1).max()
+    out = torch.zeros(emb.size(0), max_len, emb.size(2))        # max_len's value: a break
+    for i, (e, d) in enumerate(zip(emb, durations)):
+        rep = torch.repeat_interleave(e, d, dim=0)                # a data-dependent shape: a break
+        out[i, :rep.size(0)] = rep
+    return out
+
+
+def test_stretches_of_views_or_one_write_run_as_is():
+    # the iterator's unbinds (views only, in a resume function) and each row's write (one op, in
+    # the loop) have nothing for a backend: only the sums before the first break make a graph
+    emb, durations = torch.randn(3, 4, 5), torch.tensor([[1, 2, 0, 1], [0, 0, 3, 1], [2, 2, 2, 2]])
+    check(length_regulator, emb, durations, graphs=graphs(1))
+    assert sum(r.ops_as_is for r in RECORDS) >= 3
