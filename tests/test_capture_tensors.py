@@ -318,3 +318,14 @@ def test_backward_through_captured_graph_matches_eager():
     capture(f, backend=backend)(x, w_cap).backward()
     assert backend.count == 1
     torch.testing.assert_close(w_cap.grad, w_eager.grad)
+
+
+def _legacy_constructors(x, n: int):
+    t = torch.IntTensor([n])                            # VITS' WaveNet: torch.IntTensor([hidden_size])
+    u = torch.FloatTensor([[1.5, 2], [3, 4]])
+    return x * t, u.sum() + x, t.dtype, torch.LongTensor((3, 4)).device
+
+
+def test_legacy_typed_constructors_of_data_are_graph_ops():
+    check(_legacy_constructors, torch.ones(2), 3, graphs=1)
+    check(_legacy_constructors, torch.ones(2, dtype=torch.float64), 5, graphs=1)

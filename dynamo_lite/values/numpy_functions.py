@@ -118,6 +118,11 @@ def frame_array(tensor: TensorValue, array, source) -> ArrayValue:
 
 def _to_tensor_handler(f):
     def handler(frame, args, kwargs):
+        if f in _LEGACY_TENSOR_TYPES and len(args) == 1 and not kwargs and args[0].python_type() in (list, tuple):
+            # torch.IntTensor([n]): the data as torch.tensor takes it, on the CPU the legacy types
+            # live on (an int would be a size: an uninitialized tensor, left alone)
+            return frame.wrap(torch.tensor, None).call(
+                frame, [args[0]], {"dtype": Const(_LEGACY_TENSOR_TYPES[f]), "device": Const(torch.device("cpu"))})
         if not args or not isinstance(args[0], ArrayValue):
             return NotImplemented
         return to_tensor(frame, f, args, kwargs)
