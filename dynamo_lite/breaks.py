@@ -152,8 +152,8 @@ HIGHER_ORDER_EFFECT = _kind(
     "make the function pure tensor code that returns what it computes; do the Python-side bookkeeping on its "
     "result, outside the function")
 CLOSURE_ESCAPES = _kind(
-    "DL033", "closure-escapes", "a function made in captured code that closes over the frame's variables outlives "
-    "the captured code (returned, stored, or live at a graph break where its cells cannot be handed on)",
+    "DL033", "closure-escapes", "a function made in captured code that refers to itself through its closure "
+    "(a recursive nested function) outlives the captured code (returned, stored, or live at a graph break)",
     "define the function outside the captured function, or pass what it needs as arguments (functools.partial)")
 NEEDS_REAL_OBJECT = _kind(
     "DL034", "needs-real-object", "an object the tracer only models (made, or read, in captured code) is used where "

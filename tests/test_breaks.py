@@ -613,15 +613,67 @@ def returns_a_closure(x):
     return scale(x), scale
 
 
-def test_a_closure_that_outlives_the_frame_has_a_kind_of_its_own():
-    """A function over the frame's own variables that is returned cannot be rebuilt over cells
-    outside the frame: the frame runs eagerly, reported as closure-escapes (DL033), with its hint."""
+def returns_two_closures_over_one_variable(x):
+    count = 0
+
+    def bump():
+        nonlocal count
+        count += 1
+        return count
+
+    def read():
+        return count
+    total = x.sum()
+    return total, bump, read
+
+
+def _padding_mask_function(mask):
+    def inner(b, i):                      # transformers' padding_mask_function, inlined
+        return mask[b, i]
+    return inner
+
+
+def returns_an_inlined_calls_closure(x, mask):
+    fn = _padding_mask_function(mask > 0)
+    return x * 2, fn
+
+
+def test_a_closure_that_outlives_the_frame_is_rebuilt_over_new_cells():
+    """A function over the frame's own variables (or an inlined call's) that is returned: rebuilt
+    after the graph over new cells holding what the trace left, one cell however many functions
+    share it, so the frame captures."""
     x = rand3()
     expected = returns_a_closure(x)
     report = dl.explain(returns_a_closure)(x)
     got = report.output
     torch.testing.assert_close(got[0], expected[0])
     torch.testing.assert_close(got[1](x), expected[1](x))
+    assert report.breaks == [] and report.graph_count == 1, str(report)
+
+    _, bump, read = dl.capture(returns_two_closures_over_one_variable)(x)
+    assert (bump(), bump(), read()) == (1, 2, 2)          # one cell, shared as in eager
+
+    mask = torch.tensor([[1, 0], [0, 1]])
+    _, fn = dl.capture(returns_an_inlined_calls_closure)(x, mask)
+    _, eager_fn = returns_an_inlined_calls_closure(x, mask)
+    assert fn(0, 1).item() == eager_fn(0, 1).item() and fn(1, 1).item() == eager_fn(1, 1).item()
+
+
+def returns_a_recursive_closure(x):
+    def fact(n):
+        return 1 if n <= 1 else n * fact(n - 1)
+    return x * fact(3), fact
+
+
+def test_a_recursive_closure_that_outlives_the_frame_has_a_kind_of_its_own():
+    """A nested function that calls itself through its own cell cannot be rebuilt cell by cell:
+    the frame runs eagerly, reported as closure-escapes (DL033), with its hint."""
+    x = rand3()
+    expected = returns_a_recursive_closure(x)
+    report = dl.explain(returns_a_recursive_closure)(x)
+    got = report.output
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1](4) == expected[1](4) == 24
     assert [b.kind_id for b in report.breaks] == ["DL033"], report.breaks
     assert "closure-escapes" in str(report) and "functools.partial" in str(report)
 

@@ -15,8 +15,8 @@ import operator
 import types
 import torch
 
-from ..breaks import (CLOSURE_ESCAPES, DISABLED_FUNCTION, EXPLICIT_BREAK, PRINT_OR_LOG, SKIPPED_FILE, TORCH_DISABLED, UNSUPPORTED_ATTRIBUTE,
-                      UNSUPPORTED_VALUE,
+from ..breaks import (CLOSURE_ESCAPES, DISABLED_FUNCTION, EXPLICIT_BREAK, PRINT_OR_LOG, SKIPPED_FILE, TORCH_DISABLED,
+                      UNSUPPORTED_ATTRIBUTE,
                       TracedException, Unsupported, user_error)
 from ..fallback import skip
 from .. import semantics
@@ -169,10 +169,32 @@ class CellValue(Value):
         return (self.contents,) if isinstance(self.contents, Value) else ()
 
     def rebuild(self, em):
+        """The cell outside the trace (reloaded), the frame's own cell at a graph break (shared with
+        the code after it), or else a new cell holding the contents the trace left: a cell made
+        in captured code that nothing outside it has seen (a function returned, or stored, that
+        closes over a variable of this frame or of a call inlined into it). Every function rebuilt
+        over it gets the same new cell (`Emitter.value` makes a value referenced twice once)."""
         if self.source is not None:
             em.load_source(self.source)
         elif not em.load_frame_cell(self):
-            raise Unsupported(UNSUPPORTED_VALUE, "cannot return a closure cell made in captured code")
+            contents = self.contents
+            if isinstance(contents, Value) and _reaches(contents, self):
+                raise Unsupported(CLOSURE_ESCAPES, "a function made in captured code that refers to itself "
+                                                   "through its own closure outlives it")
+            em.call_const(types.CellType, [lambda: em.value(contents)] if isinstance(contents, Value) else [])
+
+
+def _reaches(value: Value, target: Value) -> bool:
+    """Does `target` occur among the values `value` holds (its children, theirs, ...)?"""
+    seen, todo = set(), [value]
+    while todo:
+        v = todo.pop()
+        if v is target:
+            return True
+        if id(v) not in seen:
+            seen.add(id(v))
+            todo.extend(c for c in v.children() if isinstance(c, Value))
+    return False
 
 
 class ClosureValue(Value):
@@ -229,9 +251,6 @@ class ClosureValue(Value):
         if self.source is not None:
             em.load_source(self.source)
             return
-        if any(cell.source is None and id(cell) not in em.frame_cells for cell in self.closure):   # early refusal
-            raise Unsupported(CLOSURE_ESCAPES, "cannot return a function closing over this frame's variables "
-                                               "from captured code")
         em.call_const(_make_function, [
             lambda: em.const(self.code), lambda: em.const(self.globals), lambda: em.const(self.qualname),
             lambda: em.build_tuple(list(self.defaults)), lambda: em.build_map(self.kwdefaults),
