@@ -71,6 +71,20 @@ _SIGNATURE_PARTS = (types.MappingProxyType, type(OrderedDict().keys()), type(Ord
                     type(OrderedDict().items()), type({}.keys()), type({}.values()), type({}.items()))
 
 
+def reaches(values, target: "Value") -> bool:
+    """Is `target` among `values` or what they hold, transitively (a cycle a rebuild could not
+    close)?"""
+    seen, stack = set(), list(values)
+    while stack:
+        v = stack.pop()
+        if v is target:
+            return True
+        if id(v) not in seen:
+            seen.add(id(v))
+            stack.extend(c for c in v.children() if isinstance(c, Value))
+    return False
+
+
 def kind_name(v: "Value") -> str:
     """How messages name the kind of a value: the Python type for constants."""
     if isinstance(v, Const):

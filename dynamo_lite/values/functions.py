@@ -22,7 +22,7 @@ from ..fallback import skip
 from .. import semantics
 from ..semantics import modelled
 from ..sources import AttrSource, ItemSource
-from .base import Const, LazyValue, MethodValue, Value, is_constant, missing_attribute
+from .base import Const, LazyValue, MethodValue, Value, is_constant, missing_attribute, reaches
 from .containers import DictValue, SeqValue
 from .tensors import torch_call
 
@@ -178,23 +178,10 @@ class CellValue(Value):
             em.load_source(self.source)
         elif not em.load_frame_cell(self):
             contents = self.contents
-            if isinstance(contents, Value) and _reaches(contents, self):
+            if isinstance(contents, Value) and reaches([contents], self):
                 raise Unsupported(CLOSURE_ESCAPES, "a function made in captured code that refers to itself "
                                                    "through its own closure outlives it")
             em.call_const(types.CellType, [lambda: em.value(contents)] if isinstance(contents, Value) else [])
-
-
-def _reaches(value: Value, target: Value) -> bool:
-    """Does `target` occur among the values `value` holds (its children, theirs, ...)?"""
-    seen, todo = set(), [value]
-    while todo:
-        v = todo.pop()
-        if v is target:
-            return True
-        if id(v) not in seen:
-            seen.add(id(v))
-            todo.extend(c for c in v.children() if isinstance(c, Value))
-    return False
 
 
 class ClosureValue(Value):

@@ -31,7 +31,7 @@ from ..modelled import modelled
 from ..sources import AttrSource, GenericAttrSource, ItemSource, WeakRefTargetSource
 from ..runtime import rebuild_exception, rebuild_object, slot_member  # noqa: F401  (slot_member: re-exported)
 from ..semantics import drain, equal, next_item
-from .base import HEAPTYPE, Const, IteratorValue, MethodValue, Value, fold, missing_attribute
+from .base import HEAPTYPE, Const, IteratorValue, MethodValue, Value, fold, missing_attribute, reaches
 from .containers import DictValue
 from .functions import FunctionValue
 from .iterators import SequenceIterator
@@ -721,7 +721,7 @@ class NewObjectValue(_Instance):
         return None
 
     def rebuild(self, em):
-        if _reaches(self.children(), self):
+        if reaches(self.children(), self):
             raise Unsupported(UNSUPPORTED_VALUE, f"a {self.cls.__qualname__} made in captured code that refers to "
                                                  f"itself leaves it")
         try:                         # rebuild_object must not fail at run time: make an empty one now
@@ -819,19 +819,6 @@ class NewObjectValue(_Instance):
             self.generic_delattr(frame, args[0].as_python())
             return Const(None)
         return super().call_method(frame, method, args, kwargs)
-
-
-def _reaches(values, target: Value) -> bool:
-    """Is `target` among `values` or what they hold (a cycle its rebuild could not close)?"""
-    seen, stack = set(), list(values)
-    while stack:
-        v = stack.pop()
-        if v is target:
-            return True
-        if id(v) not in seen:
-            seen.add(id(v))
-            stack.extend(v.children())
-    return False
 
 
 def _has_instance_dict(cls) -> bool:
