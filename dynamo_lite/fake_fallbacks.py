@@ -10,8 +10,9 @@ calls fail there although eager runs them, and torch.optim's compile path makes 
   written (at run time the binding reads the real tensor); `example_with_placeholders` runs the
   example with numbers of the tensors' kinds in their place. Only for arguments that every
   schema of the op able to take the call binds to a `Scalar` (so the binding reads them, never
-  the kernel), and only when two different placeholder values give the same result metadata: an
-  op whose output depends on the number (`torch.arange(end)`) stays a tensor-to-Python break.
+  the kernel), and only when two trials with different numbers (different for each argument too)
+  give the same result metadata: an op whose output depends on the numbers (`torch.arange(end)`,
+  `torch.arange(start, end)`) stays a tensor-to-Python break.
 * **fake kernels that reject a call the real kernel takes** (the meta kernel of
   `torch._foreach_addcdiv_(params, exp_avgs, denoms, scalars)` checks that `scalars` is on the
   CPU, and under the fake mode it sees the meta device). `example_from_stand_ins` does what
@@ -33,6 +34,10 @@ from torch.utils._mode_utils import no_dispatch
 
 _SCALAR_TYPES = ("number", "Optional[number]")
 _TENSOR_TYPES = ("Tensor", "Optional[Tensor]") + _SCALAR_TYPES
+
+
+# factories whose Scalars say how many elements they make: never an example with numbers in place
+_SIZED_BY_SCALARS = {"arange", "range", "linspace", "logspace"}
 
 
 def _schemas(op: str, target) -> list:
@@ -72,7 +77,8 @@ def _taken_as_scalars(op: str, target, args: tuple, kwargs: dict) -> list:
     values = {**dict(enumerate(args)), **kwargs}
     candidates = [k for k, v in values.items()
                   if isinstance(v, torch.Tensor) and v.dim() == 0 and not v.requires_grad]
-    if not candidates or "out" in kwargs:
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    if not candidates or "out" in kwargs or name in _SIZED_BY_SCALARS:
         return []
     bindings = [b for b in (_bind(s, args, kwargs) for s in _schemas(op, target)) if b is not None]
     if not bindings:
@@ -80,14 +86,18 @@ def _taken_as_scalars(op: str, target, args: tuple, kwargs: dict) -> list:
     return [k for k in candidates if all(b.get(k) in _SCALAR_TYPES for b in bindings)]
 
 
-def _placeholder(tensor: torch.Tensor, which: int):
+def _placeholder(tensor: torch.Tensor, which: int, position: int):
+    """A number standing for the 0-d tensor at `position` among those replaced, in trial `which`:
+    different for each position and, by a different step, in each trial, so an op whose result
+    depends on the numbers (`torch.arange(start, end)`, `end - start` elements) shows it."""
     if tensor.dtype is torch.bool:
         return bool(which)
+    number = (2 + which) * (position + 1) + position          # 2, 5, 8, ... then 3, 7, 11, ...
     if tensor.dtype.is_complex:
-        return complex(1.5 + which, 1.0)
+        return complex(number + 0.5, 1.0)
     if tensor.dtype.is_floating_point:
-        return 1.5 + which
-    return 1 + which
+        return number + 0.5
+    return number
 
 
 def _metadata(result):
@@ -108,8 +118,8 @@ def example_with_placeholders(op: str, target, fn: Callable, args: tuple, kwargs
         return None
     results = []
     for which in (0, 1):
-        new_args = tuple(_placeholder(a, which) if i in keys else a for i, a in enumerate(args))
-        new_kwargs = {k: _placeholder(v, which) if k in keys else v for k, v in kwargs.items()}
+        new_args = tuple(_placeholder(a, which, keys.index(i)) if i in keys else a for i, a in enumerate(args))
+        new_kwargs = {k: _placeholder(v, which, keys.index(k)) if k in keys else v for k, v in kwargs.items()}
         results.append(run(fn, new_args, new_kwargs))
     if _metadata(results[0]) != _metadata(results[1]):
         return None

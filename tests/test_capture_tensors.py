@@ -329,3 +329,37 @@ def _legacy_constructors(x, n: int):
 def test_legacy_typed_constructors_of_data_are_graph_ops():
     check(_legacy_constructors, torch.ones(2), 3, graphs=1)
     check(_legacy_constructors, torch.ones(2, dtype=torch.float64), 5, graphs=1)
+
+
+def _relative_positions(pos, stride: int):
+    """Funnel's relative_pos: arange between two 0-d tensors of the input's values."""
+    max_dist = pos[0] - pos[0] + pos.shape[0] * stride
+    min_dist = pos[0] - pos[-1]
+    rel = torch.arange(max_dist, min_dist - 1, -stride, dtype=torch.long)
+    return rel, rel.sum() + torch.ones(rel.shape[0]).sum()     # its length, as the trace saw it
+
+
+def _scaled_by_a_0d_tensor(x, t):
+    return x.add(x, alpha=t)             # a Scalar argument: the binding reads it, the kernel never does
+
+
+def test_arange_between_0d_tensors_is_a_break_not_a_guess():
+    # a 0-d tensor passed where arange takes a Scalar decides the result's length: no example with
+    # numbers in its place (the same number for start and end gave an empty example: a length of
+    # 0 baked into the graph, a wrong result here, a graph failing at run time in funnel)
+    check(_relative_positions, torch.arange(8, dtype=torch.float32), 2, graphs=None)
+    check(_relative_positions, torch.arange(5, dtype=torch.float32) * 3, 1, graphs=None)
+
+
+def test_a_0d_tensor_taken_as_a_scalar_stays_in_the_graph():
+    check(_scaled_by_a_0d_tensor, torch.randn(3), torch.tensor(2.5), graphs=1)
+
+
+def _arange_with_a_0d_step(a, b, c):
+    r = torch.arange(a.sum(), b.sum(), c.sum())
+    return r, torch.ones(r.shape[0]).sum()
+
+
+def test_arange_with_0d_start_end_and_step():
+    # with numbers in their place, two trials could agree on the length (one element each)
+    check(_arange_with_a_0d_step, torch.tensor([2]), torch.tensor([30]), torch.tensor([4]), graphs=None)
