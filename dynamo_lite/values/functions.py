@@ -248,7 +248,8 @@ def _make_function(code, globals, qualname, defaults, kwdefaults, closure, attrs
     fn = types.FunctionType(code, globals, code.co_name, defaults or None, closure or None)
     fn.__qualname__ = qualname
     fn.__kwdefaults__ = kwdefaults or None
-    fn.__dict__.update(attrs)
+    for name, value in attrs.items():      # setattr: __name__, __doc__, ... are no __dict__ entries
+        setattr(fn, name, value)
     return fn
 
 
