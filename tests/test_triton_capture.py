@@ -278,3 +278,23 @@ def test_a_graph_with_a_check_that_writes_in_place_runs_as_captured():
         return x * 2
     triton_backend_module.recent.clear()
     check_capture(fn, torch.randn(4, device=DEVICE), torch.arange(4, device=DEVICE), runs_as_captured="a check on tensor values")
+
+
+def _outputs_that_view_outputs(x):
+    m = x > 0
+    return m[0], m.unsqueeze(0), m, (x * 2)[1:]
+
+
+def test_an_output_that_is_a_view_of_another_shares_its_memory():
+    """Eager returns `m[0]` and `m.unsqueeze(0)` as views of `m`: the compiled graph's results are
+    remade as those views of its `m`, so writing into one shows in the others, as in eager."""
+    triton_backend_module.recent.clear()
+    x = torch.randn(3, 4, device=DEVICE)
+    expected = _outputs_that_view_outputs(x)
+    got = dl.capture(_outputs_that_view_outputs, backend="triton")(x)
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e)
+    assert all(g.fallback_reason is None for g in compiled_graphs())
+    for outs in (expected, got):
+        outs[2][0, 0] = not outs[2][0, 0]            # through the base: both views see it
+        assert outs[0][0] == outs[2][0, 0] and outs[1][0, 0, 0] == outs[2][0, 0]

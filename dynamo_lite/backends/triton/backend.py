@@ -228,7 +228,7 @@ def _compile(gm, example_inputs):
                          host_ops=wrapper.host.python_ops())
     if settings.debug:
         print(info.source)
-    call = _fresh_views(namespace["call"], gm)
+    call = _outputs_viewing_outputs(_fresh_views(namespace["call"], gm), gm)
     info.mutated_inputs = lowering.mutated_inputs
     if info.mutated_inputs:
         call = _unless_overlapping(call, gm, info, example_inputs)
@@ -256,6 +256,53 @@ def _fresh_views(call, gm) -> Callable:
         return type(result)(r if i in returns_input or not any(r is a for a in args) else torch.ops.aten.alias(r)
                             for i, r in enumerate(result))
     return run
+
+
+def _outputs_viewing_outputs(call, gm) -> Callable:
+    """An output that eager makes as a view of another output (`m = x > 0; return m.unsqueeze(0),
+    m`) comes out of the kernels as a buffer of its own: remake it as that view of the other
+    output's result (their example values say which, and where in its memory), so that the two
+    share memory as in eager. Static shapes only (a symbolic one: left as it is)."""
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = output.args[0] if isinstance(output.args[0], (tuple, list)) else None
+    if not outs:
+        return call
+    examples = [o.meta.get("example_value") if isinstance(o, torch.fx.Node) else None for o in outs]
+    inputs = {_storage_key(n.meta.get("example_value")) for n in gm.graph.nodes if n.op == "placeholder"}
+    keys = [_storage_key(ev) if _static_tensor(ev) else None for ev in examples]
+    # the base: an output that is no view, so its buffer holds all the memory its views reach
+    bases = {key: i for i, (key, ev) in enumerate(zip(keys, examples))
+             if key is not None and key not in inputs and not ev._is_view()}
+    views = []                      # (view position, base position, size, stride, offset from the base's)
+    for i, (key, ev) in enumerate(zip(keys, examples)):
+        b = bases.get(key)
+        if b is not None and b != i:
+            base = examples[b]
+            views.append((i, b, tuple(ev.shape), ev.stride(), ev.storage_offset() - base.storage_offset()))
+    if not views:
+        return call
+
+    def run(*args):
+        result = list(call(*args))
+        for i, b, size, stride, offset in views:
+            base = result[b]
+            result[i] = base.as_strided(size, stride, base.storage_offset() + offset)
+        return type(outs)(result)
+    return run
+
+
+def _storage_key(t):
+    if not isinstance(t, torch.Tensor):
+        return None
+    try:
+        return torch.multiprocessing.reductions.StorageWeakRef(t.untyped_storage())
+    except Exception:                 # noqa: BLE001 -- a tensor without storage (sparse, nested)
+        return None
+
+
+def _static_tensor(t) -> bool:
+    return isinstance(t, torch.Tensor) and not t.is_sparse and \
+        not any(isinstance(x, torch.SymInt) for x in (*t.shape, *t.stride(), t.storage_offset()))
 
 
 def _returns_view_of_written_input(graph: torch.fx.Graph) -> Optional[int]:
