@@ -298,3 +298,19 @@ def test_an_output_that_is_a_view_of_another_shares_its_memory():
     for outs in (expected, got):
         outs[2][0, 0] = not outs[2][0, 0]            # through the base: both views see it
         assert outs[0][0] == outs[2][0, 0] and outs[1][0, 0, 0] == outs[2][0, 0]
+
+
+def _in_place_cast_eager_refuses(x):
+    n = torch.full((), 2)                 # int64
+    n.mul_(1.5)                           # eager: "result type Float can't be cast to ... Long"
+    return x + n
+
+
+def test_an_in_place_op_eager_refuses_for_its_result_type_raises_as_in_eager():
+    triton_backend_module.recent.clear()
+    x = torch.randn(4, device=DEVICE)
+    with pytest.raises(RuntimeError) as eager:
+        _in_place_cast_eager_refuses(x)
+    with pytest.raises(RuntimeError) as ours:
+        dl.capture(_in_place_cast_eager_refuses, backend="triton")(x)
+    assert str(ours.value) == str(eager.value)

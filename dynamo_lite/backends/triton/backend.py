@@ -91,6 +91,11 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
     if view_of_written is not None:
         # eager's output shares the input's memory; ours would be a copy (aliasing differs)
         return _eager(gm, f"output {view_of_written} is a view of an input the graph writes in place")
+    cast = _in_place_result_it_cannot_hold(gm.graph)
+    if cast is not None:
+        # eager raises ("result type Float can't be cast to the desired output type Long");
+        # functionalized, the write would be a silent cast. Run as captured: it raises too.
+        return _eager(gm, f"an in-place {cast} whose result type the written tensor cannot hold")
     if _writes_overlapping_memory(gm.graph):
         # Eager raises ("more than one element of the written-to tensor refers to a single
         # memory location"); lowered kernels would just compute. Run as captured: it raises too.
@@ -112,6 +117,28 @@ def _devices_of_values(graph: torch.fx.Graph) -> set:
     from torch.utils import _pytree as pytree
     examples = [node.meta.get("example_value", node.meta.get("val")) for node in graph.nodes]
     return {v.device for v in pytree.tree_leaves(examples) if isinstance(v, torch.Tensor)}
+
+
+def _in_place_result_it_cannot_hold(graph: torch.fx.Graph) -> Optional[str]:
+    """The first in-place op whose operands promote to a type the written tensor cannot be cast
+    to (`int_tensor.mul_(1.5)`), which eager refuses; None if there is none."""
+    from ...graph_builder import GraphBuilder
+    for node in graph.nodes:
+        target = node.args[0] if node.args else None
+        if not (GraphBuilder.writes_in_place(node) and isinstance(target, torch.fx.Node)):
+            continue
+        written = target.meta.get("example_value")
+        operands = [a.meta.get("example_value") if isinstance(a, torch.fx.Node) else a for a in node.args[1:]]
+        if not isinstance(written, torch.Tensor) or not operands or \
+                not all(isinstance(o, (torch.Tensor, bool, int, float, complex)) for o in operands):
+            continue
+        try:
+            results = [torch.result_type(written, o) for o in operands]
+        except Exception:              # noqa: BLE001 -- operands result_type does not take: not this check
+            continue
+        if not all(torch.can_cast(r, written.dtype) for r in results):
+            return str(node.target if isinstance(node.target, str) else getattr(node.target, "__name__", node.target))
+    return None
 
 
 def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
@@ -268,8 +295,9 @@ def _outputs_viewing_outputs(call, gm) -> Callable:
     if not outs:
         return call
     examples = [o.meta.get("example_value") if isinstance(o, torch.fx.Node) else None for o in outs]
-    inputs = {_storage_key(n.meta.get("example_value")) for n in gm.graph.nodes if n.op == "placeholder"}
-    keys = [_storage_key(ev) if _static_tensor(ev) else None for ev in examples]
+    from ...graph_builder import storage_key
+    inputs = {storage_key(n.meta.get("example_value")) for n in gm.graph.nodes if n.op == "placeholder"}
+    keys = [storage_key(ev) if _static_tensor(ev) else None for ev in examples]
     # the base: an output that is no view, so its buffer holds all the memory its views reach
     bases = {key: i for i, (key, ev) in enumerate(zip(keys, examples))
              if key is not None and key not in inputs and not ev._is_view()}
@@ -289,15 +317,6 @@ def _outputs_viewing_outputs(call, gm) -> Callable:
             result[i] = base.as_strided(size, stride, base.storage_offset() + offset)
         return type(outs)(result)
     return run
-
-
-def _storage_key(t):
-    if not isinstance(t, torch.Tensor):
-        return None
-    try:
-        return torch.multiprocessing.reductions.StorageWeakRef(t.untyped_storage())
-    except Exception:                 # noqa: BLE001 -- a tensor without storage (sparse, nested)
-        return None
 
 
 def _static_tensor(t) -> bool:
