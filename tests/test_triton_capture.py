@@ -314,3 +314,17 @@ def test_an_in_place_op_eager_refuses_for_its_result_type_raises_as_in_eager():
     with pytest.raises(RuntimeError) as ours:
         dl.capture(_in_place_cast_eager_refuses, backend="triton")(x)
     assert str(ours.value) == str(eager.value)
+
+
+def _integer_powers_of_a_constant():
+    return torch.full((4,), 2, device=DEVICE).exp() ** 2, torch.full((3,), 1.5, device=DEVICE) ** 3
+
+
+def test_an_integer_power_of_a_constant_is_that_power():
+    """`exp(2) ** 2`, all constants: the product of the powers was the base itself (the lowering
+    took a constant base for the empty product it starts from)."""
+    triton_backend_module.recent.clear()
+    expected = _integer_powers_of_a_constant()
+    got = dl.capture(_integer_powers_of_a_constant, backend="triton")()
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e)

@@ -240,9 +240,11 @@ def lower_pow(lw, node, base, exponent):
             return unary(Op.RSQRT, x)
         if e.is_integer() and abs(e) <= 8:
             n = int(abs(e))
-            acc = const(1, x.dtype)
-            for _ in range(n):
-                acc = x if acc.op is Op.CONST else binary(Op.MUL, acc, x)
+            if n == 0:
+                return const(1, x.dtype)
+            acc = x                  # (not "the accumulator is still the constant 1": x may be a constant)
+            for _ in range(n - 1):
+                acc = binary(Op.MUL, acc, x)
             return unary(Op.RECIP, acc) if e < 0 else acc
         return binary(Op.POW, x, const(e, x.dtype))
     return pointwise(node, fn, [base])
