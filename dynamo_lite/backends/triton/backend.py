@@ -314,7 +314,9 @@ def _outputs_viewing_outputs(call, gm) -> Callable:
         result = list(call(*args))
         for i, b, size, stride, offset in views:
             base = result[b]
-            result[i] = base.as_strided(size, stride, base.storage_offset() + offset)
+            if result[i].untyped_storage().data_ptr() != base.untyped_storage().data_ptr():
+                # (where the kernels already return one buffer, an in-place op's result: kept)
+                result[i] = base.as_strided(size, stride, base.storage_offset() + offset)
         return type(outs)(result)
     return run
 
