@@ -15,7 +15,11 @@ that make tracing fail, run as the captured graph itself (with the reason on
 batch-norm running statistics, `x[:, 1:] += 1`) are lowered: the write-backs are kernel stores
 into the inputs (graph_lowering._write_back); they run as captured only where writing in place
 is unsafe (`_unsafe_write`): a written input whose elements share memory, or that overlaps
-another input, at compile time or (checked on each call, `_unless_overlapping`) at run time. Graphs that need autograd (inputs that require grad, grad
+another input, at compile time or (checked on each call, `_unless_overlapping`) at run time, and
+where eager refuses the write for its result type (`int_tensor.mul_(1.5)`: the functionalized
+kernels would cast silently). An output eager makes as a view of another output is remade as that
+view of the compiled result (`_outputs_viewing_outputs`), so the two share memory as in eager.
+Checks on tensor values in the graph run right after it (`backends/graph_checks.py`). Graphs that need autograd (inputs that require grad, grad
 mode on) go through AOTAutograd, which hands us a forward and a backward graph to compile.
 """
 from __future__ import annotations
