@@ -745,8 +745,8 @@ def _runs_as_is(code, nodes) -> bool:
 
 
 def _kernels(nodes) -> float:
-    """How many kernels the nodes are at least (inf: more than one of the ops we know are one
-    kernel anyway, or any other op); views, detach and checks on tensor values count none."""
+    """How many kernels the nodes make, counting the ops known to be one kernel anyway; views,
+    detach and checks on tensor values count none, and any other op makes it inf."""
     kernels = 0
     for node in nodes:
         if node.op in ("placeholder", "output", "get_attr"):

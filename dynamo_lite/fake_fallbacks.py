@@ -40,13 +40,20 @@ _TENSOR_TYPES = ("Tensor", "Optional[Tensor]") + _SCALAR_TYPES
 _SIZED_BY_SCALARS = {"arange", "range", "linspace", "logspace"}
 
 
-def _schemas(op: str, target) -> list:
+def _op_name(op: str, target) -> Optional[str]:
+    """The aten name of a Tensor method or torch builtin; None for a Python function (its `.item()`
+    happens inside, not in the binding)."""
     if op == "call_method" and isinstance(target, str):
-        name = target
-    elif isinstance(target, types.BuiltinFunctionType) and (getattr(target, "__module__", "") or "").startswith("torch"):
-        name = target.__name__
-    else:
-        return []            # a Python function: its `.item()` happens inside, not in the binding
+        return target
+    if isinstance(target, types.BuiltinFunctionType) and (getattr(target, "__module__", "") or "").startswith("torch"):
+        return target.__name__
+    return None
+
+
+def _schemas(op: str, target) -> list:
+    name = _op_name(op, target)
+    if name is None:
+        return []
     try:
         return list(torch._C._jit_get_schemas_for_operator(f"aten::{name}"))
     except Exception:        # noqa: BLE001 -- no such operator
@@ -77,8 +84,7 @@ def _taken_as_scalars(op: str, target, args: tuple, kwargs: dict) -> list:
     values = {**dict(enumerate(args)), **kwargs}
     candidates = [k for k, v in values.items()
                   if isinstance(v, torch.Tensor) and v.dim() == 0 and not v.requires_grad]
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    if not candidates or "out" in kwargs or name in _SIZED_BY_SCALARS:
+    if not candidates or "out" in kwargs or _op_name(op, target) in _SIZED_BY_SCALARS:
         return []
     bindings = [b for b in (_bind(s, args, kwargs) for s in _schemas(op, target)) if b is not None]
     if not bindings:

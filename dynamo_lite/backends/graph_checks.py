@@ -9,17 +9,13 @@ pure work thrown away, as if it had not run.
 """
 from __future__ import annotations
 
-import operator
 from typing import Callable
 
 import torch
 import torch.fx
 
+from ..graph_builder import GraphBuilder
 from ..runtime import GRAPH_CHECKS
-
-_IN_PLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
-                       operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor, operator.ilshift,
-                       operator.irshift, operator.imatmul, operator.setitem}
 
 
 def checks_hoisted(gm: torch.fx.GraphModule):
@@ -29,7 +25,7 @@ def checks_hoisted(gm: torch.fx.GraphModule):
     checks = [n for n in nodes if n.op == "call_function" and n.target in GRAPH_CHECKS]
     if not checks:
         return gm, None
-    if any(_writes_in_place(n) for n in nodes):
+    if any(GraphBuilder.writes_in_place(n) for n in nodes):
         return None, "a check on tensor values (assert, torch._check_tensor_all) in a graph that writes in place"
     graph = torch.fx.Graph()
     env: dict = {}
@@ -47,13 +43,6 @@ def checks_hoisted(gm: torch.fx.GraphModule):
         kept = [env[a] if isinstance(a, torch.fx.Node) else a for a in outputs]
         graph.output(type(outputs)(kept + [env[c.args[0]] for c in checks]))
     return torch.fx.GraphModule(gm, graph), (count, [(c.target, c.args[1:]) for c in checks])
-
-
-def _writes_in_place(node: torch.fx.Node) -> bool:
-    if node.op not in ("call_function", "call_method"):
-        return False
-    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-    return name.endswith("_") and not name.endswith("__") or node.target in _IN_PLACE_OPERATORS
 
 
 def checking_after(call: Callable, checks) -> Callable:

@@ -123,18 +123,23 @@ def _devices_of_values(graph: torch.fx.Graph) -> set:
     return {v.device for v in pytree.tree_leaves(examples) if isinstance(v, torch.Tensor)}
 
 
-def _in_place_result_it_cannot_hold(graph: torch.fx.Graph) -> Optional[str]:
-    """The first in-place op whose operands promote to a type the written tensor cannot be cast
-    to (`int_tensor.mul_(1.5)`), which eager refuses; None if there is none."""
+def _in_place_writes(graph: torch.fx.Graph):
+    """(node, the example of the tensor it writes) for each in-place op writing a tensor."""
     from ...graph_builder import GraphBuilder
     for node in graph.nodes:
         target = node.args[0] if node.args else None
-        if not (GraphBuilder.writes_in_place(node) and isinstance(target, torch.fx.Node)):
-            continue
-        written = target.meta.get("example_value")
+        if GraphBuilder.writes_in_place(node) and isinstance(target, torch.fx.Node):
+            written = target.meta.get("example_value")
+            if isinstance(written, torch.Tensor):
+                yield node, written
+
+
+def _in_place_result_it_cannot_hold(graph: torch.fx.Graph) -> Optional[str]:
+    """The first in-place op whose operands promote to a type the written tensor cannot be cast
+    to (`int_tensor.mul_(1.5)`), which eager refuses; None if there is none."""
+    for node, written in _in_place_writes(graph):
         operands = [a.meta.get("example_value") if isinstance(a, torch.fx.Node) else a for a in node.args[1:]]
-        if not isinstance(written, torch.Tensor) or not operands or \
-                not all(isinstance(o, (torch.Tensor, bool, int, float, complex)) for o in operands):
+        if not operands or not all(isinstance(o, (torch.Tensor, bool, int, float, complex)) for o in operands):
             continue
         try:
             results = [torch.result_type(written, o) for o in operands]
@@ -148,14 +153,8 @@ def _in_place_result_it_cannot_hold(graph: torch.fx.Graph) -> Optional[str]:
 def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
     """An in-place write eager may refuse: into a tensor whose elements share memory (an
     expand), or from an operand that is another view of the written memory (`v *= v[1:]`)."""
-    from ...graph_builder import GraphBuilder, storage_key
-    for node in graph.nodes:
-        target = node.args[0] if node.args else None
-        if not (GraphBuilder.writes_in_place(node) and isinstance(target, torch.fx.Node)):
-            continue
-        written = target.meta.get("example_value")
-        if not isinstance(written, torch.Tensor):
-            continue
+    from ...graph_builder import storage_key
+    for node, written in _in_place_writes(graph):
         if torch._debug_has_internal_overlap(written) == 1:
             return True
         key = storage_key(written)
