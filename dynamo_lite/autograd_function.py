@@ -15,7 +15,7 @@ import types
 import torch
 from torch.autograd.function import FunctionCtx, _SingleLevelFunction
 
-from . import breaks
+from . import breaks, function_modes
 from .breaks import Unsupported
 from .graph_builder import storage_key, written_storages
 from .modelled import models
@@ -42,6 +42,7 @@ def _apply(frame, args: list, kwargs: dict):
 
 def apply(frame, cls: type, args: list, kwargs: dict) -> Value:
     """`cls.apply(*args)` as one graph node, once the forward is known to be plain tensor work."""
+    function_modes.refuse_under_mode(frame, f"{cls.__name__}.apply")
     if kwargs:
         raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.apply with keyword arguments")
     if not all(_is_graph_arg(a) for a in args):

@@ -178,6 +178,11 @@ LOOP_HEAD = _kind(
     "iteration runs its next() as Python and the body's stretches from graphs cached once for every iteration "
     "(the break inside the loop is reported on its own)",
     "nothing to do; move the break out of the loop to have one graph for the loop")
+FUNCTION_MODE = _kind(
+    "DL039", "function-mode", "a tensor operation inside the `with` block of a TorchFunctionMode entered in captured "
+    "code could not be handed to the mode's __torch_function__ as torch hands it (an argument the tracer cannot show "
+    "the mode, an operation that reaches the graph another way), or the mode is of a kind the tracer does not model",
+    "enter the mode outside the captured function, or move the operation out of the mode's block")
 
 
 def event_kind(event: dict) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import builtins
+import collections
 import dataclasses
 import functools
 import inspect
@@ -22,6 +23,7 @@ from typing import Optional
 import torch
 
 import torch.utils._python_dispatch
+import torch.utils._pytree
 
 from . import semantics
 from .breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_VALUE, TracedException, Unsupported,
@@ -924,13 +926,46 @@ def _has_torch_function_of(items):
         if any(_overrides_torch_function(v) for v in values):
             raise Unsupported(UNKNOWN_CALL, "has_torch_function of an object with its own __torch_function__")
         _no_modes(frame, "function")
-        return Const(False)
+        return Const(bool(frame.tracer.graph.function_modes))   # a mode the traced code entered (function_modes.py)
     return handler
 
 
 models(torch._C._has_torch_function)(_has_torch_function_of(lambda frame, args: semantics.unpack(frame, args[0])))
 models(torch._C._has_torch_function_unary)(_has_torch_function_of(lambda frame, args: list(args[:1])))
 models(torch._C._has_torch_function_variadic)(_has_torch_function_of(lambda frame, args: list(args)))
+
+
+class _NotFlattened(Exception):
+    pass
+
+
+@models(torch.utils._pytree.tree_leaves)
+def _tree_leaves(frame, args, kwargs):
+    """`torch.utils._pytree.tree_leaves(tree)` over the containers pytree flattens by default
+    (tuples, lists, namedtuples, dicts, OrderedDicts, in their order); None and all else are
+    leaves. A tree holding another registered node type (a library's dataclass) is not modelled."""
+    is_leaf = kwargs.get("is_leaf", Const(None))
+    if len(args) != 1 or set(kwargs) - {"is_leaf"} or not (isinstance(is_leaf, Const) and is_leaf.value is None):
+        return NotImplemented
+    leaves = []
+
+    def walk(v: Value):
+        cls = v.python_type()
+        if cls in (tuple, list) or issubclass(cls, tuple) and hasattr(cls, "_fields"):
+            for item in semantics.unpack(frame, v):
+                walk(item)
+        elif cls in (dict, collections.OrderedDict) and isinstance(v, DictValue):
+            for item in v.items.values():
+                walk(item)
+        elif cls in torch.utils._pytree.SUPPORTED_NODES or issubclass(cls, tuple):
+            raise _NotFlattened
+        else:
+            leaves.append(v)
+    try:
+        walk(args[0])
+    except _NotFlattened:
+        return NotImplemented
+    return SeqValue(leaves, list)
 
 
 @models(torch.utils._python_dispatch._get_current_dispatch_mode_stack)
@@ -948,10 +983,10 @@ def _dispatch_stack_length(frame, args, kwargs):
 @models(torch._C._len_torch_function_stack)
 def _function_stack_length(frame, args, kwargs):
     _no_modes(frame, "function")
-    return Const(0)
+    return Const(len(frame.tracer.graph.function_modes))
 
 
 @models(torch._C._is_torch_function_mode_enabled)
 def _function_mode_enabled(frame, args, kwargs):
     _no_modes(frame, "function")
-    return Const(False)
+    return Const(bool(frame.tracer.graph.function_modes))

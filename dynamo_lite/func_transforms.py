@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 
 
-from . import breaks
+from . import breaks, function_modes
 from .breaks import Unsupported
 from .graph_builder import is_symbolic, tracing_saved_tensor_hooks_lifted
 from .modelled import models
@@ -116,6 +116,8 @@ def _call_vmap(frame, t: TransformedFunction, args: list, kwargs: dict) -> Value
         tensor_dims.append(dim)
     if not batch or any(str(b) != str(batch[0]) for b in batch):
         raise Unsupported(breaks.UNKNOWN_CALL, "torch.func.vmap with no mapped tensor, or batch sizes that differ")
+    function_modes.check_machinery(frame, lambda body, *xs: FUNC_TRANSFORMS["vmap"](body, **t.options)(*xs), args,
+                                   "torch.func.vmap", returned=next(i for i, d in enumerate(dims) if d is not None))
     body = trace_body(frame, t.fn, inputs, kwargs, what="torch.func.vmap")
     options = {**t.options, "in_dims": (*tensor_dims, *(None,) * len(body.lifted))}
     return _node(frame, "vmap", body, options, tensors)
@@ -127,6 +129,7 @@ def _positive(size) -> bool:
 
 # ---- grad, grad_and_value, jacrev, jacfwd, hessian ------------------------------------------------
 def _call_autograd_transform(frame, t: TransformedFunction, args: list, kwargs: dict) -> Value:
+    function_modes.refuse_under_mode(frame, f"torch.func.{t.name}")
     argnums = t.options["argnums"]
     positions = argnums if isinstance(argnums, tuple) else (argnums,)
     if not positions or not all(isinstance(p, int) and 0 <= p < len(args) for p in positions):

@@ -124,6 +124,9 @@ class GraphBuilder:
         # fx GraphModules of higher-order ops' functions (torch.cond's branches, a vmap's body),
         # reached by get_attr nodes: they become submodules of the finished GraphModule.
         self.subgraphs: dict[str, torch.fx.GraphModule] = {}
+        # TorchFunctionModes the traced code entered and has not left, innermost last
+        # (function_modes.py): while one is here, tensor operations go to it, not to the graph.
+        self.function_modes: list[Value] = []
 
     # ---- inputs -----------------------------------------------------------------------------
     def add_input(self, tensor: torch.Tensor, source, dynamic_dims=(), guard_expr: str = "") -> TensorValue:
@@ -220,6 +223,9 @@ class GraphBuilder:
         Runs the op on example values first: if that fails the frame cannot be captured as is.
         A result without tensors (a size, a dtype) becomes a constant and no node is kept,
         unless `always_node` (ops run for their side effect, such as setitem)."""
+        if self.function_modes and not _bypasses_modes(target):
+            raise Unsupported(breaks.FUNCTION_MODE, f"{_target_name(target)} reached the graph without going to the "
+                                                    f"active TorchFunctionMode")
         node_args, fake_args = _split(args)
         node_kwargs, fake_kwargs = _split(kwargs)
         if target in (operator.pow, operator.ipow) and _negative_number(node_args[0]):
@@ -474,6 +480,12 @@ class _AutocastState:
 _INPLACE_FUNCTIONS = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
                       operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
                       operator.ilshift, operator.irshift, operator.imatmul}
+
+
+def _bypasses_modes(target) -> bool:
+    """Ops the tracer records of its own accord, which eager runs without asking any
+    TorchFunctionMode: grad-mode switches, our runtime helpers."""
+    return target is torch._C._set_grad_enabled or getattr(target, "__module__", None) == "dynamo_lite.runtime"
 
 
 def _fake_of(make):

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import torch
 
-from . import breaks
+from . import breaks, function_modes
 from .breaks import Unsupported
 from .modelled import models
 from .subgraphs import align_lifted, repack, trace_body
@@ -65,6 +65,7 @@ def _cond(frame, args: list, kwargs: dict) -> Value:
 
 def cond(frame, pred: TensorValue, true_fn: Value, false_fn: Value, operands: list) -> Value:
     """Both branches traced into subgraphs and one `torch.ops.higher_order.cond` node."""
+    function_modes.refuse_under_mode(frame, "torch.cond")
     examples = [o.example for o in operands]
     branches = [trace_body(frame, fn, examples, what="torch.cond", flatten=True) for fn in (true_fn, false_fn)]
     true_body, false_body = branches
@@ -146,6 +147,7 @@ _CHECKPOINT_KWARGS = ("use_reentrant", "preserve_rng_state", "determinism_check"
 def _checkpoint(frame, args: list, kwargs: dict) -> Value:
     if not args:
         return NotImplemented
+    function_modes.refuse_under_mode(frame, "torch.utils.checkpoint")
     fn, inputs = args[0], args[1:]
     if not inputs or not all(isinstance(x, TensorValue) for x in inputs):
         return NotImplemented          # constants among the inputs: the call runs as it is (a break)
@@ -220,6 +222,7 @@ def _pack(leaves: list, cls):
 
 
 def associative_scan(frame, combine_fn: Value, xs: Value, dim: int, reverse: bool) -> Value:
+    function_modes.refuse_under_mode(frame, "associative_scan")
     graph = frame.tracer.graph
     leaves, cls = _leaves(xs)
     shape = leaves[0].example.shape

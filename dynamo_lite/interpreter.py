@@ -30,6 +30,7 @@ from .values.iterators import CO_GENERATOR, GeneratorValue
 from .values.objects import NewExceptionValue
 from .wrap import wrap
 from . import autograd_function, builtins_table, copying, func_transforms, higher_order  # noqa: F401  (they register modelled callables)
+from . import function_modes
 from .values import numpy_functions  # noqa: F401  (registers numpy functions as modelled callables)
 
 # In the automatic-dynamic state of a code object (Source -> dims of a tensor seen changing), the
@@ -185,6 +186,13 @@ class Tracer:
         self.op_in_try_call: Optional[int] = None  # the root offset calling into that try block's frame
         self.generators: list[GeneratorValue] = []   # generators made in this trace
         self.add_guard(GlobalStateMatch.now())
+
+    def dispatch_to_mode(self, frame: Frame, operation, args: list, kwargs: dict, call: bool) -> Value:
+        """`operation(*args, **kwargs)` as the TorchFunctionMode the traced code entered sees it
+        (function_modes.py; `call`: only if `operation` is a function of torch's API), or
+        NotImplemented."""
+        dispatch = function_modes.dispatch_call if call else function_modes.dispatch
+        return dispatch(frame, operation, args, kwargs)
 
     # ---- guards -----------------------------------------------------------------------------
     def add_guard(self, guard: Guard):

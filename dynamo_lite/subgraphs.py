@@ -61,7 +61,7 @@ def trace_body(frame, fn: Value, inputs: list, kwargs: Optional[dict] = None, *,
     before = set(graph.graph.nodes)
     stand_ins = [graph.body_input(x, f"{what}_{i}") if isinstance(x, torch.Tensor) else x
                  for i, x in enumerate(inputs)]
-    outer = _OuterState(frame, [fn, *[v for v in stand_ins if isinstance(v, Value)], *(kwargs or {}).values()])
+    outer = OuterState(frame, [fn, *[v for v in stand_ins if isinstance(v, Value)], *(kwargs or {}).values()])
     saved_grad = graph.grad_enabled
     if grad_enabled is not None:
         graph.grad_enabled = grad_enabled
@@ -81,7 +81,7 @@ def trace_body(frame, fn: Value, inputs: list, kwargs: Optional[dict] = None, *,
                                     and v.node.meta.get("body_input")], result, what, flatten)
 
 
-class _OuterState:
+class OuterState:
     """What the body may not change: the values reachable from the frames it runs inside (and
     from the function and its arguments), each with the identities of its children (a list's
     items, an object's attributes, a cell's contents); plus the recorded side effects."""

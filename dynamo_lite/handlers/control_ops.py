@@ -7,7 +7,7 @@ from .. import breaks
 from ..breaks import TracedException, Unsupported
 from ..compat import (END_FOR_POPS, FOR_ITER_EXIT_SKIPS, POP_JUMP_IF_FALSE, POP_JUMP_IF_NONE, POP_JUMP_IF_NOT_NONE,
                       POP_JUMP_IF_TRUE, SEND_KEEPS_RECEIVER, UNCONDITIONAL_JUMPS)
-from ..semantics import call, get_iter, load_attr, next_item, truthy
+from ..semantics import call, get_iter, load_attr, modelled, next_item, truthy
 from ..fallback import skip
 from ..values.base import Const, MethodValue, Value, kind_name
 from ..values.functions import FunctionValue
@@ -220,9 +220,14 @@ def _python_context_methods(manager: Value):
     except NotImplementedError:
         return None
     enter, exit_ = python_function(cls, "__enter__"), python_function(cls, "__exit__")
-    if enter is None or exit_ is None or skip.call_rule(enter) != skip.INLINE or skip.call_rule(exit_) != skip.INLINE:
+    if enter is None or exit_ is None or not _traced(enter) or not _traced(exit_):
         return None
     return enter, exit_
+
+
+def _traced(method) -> bool:
+    """Inlined, or modelled (a TorchFunctionMode's enter and exit: function_modes.py)."""
+    return skip.call_rule(method) == skip.INLINE or modelled(method) is not None
 
 
 # ---- exceptions ----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import types
 import warnings
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_MUTATION, USER_EXCEPTION,
                       TracedException, Unsupported, user_error)
@@ -40,7 +41,7 @@ from .dict_objects import dict_base
 from .functions import FunctionValue
 from .modules import NewModuleValue
 from .objects import NewObjectValue, new_exception, pending_class_attr
-from .tensors import TensorValue, torch_call
+from .tensors import TensorValue, mode_dispatch, torch_call
 
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)
 
@@ -176,6 +177,9 @@ class CallableValue(Value):
         if isinstance(original, types.FunctionType):
             # `@torch.jit.script def f`: torch keeps the Python function for tracers; trace that
             return FunctionValue(original).call(frame, args, kwargs)
+        result = mode_dispatch(frame, f, args, kwargs, call=True)
+        if result is not NotImplemented:
+            return result
         handler = modelled(f)
         if handler is not None:
             result = handler(frame, args, kwargs)
@@ -318,6 +322,8 @@ def construct(frame, cls_value: Value, args: list, kwargs: dict) -> Value:
         return _new_stateless_module(cls, args, kwargs)
     if issubclass(cls, torch.Tensor):
         raise Unsupported(UNKNOWN_CALL, f"creating a {cls.__name__} inside captured code")
+    if issubclass(cls, TorchFunctionMode) and type(cls).__call__ is type.__call__:
+        return construct_instance(frame, cls_value, cls, args, kwargs)   # torch's own modes too (function_modes.py)
     if type(cls).__call__ is type.__call__ and cls.__module__ != "builtins" and not skip.is_torch_namespace(cls):
         return construct_instance(frame, cls_value, cls, args, kwargs)
     raise Unsupported(UNKNOWN_CALL, f"constructing {getattr(cls, '__qualname__', cls)}")

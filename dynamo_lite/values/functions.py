@@ -24,7 +24,7 @@ from ..semantics import modelled
 from ..sources import AttrSource, ItemSource
 from .base import Const, LazyValue, MethodValue, Value, is_constant, missing_attribute, reaches
 from .containers import DictValue, SeqValue
-from .tensors import torch_call
+from .tensors import mode_dispatch, torch_call
 
 
 def _is_module_method_call(f, args) -> bool:
@@ -94,6 +94,9 @@ class FunctionValue(Value):
 
     def call(self, frame, args, kwargs):
         f = self.fn                      # calling depends on its code, defaults and closure, all guarded
+        result = mode_dispatch(frame, f, args, kwargs, call=True)
+        if result is not NotImplemented:
+            return result
         handler = modelled(f)
         if handler is not None:
             result = handler(frame, args, kwargs)
@@ -118,6 +121,12 @@ class FunctionValue(Value):
             if skip.is_printer(f):
                 raise Unsupported(PRINT_OR_LOG, f.__qualname__)
             raise Unsupported(SKIPPED_FILE, f"{f.__module__}.{f.__qualname__}")
+        return self.inline_call(frame, args, kwargs)
+
+    def inline_call(self, frame, args, kwargs):
+        """Run the function's code in a child frame, whatever the skip rules say of its file (a
+        TorchFunctionMode's `__torch_function__` that torch itself defines)."""
+        f = self.fn
         defaults = tuple(frame.wrap(v, self._defaults_source("__defaults__", i))
                          for i, v in enumerate(f.__defaults__ or ()))
         kwdefaults = {k: frame.wrap(v, self._defaults_source("__kwdefaults__", k))

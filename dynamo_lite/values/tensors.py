@@ -18,6 +18,7 @@ from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, TORCH_NON_TENSOR_
 from ..guards import QueryMatch
 from ..modelled import call_modelled
 from ..pyops import plain
+from ..semantics import unpack
 from ..sources import AttrSource
 from .base import Const, MethodValue, Value, fold, is_constant, is_data, is_numpy_valued, kind_name
 
@@ -47,6 +48,31 @@ def _graph_op(frame, fn, a: Value, b: Value) -> Value:
 
 def _operand_ok(v: Value) -> bool:
     return v.is_graph_value or is_data(v)
+
+
+def mode_dispatch(frame, operation, args: list, kwargs: dict = None, *, call: bool = False):
+    """`operation(*args, **kwargs)` handed to the TorchFunctionMode the traced code entered
+    (function_modes.py), as torch hands it; NotImplemented when no mode is on the traced stack or
+    torch hands the operation to none (`call`: only functions of torch's API are asked about)."""
+    if not frame.tracer.graph.function_modes:
+        return NotImplemented
+    return frame.tracer.dispatch_to_mode(frame, operation, list(args), kwargs or {}, call)
+
+
+def _attribute(name: str):
+    return lambda obj: getattr(obj, name)
+
+
+def _method(name: str):
+    return lambda obj, *args, **kwargs: getattr(obj, name)(*args, **kwargs)
+
+
+def _iterate(obj):
+    return iter(obj)
+
+
+def _contains(obj, item):
+    return item in obj
 
 
 class GraphValue(Value):
@@ -103,6 +129,10 @@ class TensorValue(GraphValue):
         return real if real is not None else torch.Tensor
 
     def load_attr(self, frame, name):
+        if frame.tracer.graph.function_modes:
+            result = mode_dispatch(frame, _attribute(name), [self])
+            if result is not NotImplemented:
+                return result
         example = self.example
         if name == "shape":
             return frame.tracer.graph.sizes(self)
@@ -131,6 +161,9 @@ class TensorValue(GraphValue):
         return tensor_method(frame, self, name, args, kwargs)
 
     def getitem(self, frame, key):
+        result = mode_dispatch(frame, operator.getitem, [self, key])
+        if result is not NotImplemented:
+            return result
         selects = _symbolic_selects(key)
         if selects is not None:
             result = self
@@ -140,10 +173,15 @@ class TensorValue(GraphValue):
         return frame.tracer.graph.call("call_function", operator.getitem, (self, index_operand(key)), {})
 
     def setitem(self, frame, key, value):
+        if mode_dispatch(frame, operator.setitem, [self, key, value]) is not NotImplemented:
+            return
         frame.tracer.graph.call("call_function", operator.setitem, (self, index_operand(key), value), {},
                                 always_node=True)
 
     def unpack(self, frame):
+        iterator = mode_dispatch(frame, _iterate, [self])
+        if iterator is not NotImplemented:
+            return unpack(frame, iterator)
         if self.example.dim() == 0:
             raise user_error(TypeError, "iteration over a 0-d tensor")
         # as Tensor.__iter__ does: the rows are unbind's views, which autograd forbids writing into.
@@ -152,6 +190,9 @@ class TensorValue(GraphValue):
         return list(rows.value) if isinstance(rows, Const) else list(rows.items)
 
     def length(self, frame):
+        result = mode_dispatch(frame, len, [self])
+        if result is not NotImplemented:
+            return result
         if self.example.dim() == 0:
             raise user_error(TypeError, "len() of a 0-d tensor")
         sizes = frame.tracer.graph.sizes(self)
@@ -161,7 +202,26 @@ class TensorValue(GraphValue):
         raise Unsupported(DATA_DEPENDENT_BRANCH, "branching on a tensor's value")
 
     def contains(self, frame, item):
+        if mode_dispatch(frame, _contains, [self, item]) is not NotImplemented:
+            raise Unsupported(TENSOR_TO_PYTHON, "`in` on a tensor (its truth value)")
         raise Unsupported(TENSOR_TO_PYTHON, "`in` on a tensor")
+
+    # operators: handed to a TorchFunctionMode the traced code entered, as eager does
+    def unary(self, frame, fn):
+        result = mode_dispatch(frame, fn, [self])
+        return super().unary(frame, fn) if result is NotImplemented else result
+
+    def binary(self, frame, fn, other):
+        result = mode_dispatch(frame, fn, [self, other]) if _operand_ok(other) else NotImplemented
+        return super().binary(frame, fn, other) if result is NotImplemented else result
+
+    def rbinary(self, frame, fn, other):
+        result = mode_dispatch(frame, fn, [other, self]) if _operand_ok(other) else NotImplemented
+        return super().rbinary(frame, fn, other) if result is NotImplemented else result
+
+    def compare(self, frame, fn, other):
+        result = mode_dispatch(frame, fn, [self, other]) if _operand_ok(other) else NotImplemented
+        return super().compare(frame, fn, other) if result is NotImplemented else result
 
 
 class SymValue(GraphValue):
@@ -347,6 +407,9 @@ def torch_call(frame, f, args: list, kwargs: dict) -> Value:
 
 
 def tensor_method(frame, obj: TensorValue, name: str, args, kwargs) -> Value:
+    result = mode_dispatch(frame, _method(name), [obj, *args], kwargs)
+    if result is not NotImplemented:
+        return result
     method = getattr(torch.Tensor, name, None)
     if method is not None:      # a method modelled elsewhere (Tensor.numpy: values/numpy_functions)
         result = call_modelled(method, frame, [obj, *args], kwargs)
