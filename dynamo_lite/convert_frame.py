@@ -26,6 +26,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional
 
+from torch.utils._device import DeviceContext
+
 from . import _evalframe, breaks, config
 from .backends.ddp_split import active_ddp_module, ddp_split
 from .breaks import GraphBreakError, TracedException, Unsupported
@@ -309,6 +311,25 @@ def _mark_skip(code) -> None:
         pass
 
 
+def _under_foreign_mode(code: types.CodeType) -> bool:
+    """A TorchFunctionMode other than torch's default-device one (`torch.set_default_device`,
+    `with torch.device(...)`) is active as the frame is called: it would see every torch call our
+    guards and runtime make, and a compiling backend's kernels would bypass it. The frame runs
+    eagerly this call, recorded once per code (a mode the captured code enters itself is traced:
+    function_modes.py)."""
+    modes = [torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack())]
+    foreign = [m for m in modes if not isinstance(m, DeviceContext)]
+    if foreign and code not in _NOTED_UNDER_MODE:
+        _NOTED_UNDER_MODE.add(code)
+        records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "fallback", breaks.FUNCTION_MODE,
+                                detail=f"a {type(foreign[-1]).__name__} (TorchFunctionMode) is active when the frame "
+                                       f"is called: it runs eagerly while one is"))
+    return bool(foreign)
+
+
+_NOTED_UNDER_MODE: "weakref.WeakSet" = weakref.WeakSet()
+
+
 def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptions):
     if skip.is_torch_machinery(code):
         set_extra(code, _evalframe.NOHOOK)
@@ -323,6 +344,8 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
         return None
     if not skip.may_use_torch(code, func, args) and not is_resume(code) and not _called_from_wrapper(caller):
         return None                       # no tensor in reach: runs as it is (asked again next call)
+    if torch._C._len_torch_function_stack() and _under_foreign_mode(code):
+        return None                       # this call runs eagerly; its guards are not even checked
     entries = cache_entries(code)
     if skip.is_torch_nn_forward(code) and args and _runs_eagerly_nested(caller, args[0]) \
             and not any(e.guards is _NESTED_BUILTIN_GUARDS for e in entries):

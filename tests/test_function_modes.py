@@ -230,3 +230,48 @@ def test_an_unmodelled_value_handed_to_the_mode_refuses_with_dl039():
     reset()
     got = capture(f)(torch.ones(2), Opaque())
     torch.testing.assert_close(got[0], torch.full((2,), 3.0))
+
+
+# -- a mode already active when a captured function is called ----------------------------------
+
+def plain(x):
+    return (x + 1).relu().sum(dim=0)
+
+
+def test_a_frame_called_under_a_foreign_mode_runs_eagerly_and_the_mode_sees_eagers_calls():
+    """Our guards and runtime make torch calls of their own, and a compiling backend's kernels
+    would skip the mode: while a mode the program entered outside is active, the frame runs as it
+    is (recorded with DL039), and is captured as usual once the mode is left."""
+    reset()
+    backend = CountingBackend()
+    compiled = capture(plain, backend=backend)
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(compiled(x), plain(x))           # captured: one graph
+    assert backend.count == 1
+    with Log() as eager_log:
+        expected = plain(x)
+    with Log() as captured_log:
+        got = compiled(x)
+    torch.testing.assert_close(got, expected)
+    assert captured_log.seen == eager_log.seen == ["add", "relu", "sum"]
+    with AddIsSub():
+        torch.testing.assert_close(compiled(x), plain(x))
+    before = backend.count        # (the handlers' own frames run with their mode off: captured)
+    torch.testing.assert_close(compiled(x), plain(x))           # the graph again, guards pass
+    assert backend.count == before
+
+
+@pytest.mark.skipif(REFERENCE, reason="dynamo_lite's guard on the mode stack")
+def test_torchs_default_device_mode_is_captured_under_and_guarded():
+    reset()
+    backend = CountingBackend()
+
+    def make(x):
+        return x + torch.ones(x.shape[0])
+    compiled = capture(make, backend=backend)
+    x = torch.randn(3)
+    with torch.device("cpu"):
+        torch.testing.assert_close(compiled(x), make(x))
+    assert backend.count == 1
+    torch.testing.assert_close(compiled(x), make(x))            # no mode now: the guard sees it
+    assert backend.count == 2

@@ -489,7 +489,7 @@ def global_state() -> tuple:
     """The torch global state a graph may depend on, in GlobalStateMatch's order."""
     return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),
             torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda"),
-            torch.get_autocast_dtype("cpu"), torch.get_autocast_dtype("cuda"))
+            torch.get_autocast_dtype("cpu"), torch.get_autocast_dtype("cuda"), torch._C._len_torch_function_stack())
 
 
 _STATE_CHECKS = ((torch.is_grad_enabled, (), "torch.is_grad_enabled()"),
@@ -498,7 +498,10 @@ _STATE_CHECKS = ((torch.is_grad_enabled, (), "torch.is_grad_enabled()"),
                  (torch.is_autocast_enabled, ("cpu",), "torch.is_autocast_enabled('cpu')"),
                  (torch.is_autocast_enabled, ("cuda",), "torch.is_autocast_enabled('cuda')"),
                  (torch.get_autocast_dtype, ("cpu",), "torch.get_autocast_dtype('cpu')"),
-                 (torch.get_autocast_dtype, ("cuda",), "torch.get_autocast_dtype('cuda')"))
+                 (torch.get_autocast_dtype, ("cuda",), "torch.get_autocast_dtype('cuda')"),
+                 # TorchFunctionModes active when the frame is called: only torch's default-device
+                 # mode is ever captured under (convert_frame runs the frame eagerly under others)
+                 (torch._C._len_torch_function_stack, (), "the number of active TorchFunctionModes"))
 
 
 @dataclass(frozen=True, eq=False)
@@ -515,17 +518,22 @@ class GlobalStateMatch(Guard):
         parts = []
         for (fn, args, _), expected in zip(_STATE_CHECKS, self.state):
             call = f"{const(fn)}({', '.join(repr(a) for a in args)})"
-            parts.append(f"{call} is {const(expected)}" if not isinstance(expected, bool) else f"{call} is {expected}")
+            if isinstance(expected, bool):
+                parts.append(f"{call} is {expected}")
+            elif isinstance(expected, int):
+                parts.append(f"{call} == {expected}")
+            else:
+                parts.append(f"{call} is {const(expected)}")
         return " and ".join(parts)
 
     def describe(self):
-        grad, dtype, deterministic, autocast_cpu, autocast_cuda, cast_cpu, cast_cuda = self.state
+        grad, dtype, deterministic, autocast_cpu, autocast_cuda, cast_cpu, cast_cuda, modes = self.state
 
         def autocast(on, to):
             return f"{str(to).replace('torch.', '')}" if on else "off"
         return (f"torch state: grad {'on' if grad else 'off'}, default dtype {str(dtype).replace('torch.', '')}, "
                 f"deterministic {deterministic}, autocast cpu/cuda {autocast(autocast_cpu, cast_cpu)}/"
-                f"{autocast(autocast_cuda, cast_cuda)}")
+                f"{autocast(autocast_cuda, cast_cuda)}" + (f", {modes} TorchFunctionMode(s) active" if modes else ""))
 
     def why_not(self, value):
         now = global_state()
