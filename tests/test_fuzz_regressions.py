@@ -5,7 +5,8 @@ header written by `fuzz.driver.save_regression`; it runs through the same oracle
 (eager vs captured, three calls), in a child process so a crash fails only its own test.
 A header line `# xfail: <reason>` marks a bug that is still open: the test is then
 xfail(strict=True), so it flips to a failure when the bug is fixed. Delete that line then.
-`# xfail-python: 3.12` limits the xfail to that Python version.
+`# xfail-python: 3.12` limits the xfail to that Python version, `# xfail-device: cpu` to runs on that
+device.
 `# backend: triton` runs the program with the triton backend (on CUDA when there is a GPU),
 skipped where that backend cannot run; the default is the eager backend.
 """
@@ -28,12 +29,18 @@ def _params():
     out = []
     for path in FILES:
         info = header(path.read_text())
-        applies = info.get("xfail-python", PYTHON) == PYTHON
+        applies = info.get("xfail-python", PYTHON) == PYTHON and info.get("xfail-device", _device(info)) == _device(info)
         marks = [pytest.mark.xfail(strict=True, reason=info["xfail"])] if "xfail" in info and applies else []
         if info.get("backend", "eager") == "triton":
             marks.append(pytest.mark.skipif(not triton_runnable()[0], reason="needs the triton backend (GPU or TRITON_INTERPRET=1)"))
         out.append(pytest.param(path, id=path.stem, marks=marks))
     return out
+
+
+def _device(info: dict) -> str:
+    """Where the program runs: a triton-backend program on CUDA when there is a GPU."""
+    import torch
+    return "cuda" if info.get("backend", "eager") == "triton" and torch.cuda.is_available() else "cpu"
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +51,8 @@ def worker():
 
 @pytest.mark.parametrize("path", _params())
 def test_regression(path, worker):
-    import torch
-    backend = header(path.read_text()).get("backend", "eager")
-    device = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
+    info = header(path.read_text())
+    backend, device = info.get("backend", "eager"), _device(info)
     verdict = worker.run(strip_header(path.read_text()), str(path), backend=backend, device=device, timeout=300)
     assert verdict.ok, f"{path.name}: {verdict.category}\n{verdict.message}"
 
