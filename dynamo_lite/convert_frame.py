@@ -135,15 +135,38 @@ def note_changed_inputs(code, entries, func, args) -> None:
                     state.setdefault(guard.source, set()).update(changed)
 
 
-def _generalizes(code, failing) -> bool:
+def _generalizes(code, failing, checked, func, args) -> bool:
     """Is a loop stretch's miss one that the next capture covers for all later iterations, not a
     sign of a graph per iteration? The loop's last stretch, where its iterator runs out (an
-    iterator's items left), and a number just seen changing, which the next capture makes a graph
-    input, are such misses."""
+    iterator's items left), a number just seen changing, which the next capture makes a graph
+    input, and a tensor that changed only in ways the next capture covers are such misses."""
     if isinstance(failing, RemainingMatch):
         return True
+    if isinstance(failing, TensorMatch):
+        try:
+            value = checked._value_of(failing.source, func, args)
+        except Exception:                  # noqa: BLE001 -- unreadable now: count the miss
+            return False
+        return _tensor_miss_generalizes(code, failing, value)
     return isinstance(failing, ConstantMatch) and type(failing.value) in (int, float) \
         and failing.source in AUTO_DYNAMIC.get(code, {}).get(SCALARS, ())
+
+
+def _tensor_miss_generalizes(code, guard: "TensorMatch", value) -> bool:
+    """A tensor of the same kind whose requires_grad changed (an accumulator once values that do
+    were written into it: two variants at most) or whose sizes changed only in dims now dynamic
+    (the next capture makes them symbolic): not a graph per iteration."""
+    if type(value) is not guard.cls or value.dtype != guard.dtype or value.device != guard.device \
+            or value.dim() != len(guard.shape):
+        return False
+    dynamic = AUTO_DYNAMIC.get(code, {}).get(guard.source, set())
+    resized = {i for i, (old, new) in enumerate(zip(guard.shape, value.shape)) if old is not None and old != new}
+    if not resized <= dynamic:
+        return False
+    if not resized and tuple(value.stride()) != tuple(s if s is not None else n
+                                                     for s, n in zip(guard.stride, value.stride())):
+        return False                       # laid out differently at the same sizes
+    return bool(resized) or value.requires_grad != guard.requires_grad
 
 
 def _accept_all(*args) -> bool:
@@ -371,7 +394,8 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
             # the guard checks and no capture attempt.
             entries.append(CacheEntry(_accept_all, code, _ACCEPT_ALL_GUARDS, None))
             return None
-        if is_driven(code) and len(entries) >= config.loop_stretch_limit and not _generalizes(code, failing):
+        if is_driven(code) and len(entries) >= config.loop_stretch_limit \
+                and not _generalizes(code, failing, checked, func, args):
             # A loop's stretch specialized per iteration: like TorchDynamo, run the loop from here
             # eagerly (its calls are captured on their own) rather than a graph per iteration.
             records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "fallback",

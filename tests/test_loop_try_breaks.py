@@ -487,3 +487,28 @@ def test_a_comprehension_with_a_break_in_each_item_reuses_its_stretch():
     assert result.backend.count <= 4
     longer = check(comprehension_with_a_break, xs * 3, graphs=None)
     assert longer.backend.count == result.backend.count
+
+
+class _Accumulating(torch.nn.Module):
+    """An accumulator that grows each iteration and requires grad once the first layer output is
+    in it: the stretch after the break misses on it once (its size becomes dynamic, its
+    requires_grad flips), which is not a graph per iteration."""
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        out = torch.zeros(1, 4)
+        for i in range(5):
+            print("step", i)
+            out = torch.cat([out, self.lin(x).sum(0, keepdim=True) * i])
+        return out
+
+
+def test_a_loop_stretch_miss_the_next_capture_covers_does_not_count_toward_the_limit(monkeypatch):
+    """A tensor whose requires_grad flipped, or whose sizes changed in dims that become dynamic,
+    is met by the next capture in every later iteration: the loop keeps its graphs (no DL031)
+    even with loop_stretch_limit 1."""
+    monkeypatch.setattr(dl.config, "loop_stretch_limit", 1)
+    check(_Accumulating(), x44(), graphs=None)
+    assert not [r for r in RECORDS if r.kind is not None and r.kind.id == "DL031"]
