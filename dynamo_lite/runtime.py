@@ -504,10 +504,14 @@ NOTHING_AHEAD = _NothingAhead()
 
 def iterator_ahead(it, j: int):
     """The item an iterator yields after the next `j` (without moving it), or NOTHING_AHEAD: an
-    iterator of a list, tuple or range, or an enumerate / zip over such iterators (whatever
-    `reads_ahead` accepts). (A range iterator reduces to its position on 3.11 and to the range
-    still ahead, position None, from 3.12 on; an exhausted one to no position at all.)"""
+    iterator of a list, tuple or range, a `reversed` over a list, tuple or module list, or an
+    enumerate / zip over such iterators (whatever `reads_ahead` accepts). (A range iterator
+    reduces to its position on 3.11 and to the range still ahead, position None, from 3.12 on; an
+    exhausted one to no position at all.)"""
     cls = type(it)
+    if cls in REVERSED_ITERATORS:      # (reversed, (seq,), index of the next item; -1 when run out)
+        _, (seq,), index = it.__reduce__()
+        return seq[index - j] if 0 <= index - j < len(seq) else NOTHING_AHEAD
     if cls is enumerate:
         inner, count = it.__reduce__()[1]
         item = iterator_ahead(inner, j)
@@ -532,6 +536,17 @@ def items_left(it) -> int:
 
 
 SEQUENCE_ITERATORS = (type(iter([])), type(iter(())), type(iter(range(0))))
+REVERSED_ITERATORS = (reversed, type(reversed([])))
+# What a `reversed` read ahead may run over: sequences whose item access is pure.
+_REVERSIBLE = (list, tuple, range, torch.nn.ModuleList, torch.nn.Sequential)
+
+
+def reversed_at(seq, index: int):
+    """`reversed(seq)` standing at `index` (its next item is seq[index]; -1: run out): a reversed
+    iterator made in captured code, handed on at a graph break."""
+    it = reversed(seq)
+    it.__setstate__(index)
+    return it
 
 
 def reads_ahead(it) -> bool:
@@ -540,6 +555,8 @@ def reads_ahead(it) -> bool:
     cls = type(it)
     if cls in SEQUENCE_ITERATORS:
         return True
+    if cls in REVERSED_ITERATORS:
+        return type(it.__reduce__()[1][0]) in _REVERSIBLE
     if cls is enumerate:
         return reads_ahead(it.__reduce__()[1][0])
     if cls is zip:

@@ -512,3 +512,35 @@ def test_a_loop_stretch_miss_the_next_capture_covers_does_not_count_toward_the_l
     monkeypatch.setattr(dl.config, "loop_stretch_limit", 1)
     check(_Accumulating(), x44(), graphs=None)
     assert not [r for r in RECORDS if r.kind is not None and r.kind.id == "DL031"]
+
+
+class _ReversedFlows(torch.nn.Module):
+    """VITS' flows run in reverse: `reversed(ModuleList)` (a `reversed` object, the module list has
+    no __reversed__) live across a break in the loop."""
+    def __init__(self):
+        super().__init__()
+        self.flows = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(4))
+
+    def forward(self, x):
+        for i, flow in enumerate(reversed(self.flows)):
+            x = flow(x).tanh()
+            print("flow", i)
+        return x
+
+
+def test_a_reversed_module_list_is_handed_on_at_a_break():
+    """The `reversed` iterator made in the trace is rebuilt standing where the trace left it, and
+    the resumed loop reads it ahead like a list's iterator: one body graph for every iteration."""
+    with torch.no_grad():
+        check(_ReversedFlows(), x44(), graphs=graphs(2))
+
+
+def reversed_list_with_break(x, items):
+    for k in reversed(items):
+        print("item", k)
+        x = x * k
+    return x
+
+
+def test_a_reversed_list_iterator_live_across_a_break():
+    check(reversed_list_with_break, x44(), [1.0, 2.0, 3.0], graphs=None)

@@ -23,6 +23,7 @@ import types
 from typing import Optional
 
 from ..breaks import GENERATOR_STATE, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
+from ..runtime import reversed_at
 from ..semantics import drain, equal, get_iter, load_attr, next_item
 from .base import Const, IteratorValue, MethodValue, SelfIterator, Value, fold, is_constant, missing_attribute
 from .containers import SeqValue
@@ -354,6 +355,12 @@ class ReversedSequenceIterator(LazyIterator):
                     raise
         self.index, self.seq = -1, None
         return None
+
+    def rebuild(self, em):
+        if self.seq is None:
+            em.call_const(iter, [lambda: em.build_tuple([])])
+        else:
+            em.call_const(reversed_at, [lambda: em.value(self.seq), lambda: em.const(self.index)])
 
 
 class CallIterator(LazyIterator):
