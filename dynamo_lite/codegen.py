@@ -22,7 +22,7 @@ from .compat import (FOR_ITER_EXIT_SKIPS, JUMP_OPS, LOAD_CELL_OPNAME, NULL_AFTER
 from .resume import first_argument_for_super, is_driven, original_of, resume_code
 from .runtime import Continue, FrameRun, draws_random_numbers, drive, fresh_array_copy
 from .sources import LocalSource, Source
-from .values.base import Const, NullValue, Value
+from .values.base import Const, LazyValue, NullValue, Value
 from .values.contexts import block_exit
 
 GRAPH_OUT = "___graph_out"
@@ -343,10 +343,16 @@ def _prologue(original: Bytecode) -> list:
 
 
 def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: list[Source],
-              outputs: list, lineno: int, on_internal_error=None) -> types.CodeType:
+              outputs: list, lineno: int, on_internal_error=None, cells: Optional[dict] = None) -> types.CodeType:
+    """Code that runs the graph and returns `result`. `cells`: the root frame's cells (name ->
+    CellValue); a function rebuilt over one of its free variables, or over a cell variable the
+    trace left as it found it, gets the frame's real cell (the prologue made it)."""
     original = Bytecode.from_code(code)
     prologue = _prologue(original)
     emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)}, tracer)
+    emitter.frame_cells = {id(cell): FreeVar(name) if name in code.co_freevars else CellVar(name)
+                           for name, cell in (cells or {}).items()
+                           if name in code.co_freevars or cell.contents is None or isinstance(cell.contents, LazyValue)}
     seen: set = set()
     for v in tracer.effects.values():
         emitter.count_shared(v, seen)

@@ -444,7 +444,8 @@ def _capture(code, func, args, options, entries, recompile_reason, recapture=Non
             inputs = [src for (_, _, src) in graph.inputs]
         else:
             outputs, inputs = [], []
-        new_code = make_code(code, tracer, result, compiled, inputs, outputs, lineno, graph_failed_for_us)
+        new_code = make_code(code, tracer, result, compiled, inputs, outputs, lineno, graph_failed_for_us,
+                             cells=frame.cells)
     except Unsupported as e:
         if options.fullgraph:
             raise _graph_break_error(e) from None

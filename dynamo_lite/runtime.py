@@ -541,6 +541,14 @@ REVERSED_ITERATORS = (reversed, type(reversed([])))
 _REVERSIBLE = (list, tuple, range, torch.nn.ModuleList, torch.nn.Sequential)
 
 
+def generator_again(code, globals_, closure: tuple, args: tuple):
+    """A generator made in captured code and not started when a graph break came, made again:
+    its function called on the same arguments, over the same cells."""
+    fn = types.FunctionType(code, globals_, code.co_name, None, closure or None)
+    fn.__qualname__ = getattr(code, "co_qualname", code.co_name)
+    return fn(*args)
+
+
 def reversed_at(seq, index: int):
     """`reversed(seq)` standing at `index` (its next item is seq[index]; -1: run out): a reversed
     iterator made in captured code, handed on at a graph break."""

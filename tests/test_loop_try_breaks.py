@@ -544,3 +544,26 @@ def reversed_list_with_break(x, items):
 
 def test_a_reversed_list_iterator_live_across_a_break():
     check(reversed_list_with_break, x44(), [1.0, 2.0, 3.0], graphs=None)
+
+
+def unpack_a_generator_that_breaks(x, grid):
+    y = x * 2
+    h, w = (int(v) for v in grid)        # int(tensor) inside the generator: a break
+    return y[:h, :w] + 1
+
+
+def generator_made_before_a_break(x, grid):
+    k = 2
+    gen = (int(v) * k for v in grid)
+    print("made", gen.__qualname__)
+    k = 3                                  # the generator runs later and sees this k (a shared cell)
+    return x * sum(gen), k
+
+
+def test_a_generator_not_started_at_a_break_is_made_again():
+    """HunYuan-VL's `grid_h, grid_w = (int(value) for value in grid_hw)`: a generator expression
+    made in the trace, not started when the break comes, is made again from its function, its
+    arguments and its cells (the frame ran eagerly: DL021)."""
+    grid = torch.tensor([3, 4])
+    check(unpack_a_generator_that_breaks, torch.randn(5, 6), grid, graphs=graphs(2))
+    check(generator_made_before_a_break, torch.randn(3), grid, graphs=None)

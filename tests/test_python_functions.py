@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from dyn_programs import open_issue, standard
-from harness import CountingBackend, Graphs, call_both, capture, check
+from harness import CountingBackend, Graphs, call_both, capture, check, reset
 
 # -- functools.partial ----------------------------------------------------------------------------
 
@@ -635,3 +635,59 @@ def test_exception_thrown_into_a_contextmanager_generator_and_a_break_inside_a_w
     check(throws, torch.randn(3), {}, graphs=Graphs(torch=1, dl=0, why="the exception thrown into the "
                                                                         "generator (gen.throw) is not modelled"))
     check(breaks, torch.randn(3), graphs=0)        # both engines run it eagerly
+
+
+# -- closures returned over the captured frame's own cells -------------------------------------
+
+def returns_closure_over_unread_argument(x):
+    def inner(i):
+        return x * i
+    return inner
+
+
+def returns_closure_over_reassigned_argument(x):
+    def inner(i):
+        return x * i
+    x = x + 1
+    return inner
+
+
+def returns_generator_over_argument(x):
+    return (x * i for i in range(3))
+
+
+def test_a_closure_over_an_argument_the_trace_never_read_holds_it():
+    """The cell of an argument the trace never read was rebuilt empty: calling the returned
+    function raised NameError where eager returns x * i."""
+    x = torch.randn(3)
+    for fn in (returns_closure_over_unread_argument, returns_closure_over_reassigned_argument):
+        reset()
+        got = capture(fn)(x)
+        torch.testing.assert_close(got(2), fn(x)(2))
+    reset()
+    torch.testing.assert_close(list(capture(returns_generator_over_argument)(x)), list(returns_generator_over_argument(x)))
+
+
+def _factory():
+    y = torch.ones(3)
+
+    def f(x):
+        def inner():
+            return y + x
+        return inner
+
+    def set_y(v):
+        nonlocal y
+        y = v
+    return f, set_y
+
+
+def test_a_closure_over_a_free_variable_shares_the_outer_cell():
+    """A function made in captured code over a free variable of the captured function keeps the
+    enclosing function's cell: a later write there is what it reads, as in eager."""
+    x = torch.randn(3)
+    f, set_y = _factory()
+    reset()
+    inner = capture(f)(x)
+    set_y(torch.zeros(3))
+    torch.testing.assert_close(inner(), x)

@@ -636,13 +636,28 @@ def test_generator_dropped_inside_try_is_refused():
     expect_refused(f, "DL021")
 
 
-def test_generator_returned_unconsumed_is_refused():
+def test_generator_returned_unconsumed_is_made_again():
+    """Not started: made again from its function, arguments and cells (it was refused, DL021)."""
     def f(x):
         return (x * i for i in range(3))
     reset()
     backend = CountingBackend()
     got = dl.capture(f, backend=backend)(rows)
+    assert got.__qualname__ == f(rows).__qualname__
     torch.testing.assert_close(list(got), list(f(rows)))
+    if not REFERENCE:
+        assert "DL021" not in break_kinds(f)
+
+
+def test_generator_returned_part_way_is_refused():
+    def f(x):
+        gen = (x * i for i in range(3))
+        next(gen)
+        return gen
+    reset()
+    got = dl.capture(f)(rows)
+    expected = f(rows)
+    torch.testing.assert_close(list(got), list(expected))
     expect_refused(f, "DL021")
 
 

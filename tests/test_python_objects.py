@@ -935,10 +935,11 @@ def test_has_torch_function_under_a_torch_function_mode_recaptures():
         expected = f(x)
         got = captured(x)
     torch.testing.assert_close(got, expected)
+    # under a mode entered outside the captured code the frame runs eagerly (the handler's own
+    # frame, run with its mode off the stack, may be captured); without it, the first graph serves
+    before = backend.count
     torch.testing.assert_close(captured(x), f(x))
-    # under the mode: a break at the query, the rest of the frame captured after it; the break's
-    # entry then serves the call without the mode too (it runs the query for real), its rest recaptured
-    assert backend.count == 3
+    assert backend.count == before
 
 
 # ---- special methods ----------------------------------------------------------------------------------

@@ -190,7 +190,10 @@ class CellValue(Value):
             if isinstance(contents, Value) and reaches([contents], self):
                 raise Unsupported(CLOSURE_ESCAPES, "a function made in captured code that refers to itself "
                                                    "through its own closure outlives it")
-            em.call_const(types.CellType, [lambda: em.value(contents)] if isinstance(contents, Value) else [])
+            if isinstance(contents, LazyValue):      # an argument the trace never read: as it came in
+                em.call_const(types.CellType, [lambda: em.load_source(contents.source)])
+            else:
+                em.call_const(types.CellType, [lambda: em.value(contents)] if isinstance(contents, Value) else [])
 
 
 class ClosureValue(Value):

@@ -23,7 +23,7 @@ import types
 from typing import Optional
 
 from ..breaks import GENERATOR_STATE, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE, TracedException, Unsupported, user_error
-from ..runtime import reversed_at
+from ..runtime import generator_again, reversed_at
 from ..semantics import drain, equal, get_iter, load_attr, next_item
 from .base import Const, IteratorValue, MethodValue, SelfIterator, Value, fold, is_constant, missing_attribute
 from .containers import SeqValue
@@ -126,6 +126,27 @@ class GeneratorValue(LazyIterator):
 
     def python_type(self):
         return types.GeneratorType
+
+    def children(self):
+        """Not started: the arguments and cells it is made again from (rebuild)."""
+        if self.state != CREATED:
+            return ()
+        return (*[v for v in self.frame.locals.values() if isinstance(v, Value)], *self.frame.cells.values())
+
+    def rebuild(self, em):
+        """A generator not started yet (a generator expression made but not iterated when a graph
+        break comes, `a, b = (int(v) for v in t)` breaking inside): made again by calling its
+        function on the same arguments over the same cells. One that ran cannot be rebuilt."""
+        code, frame = self.frame.code, self.frame
+        positional = code.co_varnames[:code.co_argcount]
+        if self.state != CREATED or code.co_flags & 0x0C or code.co_kwonlyargcount \
+                or set(positional) & set(code.co_cellvars) or not all(n in frame.locals for n in positional):
+            raise Unsupported(GENERATOR_STATE, f"generator {code.co_qualname} made in captured code outlives it "
+                                               f"({self.state})")
+        args = [frame.locals[n] for n in positional]
+        closure = [frame.cells[n] for n in code.co_freevars]
+        em.call_const(generator_again, [lambda: em.const(code), lambda: em.const(frame.globals),
+                                        lambda: em.build_tuple(closure), lambda: em.build_tuple(args)])
 
     def next(self, frame):
         return self.send(frame, Const(None))
@@ -257,10 +278,6 @@ class GeneratorValue(LazyIterator):
             self.close(frame)
             return Const(None)
         return super().call_method(frame, method, args, kwargs)
-
-    def rebuild(self, em):
-        raise Unsupported(GENERATOR_STATE, f"generator {self.frame.code.co_qualname} made in captured code outlives "
-                                           f"it ({self.state})")
 
 
 def send_to(frame, receiver: Value, value: Value) -> tuple[Optional[Value], Optional[Value]]:
