@@ -526,3 +526,22 @@ def test_module_to_that_converts_still_matches_eager():
     router = _Router()
     router.dtype = torch.float64
     check(router, torch.randn(2, 4), graphs=None)       # the conversion itself runs eagerly
+
+
+class _AssignsADropoutInForward(nn.Module):
+    """big_bird's `self.dropout = nn.Dropout(p)` inside forward: the assignment is a break; the
+    module made in the trace is live at it and is built anew by the same call (a fresh module per
+    call, as in eager), where the frame ran eagerly before."""
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.dropout = nn.Dropout(0.0)
+        return self.dropout(self.lin(x)).relu()
+
+
+def test_a_module_made_in_forward_and_stored_is_built_anew_at_the_break():
+    from dynamo_lite.fallback.records import RECORDS
+    check(_AssignsADropoutInForward().eval(), torch.randn(2, 4), graphs=None)
+    assert not [r for r in RECORDS if r.status == "fallback"], [r.detail for r in RECORDS]

@@ -416,7 +416,7 @@ def _new_stateless_module(cls, args, kwargs) -> NewModuleValue:
             probe = cls(*args, **kwargs)
         if any(True for _ in probe.parameters()) or any(True for _ in probe.buffers()) or probe._modules:
             raise Unsupported(UNKNOWN_CALL, what + " (it holds tensors or submodules)")
-        return NewModuleValue(cls(*args, **kwargs))
+        return NewModuleValue(cls(*args, **kwargs), (cls, args, kwargs))
     except Unsupported:
         raise
     except Exception as e:

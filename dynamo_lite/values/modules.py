@@ -245,12 +245,27 @@ class ModuleValue(ObjectValue):
 
 class NewModuleValue(ModuleValue):
     """A tensor-free module built while tracing (an activation made in forward). It is real, so
-    its forward is inlined like any module's; it has no source, and code that would hand it out
-    of the trace (return it, store it) cannot: each eager call makes a new one."""
-    __slots__ = ()
+    its forward is inlined like any module's; it has no source. Handed out of the trace (returned,
+    stored, live at a break: big_bird assigns `self.dropout = nn.Dropout(p)` in forward), it is
+    built anew by the same constructor call, as each eager call makes a new one — unless the trace
+    changed it since."""
+    __slots__ = ("made_with",)
+
+    def __init__(self, obj, made_with: tuple):
+        super().__init__(obj, None)
+        self.made_with = made_with          # (cls, args, kwargs): constants
 
     def rebuild(self, em):
-        raise Unsupported(UNSUPPORTED_VALUE, f"a {type(self.obj).__name__} made in captured code escapes it")
+        cls, args, kwargs = self.made_with
+        if vars(cls(*args, **kwargs)) != vars(self.obj):
+            raise Unsupported(UNSUPPORTED_VALUE, f"a {type(self.obj).__name__} made and changed in captured code "
+                                                 f"escapes it")
+        em.call_const(construct_module, [lambda: em.const(cls), lambda: em.const(tuple(args)),
+                                         lambda: em.const(dict(kwargs))])
+
+
+def construct_module(cls, args: tuple, kwargs: dict) -> torch.nn.Module:
+    return cls(*args, **kwargs)
 
 
 # ============================================================================================
