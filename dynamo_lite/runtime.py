@@ -549,6 +549,21 @@ def generator_again(code, globals_, closure: tuple, args: tuple):
     return fn(*args)
 
 
+def groupby_at(iterator, keyfunc, target, key, value, has_value: bool):
+    """`itertools.groupby(iterator, keyfunc)` in the state a groupby made in captured code was left
+    in at a graph break, part-way: `target` the current group's key, `key`/`value` the item read
+    ahead (`has_value`), or, when the group took it, none: the next group then starts past the
+    items of key `target`, as CPython's would. (itertools' own state protocol; deprecated from
+    3.12, removed in 3.14, where the hook is not installed.)"""
+    import itertools
+    import warnings
+    it = itertools.groupby(iterator, keyfunc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        it.__setstate__((key, value, target) if has_value else (target, None, target))
+    return it
+
+
 def reversed_at(seq, index: int):
     """`reversed(seq)` standing at `index` (its next item is seq[index]; -1: run out): a reversed
     iterator made in captured code, handed on at a graph break."""

@@ -9,6 +9,7 @@ Every test is differential (harness.check: values, exceptions, printed output, m
 graph counts, and a second call that must capture nothing new).
 """
 import collections
+import itertools
 import sys
 
 import pytest
@@ -567,3 +568,37 @@ def test_a_generator_not_started_at_a_break_is_made_again():
     grid = torch.tensor([3, 4])
     check(unpack_a_generator_that_breaks, torch.randn(5, 6), grid, graphs=graphs(2))
     check(generator_made_before_a_break, torch.randn(3), grid, graphs=None)
+
+
+def groupby_loop_with_breaks(x, types, grids):
+    """HunYuan-VL's spans: a loop over `itertools.groupby` made in the trace, live at a break."""
+    spans = []
+    grid_iter = iter(grids)
+    for kind, group in itertools.groupby(enumerate(types.tolist()), lambda t: t[1]):
+        if kind != 1:
+            continue
+        group = list(group)
+        g = next(grid_iter)
+        spans.append((group[0][0], group[-1][0] + 1, int(g.sum())))
+        x = x * 2
+    return x, spans
+
+
+def groupby_group_left_part_way(x, items):
+    """Each group's first item only: at the break the groupby has not read past its group, which
+    the next step must skip (CPython's own state, rebuilt)."""
+    out = []
+    for k, grp in itertools.groupby(items, lambda v: v // 10):
+        first = next(grp)
+        del grp
+        print("group", k)
+        out.append((k, first))
+        x = x + first
+    return x, out
+
+
+def test_a_groupby_live_at_a_break_is_handed_on_in_its_state():
+    grids = [torch.tensor([1, 2]), torch.tensor([3, 4]), torch.tensor([5, 6])]
+    check(groupby_loop_with_breaks, torch.randn(3), torch.tensor([0, 1, 1, 0, 1, 2, 2, 1]), grids, graphs=None)
+    check(groupby_group_left_part_way, torch.randn(3), [1, 2, 3, 11, 12, 25, 31, 32], graphs=None)
+    assert not [r for r in RECORDS if r.status == "fallback"], [r.detail for r in RECORDS]

@@ -23,6 +23,7 @@ from typing import Optional
 
 from ..breaks import UNSUPPORTED_VALUE, TracedException, Unsupported
 from ..modelled import models
+from ..runtime import groupby_at
 from ..semantics import binary, drain, equal, get_iter, next_item, truthy, unpack
 from .base import Const, IteratorValue, Value, fold, is_const
 from .containers import SeqValue
@@ -508,6 +509,23 @@ class GroupbyIterator(LazyIterator):
         self.target = self.current_key
         self.current_group = GrouperIterator(self, self.target)
         return SeqValue([self.current_key, self.current_group], tuple)
+
+    def children(self):
+        return tuple(v for v in (self.iterator, self.keyfunc, self.target, self.current_key, self.current_value)
+                     if v is not None)
+
+    def rebuild(self, em):
+        """Handed on at a graph break: a new groupby over the same iterator and key function, in
+        the state this one is in (`runtime.groupby_at`); its groups are not handed on."""
+        keyfunc = (lambda: em.value(self.keyfunc)) if self.keyfunc is not None else (lambda: em.const(None))
+        if self.target is None:
+            em.call_const(itertools.groupby, [lambda: em.value(self.iterator), keyfunc])
+            return
+        has_value = self.current_value is not None
+        em.call_const(groupby_at, [lambda: em.value(self.iterator), keyfunc, lambda: em.value(self.target),
+                                   lambda: em.value(self.current_key) if has_value else em.const(None),
+                                   lambda: em.value(self.current_value) if has_value else em.const(None),
+                                   lambda: em.const(has_value)])
 
 
 class GrouperIterator(LazyIterator):
