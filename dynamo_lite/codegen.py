@@ -342,6 +342,11 @@ def _prologue(original: Bytecode) -> list:
     return prologue
 
 
+def _frame_cells(code: types.CodeType, cells: dict) -> dict:
+    """id(CellValue) -> the frame's own cell variable it stands for (Emitter.frame_cells)."""
+    return {id(cell): CellVar(name) if name in code.co_cellvars else FreeVar(name) for name, cell in cells.items()}
+
+
 def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: list[Source],
               outputs: list, lineno: int, on_internal_error=None, cells: Optional[dict] = None) -> types.CodeType:
     """Code that runs the graph and returns `result`. `cells`: the root frame's cells (name ->
@@ -350,9 +355,9 @@ def make_code(code: types.CodeType, tracer, result: Value, compiled, inputs: lis
     original = Bytecode.from_code(code)
     prologue = _prologue(original)
     emitter = Emitter(code, lineno, {v.node: i for i, v in enumerate(outputs)}, tracer)
-    emitter.frame_cells = {id(cell): FreeVar(name) if name in code.co_freevars else CellVar(name)
-                           for name, cell in (cells or {}).items()
-                           if name in code.co_freevars or cell.contents is None or isinstance(cell.contents, LazyValue)}
+    emitter.frame_cells = _frame_cells(code, {name: cell for name, cell in (cells or {}).items()
+                                              if name in code.co_freevars or cell.contents is None
+                                              or isinstance(cell.contents, LazyValue)})
     seen: set = set()
     for v in tracer.effects.values():
         emitter.count_shared(v, seen)
@@ -416,8 +421,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     first = first_argument_for_super(code)
     # The frame's cells are handed to the resume function as they are (resume.resume_code): a
     # function made in the trace over one of them is rebuilt over the frame's real cell.
-    emitter.frame_cells = {id(cell): CellVar(name) if name in code.co_cellvars else FreeVar(name)
-                           for name, cell in frame.cells.items() if name != first}
+    emitter.frame_cells = _frame_cells(code, {name: cell for name, cell in frame.cells.items() if name != first})
     seen: set = set()
     for v in tracer.effects.values():
         emitter.count_shared(v, seen)

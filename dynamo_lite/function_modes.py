@@ -187,17 +187,16 @@ def dispatch(frame, operation, args: list, kwargs: dict) -> Value:
                        {k: examples.example(v) for k, v in kwargs.items()})
     if seen is None:
         return NotImplemented
-    return _inline_handler(frame, *seen, examples)
+    func, overloaded, call_args, call_kwargs = seen
+    return _inline_handler(frame, frame.wrap(func, None), examples.value(frame, tuple(overloaded)),
+                           examples.value(frame, tuple(call_args)), examples.value(frame, call_kwargs))
 
 
-def _inline_handler(frame, func, overloaded, call_args, call_kwargs, examples: _Examples) -> Value:
+def _inline_handler(frame, func: Value, overloaded: Value, call_args: Value, call_kwargs: Value) -> Value:
     """The top mode's `__torch_function__(func, types, args, kwargs)`, inlined with the mode off
     the traced stack."""
     fn, first = _handler(frame, frame.tracer.graph.function_modes[-1])
-    func = func if isinstance(func, Value) else frame.wrap(func, None)
-    call_args = call_args if isinstance(call_args, Value) else examples.value(frame, tuple(call_args))
-    call_kwargs = call_kwargs if isinstance(call_kwargs, Value) else examples.value(frame, call_kwargs)
-    handed = [first, func, examples.value(frame, tuple(overloaded)), call_args, call_kwargs]
+    handed = [first, func, overloaded, call_args, call_kwargs]
     modes = frame.tracer.graph.function_modes
     mode = modes.pop()
     try:
@@ -295,7 +294,7 @@ def check_machinery(frame, run, args: list, what: str, returned: int = 0) -> Non
         expected = Const(result) if is_constant(result) else frame.wrap(result, None)   # a storage: by identity
         replayed = _Replayed(func, handed.items, getattr(handed_kwargs, "items", {}), expected)
         outer = OuterState(frame, list(frame.tracer.graph.function_modes))
-        got = _inline_handler(frame, replayed, overloaded, handed, handed_kwargs, examples)
+        got = _inline_handler(frame, replayed, examples.value(frame, tuple(overloaded)), handed, handed_kwargs)
         try:
             outer.check(what)
         except Unsupported:
