@@ -223,7 +223,7 @@ def test_training_lm_head_gradients_match_eager(forced, poisoned):
     source = wrapper_source()
     assert "empty_strided((32, 1024), (1, 32)" in source and "empty_strided((24, 1024), (1024, 1)" in source, source
     assert "empty_strided((2, 12, 1024)" in source, source                  # the logits gradient
-    assert "(24, 1024), (1024, 1), 0)" in source and "(1024, 24), (1, 1024), 0)" in source, source  # read padded
+    assert ".as_strided((24, 1024), (1024, 1))" in source and ".as_strided((1024, 24), (1, 1024))" in source, source  # read padded
     assert "empty_strided((1024, 32), (32, 1)" in source, source            # weight rows, and its gradient
 
 

@@ -115,6 +115,133 @@ def test_launch_config_candidates():
     assert grid_for(poi, {"XBLOCK": 1024}) == (1 << 16, 1, 1)
 
 
+class _RecordingCLaunch:
+    """Stands in for Triton's C launcher: records each call's arguments."""
+
+    def __init__(self, fail: bool = False):
+        self.calls = []
+        self.fail = fail
+
+    def __call__(self, *args):
+        if self.fail:
+            raise TypeError("function takes exactly 20 arguments")
+        self.calls.append(args)
+
+
+def _fake_compiled(c_launch):
+    import types
+    run = types.SimpleNamespace(launch=c_launch, global_scratch_size=0, profile_scratch_size=0,
+                                launch_cooperative_grid=False, launch_pdl=False)
+    return types.SimpleNamespace(run=run, function=1234, packed_metadata=(4, 1, 0))
+
+
+@needs_triton
+def test_direct_launch_passes_addresses_and_checks_alignment(cache_dir, monkeypatch):
+    """After the first launch the wrapper calls `launcher.run`, generated per kernel: Triton's C
+    launcher gets the grid, the kernel and each tensor as its address (an int); an argument the
+    kernel was compiled for as 16-byte aligned that now is not goes back to `_call` (another
+    specialization), as does a launcher whose API differs (then for good)."""
+    from dynamo_lite.backends.triton import launch
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 77, raising=False)
+
+    def fn(x, y):
+        return x * 2 + y
+    x, y = torch.randn(4096, device=DEVICE), torch.randn(4096, device=DEVICE)
+    compiled = compile_fn(fn, x, y)
+    torch.testing.assert_close(compiled(x, y), fn(x, y))
+    (launcher,) = compiled.compiled_graph.launchers
+    assert launcher.check_alignment == (0, 1)                 # both inputs may come misaligned
+    launcher.config, launcher.grid, launcher._alignment = dict(XBLOCK=1024, num_warps=4), (4, 1, 1), (True, True)
+    slow = []
+    monkeypatch.setattr(launcher, "_call", lambda *args: slow.append(args))
+    c_launch = _RecordingCLaunch()
+    run = launch._direct_launch(launcher, _fake_compiled(c_launch), torch.device("cuda", 0))
+    out = torch.empty(4096, device=DEVICE)
+    run(x, y, out)
+    ((*head, a0, a1, a2, xblock),) = c_launch.calls
+    assert head == [4, 1, 1, 77, 1234, False, False, None, None, (4, 1, 0), None, None, None]
+    assert (a0, a1, a2, xblock) == (x.data_ptr(), y.data_ptr(), out.data_ptr(), 1024) and not slow
+    base = torch.randn(4097, device=DEVICE)
+    run(base[1:], y, out)                                     # misaligned by 4 bytes: the other path
+    assert len(c_launch.calls) == 1 and len(slow) == 1 and slow[0][0].data_ptr() == base[1:].data_ptr()
+
+    failing = launch._direct_launch(launcher, _fake_compiled(_RecordingCLaunch(fail=True)), torch.device("cuda", 0))
+    failing(x, y, out)
+    assert launcher._direct_failed and len(slow) == 2
+
+
+@needs_triton
+def test_direct_launch_declines_launchers_it_does_not_know(cache_dir):
+    from dynamo_lite.backends.triton import launch
+
+    def fn(x):
+        return x + 1
+    x = torch.randn(64, device=DEVICE)
+    compiled = compile_fn(fn, x)
+    compiled(x)
+    (launcher,) = compiled.compiled_graph.launchers
+    launcher.config, launcher.grid, launcher._alignment = dict(XBLOCK=64, num_warps=1), (1, 1, 1), (True,)
+    with_scratch = _fake_compiled(_RecordingCLaunch())
+    with_scratch.run.global_scratch_size = 128
+    assert launch._direct_launch(launcher, with_scratch, torch.device("cuda", 0)) is None
+    python_wrapper = _fake_compiled(lambda *args: None)       # Triton's tensor-descriptor wrapper is Python
+    assert launch._direct_launch(launcher, python_wrapper, torch.device("cuda", 0)) is None
+
+
+def _binding_cases():
+    """(OpOverload, args, kwargs) for each entry of wrapper.PYTHON_BINDINGS."""
+    aten = torch.ops.aten
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(5, 6, generator=g), torch.randn(6, 7, generator=g)
+    bias = torch.randn(7, generator=g)
+    a3, b3, bias3 = torch.randn(3, 5, 6, generator=g), torch.randn(3, 6, 7, generator=g), torch.randn(3, 5, 7, generator=g)
+    x, w = torch.randn(2, 4, 9, 9, generator=g), torch.randn(8, 2, 3, 3, generator=g)
+    weight, ids = torch.randn(10, 4, generator=g), torch.tensor([[1, 0, 9], [3, 3, 2]])
+    return [
+        (aten.convolution.default, (x, w, torch.randn(8, generator=g), [2, 1], [1, 0], [1, 2], False, [0, 0], 2), {}),
+        (aten.convolution.default, (x, torch.randn(4, 3, 3, 3, generator=g), None, [2, 2], [1, 1], [1, 1], True, [1, 1], 1), {}),
+        (aten.mm.default, (a, b), {}),
+        (aten.mm.out, (a, b), {"out": torch.empty(5, 7)}),
+        (aten.addmm.default, (bias, a, b), {"beta": 0.5, "alpha": 2.0}),
+        (aten.addmm.out, (bias, a, b), {"out": torch.empty(5, 7)}),
+        (aten.bmm.default, (a3, b3), {}),
+        (aten.bmm.out, (a3, b3), {"out": torch.empty(3, 5, 7)}),
+        (aten.baddbmm.default, (bias3, a3, b3), {"beta": 2.0, "alpha": 0.5}),
+        (aten.baddbmm.out, (bias3, a3, b3), {"beta": 2.0, "out": torch.empty(3, 5, 7)}),
+        (aten.embedding.default, (weight, ids), {}),
+        (aten.embedding.default, (weight, ids, 3), {}),
+    ]
+
+
+def test_python_bindings_run_the_same_overload():
+    """The wrapper calls some extern ops through their Python binding (less host time than an
+    OpOverload call): each gives what its OpOverload gives, bit for bit, with the same arguments."""
+    from dynamo_lite.backends.triton.wrapper import PYTHON_BINDINGS
+    cases = _binding_cases()
+    assert {op for op, _, _ in cases} == set(PYTHON_BINDINGS)
+    for op, args, kwargs in cases:
+        want = op(*args, **kwargs)
+        got_kwargs = dict(kwargs)
+        if "out" in kwargs:
+            got_kwargs["out"] = torch.empty_like(kwargs["out"])
+        got = PYTHON_BINDINGS[op](*args, **got_kwargs)
+        assert torch.equal(got, want), op
+        if "out" in kwargs:
+            assert got is got_kwargs["out"]
+
+
+@needs_triton
+def test_wrapper_calls_python_bindings_for_externs(cache_dir):
+    def fn(x, w, b):
+        return torch.relu(F.linear(x, w, b)) @ w
+    x, w, b = torch.randn(16, 32, device=DEVICE), torch.randn(32, 32, device=DEVICE), torch.randn(32, device=DEVICE)
+    compiled = compile_fn(fn, x, w, b)
+    torch.testing.assert_close(compiled(x, w, b), fn(x, w, b))
+    namespace = compiled.compiled_graph.wrapper_call.__globals__
+    externs = [v for k, v in namespace.items() if k.startswith("aten_op")]
+    assert externs and all(not isinstance(v, torch._ops.OpOverload) for v in externs)
+
+
 def test_importable_without_triton():
     code = """
         import sys
@@ -198,6 +325,20 @@ def test_gpu_tuned_config_is_cached_and_fast_path_is_used(cache_dir):
     assert launcher._fast is not None
     configs = list((cache_dir / "triton" / "configs").glob("*.json"))
     assert len(configs) == 1 and torch.cuda.get_device_name() in configs[0].read_text()
+
+
+@needs_gpu
+def test_gpu_direct_launch_is_used_and_matches_eager(cache_dir):
+    def fn(x, y):
+        return torch.sigmoid(x * 1.5) + y
+    x, y = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    compiled = compile_fn(fn, x, y)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x, y), fn(x, y))
+    (launcher,) = compiled.compiled_graph.launchers
+    assert launcher.run.__code__.co_filename.startswith("<launch ")
+    x2, y2 = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    torch.testing.assert_close(compiled(x2, y2), fn(x2, y2))   # other buffers: their addresses
 
 
 @needs_gpu

@@ -10,14 +10,19 @@ Before compiling a config, a launcher takes back the job that compiles it in a w
 (waited for), or has not started it (withdrawn: compiled here, as without workers).
 
 After the first launch, calls skip `JITFunction.run` (argument binding, specialization keys,
-cache lookup: ~15 us) and call the compiled kernel's launcher directly with a precomputed grid,
-as Inductor does, unless the pointer-alignment specialization of the inputs changed.
+cache lookup: ~15 us) and call the compiled kernel's C launcher directly with a precomputed grid,
+as Inductor does, unless the pointer-alignment specialization of the inputs changed. That call
+(`launcher.run`, a function generated per kernel: `_direct_launch`) passes each tensor as its
+address, an int: the C launcher then neither calls `data_ptr()` nor asks the driver about each
+pointer (`cuPointerGetAttribute`), and Triton's Python `CudaLauncher.__call__` (scratch buffers,
+here none) is skipped; the same addresses give the alignment check.
 """
 from __future__ import annotations
 
 import math
 import os
 import time
+import types
 from typing import Optional
 
 import torch
@@ -110,8 +115,14 @@ class Launcher:
         self.tune_seconds = 0.0
         self.compile_seconds = 0.0
         self.wait_seconds = 0.0                     # for workers compiling its configs
+        # what the generated wrapper calls: `_call` until the first launch has made the direct one
+        self.run = self._call
+        self._direct_failed = False
 
     def __call__(self, *args):
+        self.run(*args)
+
+    def _call(self, *args):
         fast = self._fast
         if fast is not None and (not self.check_alignment or self._aligned(args) == self._alignment):
             try:
@@ -120,6 +131,13 @@ class Launcher:
             except (TypeError, ValueError, AttributeError):   # a triton whose launcher API differs
                 self._fast = None
         self._slow(args)
+
+    def _unusable(self, args) -> None:
+        """The direct launch raised before launching (a triton whose launcher API differs): use
+        `_call` from now on, and launch this time through it."""
+        self._direct_failed = True
+        self.run = self._call
+        self._call(*args)
 
     def _aligned(self, args) -> tuple[bool, ...]:
         return tuple(args[i].data_ptr() % 16 == 0 for i in self.check_alignment)
@@ -175,6 +193,10 @@ class Launcher:
             if self._fast is None:
                 self._fast = _fast_launcher(compiled, self.grid, _device_of(args), tuple(self._constexprs().values()))
                 self._alignment = self._aligned(args) if self.check_alignment else None
+                if self._fast is not None and not self._direct_failed:
+                    direct = _direct_launch(self, compiled, _device_of(args))
+                    if direct is not None:
+                        self.run = direct
         else:
             self.fn[self.grid](*args, **kwargs)
 
@@ -251,9 +273,55 @@ def _fast_launcher(compiled, grid, device: torch.device, constexprs: tuple):
     except Exception:
         return None
     get_stream = torch._C._cuda_getCurrentRawStream
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = _device_index(device)
     g0, g1, g2 = grid
 
     def launch(*args):
         run(g0, g1, g2, get_stream(index), function, packed, None, None, None, *args, *constexprs)
     return launch
+
+
+def _direct_launch(launcher: Launcher, compiled, device: torch.device):
+    """`run(*args)` for this kernel: its arguments' addresses checked for the alignment the
+    kernel was compiled for (else `launcher._call`, which compiles the other specialization),
+    then Triton's C launcher called with them; or None where its launcher is not the one this
+    is written for (scratch buffers to allocate, tensor descriptors)."""
+    try:
+        run = compiled.run
+        c_launch = run.launch
+        if run.global_scratch_size or run.profile_scratch_size or isinstance(c_launch, types.FunctionType):
+            return None                         # (a Python function: the tensor-descriptor wrapper)
+        cooperative, pdl = bool(run.launch_cooperative_grid), bool(run.launch_pdl)
+        function, packed = compiled.function, compiled.packed_metadata
+    except AttributeError:
+        return None
+    n = len(launcher.ks.args)
+    by_value = set(launcher.ks.scalars)
+    params = ", ".join(f"a{k}" for k in range(n))
+    as_tuple = f"({params}{',' if n == 1 else ''})"
+    passed = [f"a{k}" if k in by_value else f"p{k}" for k in range(n)]
+    lines = [f"def run({params}):", "    try:"]
+    lines += [f"        p{k} = a{k}.data_ptr()" for k in range(n) if k not in by_value]
+    lines += ["    except AttributeError:", f"        return unusable({as_tuple})"]
+    # the alignment each checked argument had at the first launch (16 bytes: Triton's divisibility)
+    alignment = list(zip(launcher.check_alignment, launcher._alignment or ()))
+    aligned = [k for k, ok in alignment if ok]
+    tests = ["(" + " | ".join(f"p{k}" for k in aligned) + ") & 15"] if aligned else []
+    tests += [f"not p{k} & 15" for k, ok in alignment if not ok]
+    if tests:
+        lines += [f"    if {' or '.join(tests)}:", f"        return slow({params})"]
+    g0, g1, g2 = launcher.grid
+    constexprs = "".join(f", {v!r}" for v in launcher._constexprs().values())
+    lines += ["    try:",
+              f"        c_launch({g0}, {g1}, {g2}, get_stream({_device_index(device)}), function, {cooperative}, "
+              f"{pdl}, None, None, packed, None, None, None{''.join(', ' + a for a in passed)}{constexprs})",
+              "    except (TypeError, ValueError, OverflowError):   # raised before launching: another API",
+              f"        return unusable({as_tuple})"]
+    namespace = {"c_launch": c_launch, "get_stream": torch._C._cuda_getCurrentRawStream, "function": function,
+                 "packed": packed, "slow": launcher._call, "unusable": launcher._unusable}
+    exec(compile("\n".join(lines) + "\n", f"<launch {launcher.ks.name}>", "exec"), namespace)
+    return namespace["run"]
+
+
+def _device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()

@@ -8,7 +8,7 @@ compiled graph (`.source`) for debugging, e.g.
 
     def call(arg0, arg1, arg2):
         buf0 = empty_strided((64, 256), (256, 1), dtype=torch.float32, device=device0)
-        kernel0(arg0, arg1, arg2, buf0)
+        kernel0.run(arg0, arg1, arg2, buf0)
         return (buf0,)
 """
 from __future__ import annotations
@@ -34,6 +34,22 @@ class KernelCall:
         if self.kernel is None:
             return [m.node.name for m in self.group.stores]
         return list(self.kernel.args)
+
+
+aten = torch.ops.aten
+
+#: extern ops the wrapper calls through their Python binding, which runs the same overload with
+#: the same arguments (the `out=` ones: the `.out` overload) for less host time: an OpOverload call
+#: converts every argument through the op's schema, about twice a binding's time for a
+#: convolution. tests/test_triton_runtime.py checks each entry against its OpOverload.
+PYTHON_BINDINGS = {
+    aten.convolution.default: torch.convolution,
+    aten.mm.default: torch.mm, aten.mm.out: torch.mm,
+    aten.addmm.default: torch.addmm, aten.addmm.out: torch.addmm,
+    aten.bmm.default: torch.bmm, aten.bmm.out: torch.bmm,
+    aten.baddbmm.default: torch.baddbmm, aten.baddbmm.out: torch.baddbmm,
+    aten.embedding.default: torch.embedding,
+}
 
 
 def _view(t: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
@@ -85,6 +101,8 @@ class WrapperCodegen:
         if isinstance(obj, BufferArg):
             if obj.is_whole():
                 return obj.buffer.name
+            if obj.offset == 0:              # (as_strided keeps the tensor's own storage offset)
+                return f"{obj.buffer.name}.as_strided({obj.sizes}, {obj.strides})"
             return f"_view({obj.buffer.name}, {obj.sizes}, {obj.strides}, {obj.offset})"
         if obj is None or isinstance(obj, (bool, int, str)):
             return repr(obj)
@@ -181,7 +199,7 @@ class WrapperCodegen:
         # CPU tensor's `.item()` does not wait for the GPU)
         args = [(self.host.scalar_arg(name) or f"{name}.item()") if k in scalars else name
                 for k, name in enumerate(item.kernel.args)]
-        self.lines.append(f"    {kname}({', '.join(args)})")
+        self.lines.append(f"    {kname}.run({', '.join(args)})")
 
     def _allocate(self, buf: Buffer, pool, live_alloc):
         key = (buf.storage_numel(), buf.dtype, str(buf.device))
@@ -207,7 +225,7 @@ class WrapperCodegen:
             self.lines.append(f"    del {buf.name}")
 
     def _extern_call(self, node: ExternNode, pool, live_alloc):
-        fn = self._global(node.target, "aten_op")
+        fn = self._global(PYTHON_BINDINGS.get(node.target, node.target), "aten_op")
         args = ", ".join(self._render(a) for a in node.args)
         kwargs = "".join(f", {k}={self._render(v)}" for k, v in node.kwargs.items())
         if node.writes_out:                   # into a buffer of the layout we chose (padded rows)
