@@ -61,6 +61,7 @@ class CompiledGraph:
     launchers: list = dataclasses.field(default_factory=list)
     specializations: dict = dataclasses.field(default_factory=dict)   # dynamic graphs: per shape
     mutated_inputs: list = dataclasses.field(default_factory=list)   # input positions written in place
+    wrapper_call: Optional[Callable] = None     # the generated `call` itself (bench/models_profile.py times its lines)
 
     @property
     def kernel_count(self) -> int:
@@ -255,7 +256,7 @@ def _compile(gm, example_inputs):
     namespace = dict(wrapper.globals)
     exec(compile(source, f"<dynamo_lite triton wrapper {id(gm):x}>", "exec"), namespace)
     info = CompiledGraph(source, kernels, wrapper.host.aten_calls(lowering.extern_ops), launchers=wrapper.launchers,
-                         host_ops=wrapper.host.python_ops())
+                         host_ops=wrapper.host.python_ops(), wrapper_call=namespace["call"])
     if settings.debug:
         print(info.source)
     call = _outputs_viewing_outputs(_fresh_views(namespace["call"], gm), gm)
