@@ -19,7 +19,7 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
 
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
-from . import breaks
+from . import breaks, known_data
 from .breaks import Unsupported
 from .fake_fallbacks import example_from_stand_ins, example_with_placeholders, is_torch_op
 from .runtime import (autocast_devices, check_all_true, check_assertion, enter_autocast, exit_autocast, power,
@@ -226,6 +226,7 @@ class GraphBuilder:
         if self.function_modes and not _bypasses_modes(target):
             raise Unsupported(breaks.FUNCTION_MODE, f"{_target_name(target)} reached the graph without going to the "
                                                     f"active TorchFunctionMode")
+        args, kwargs = known_data.with_known_bounds(target, args, kwargs, Const)
         node_args, fake_args = _split(args)
         node_kwargs, fake_kwargs = _split(kwargs)
         if target in (operator.pow, operator.ipow) and _negative_number(node_args[0]):
@@ -238,7 +239,10 @@ class GraphBuilder:
         if example is None and always_node:
             node.meta["example_value"] = None
             return Const(None)
-        return self._wrap_result(node, example)
+        result = self._wrap_result(node, example)
+        if isinstance(result, TensorValue):
+            known_data.record(node, op, target, args, kwargs, example)
+        return result
 
     def assertion(self, cond: TensorValue, expected: bool, message: tuple):
         """`assert` on a tensor's truth value: a node that raises AssertionError(*message) when

@@ -23,6 +23,7 @@ import warnings
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .. import known_data
 from ..breaks import (PRINT_OR_LOG, TENSOR_TO_PYTHON, UNKNOWN_CALL, UNSUPPORTED_MUTATION, USER_EXCEPTION,
                       TracedException, Unsupported, user_error)
 from ..effects import DELETED
@@ -296,7 +297,10 @@ def construct(frame, cls_value: Value, args: list, kwargs: dict) -> Value:
         return _autocast(cls, args, kwargs)
     if cls in _CONSTANT_CLASSES:
         if any(isinstance(a, TensorValue) for a in args) and cls in (int, float, bool, complex):
-            raise Unsupported(TENSOR_TO_PYTHON, f"{cls.__name__}(tensor)")
+            value = known_data.python_value(args[0], cls) if len(args) == 1 and not kwargs else known_data.NOT_KNOWN
+            if value is known_data.NOT_KNOWN:
+                raise Unsupported(TENSOR_TO_PYTHON, f"{cls.__name__}(tensor)")
+            return Const(value)
         if cls is bool and len(args) == 1 and not kwargs:     # bool(container): its truth value
             return Const(args[0].truthy(frame))
         if cls is str and len(args) == 1 and not kwargs:

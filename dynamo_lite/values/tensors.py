@@ -13,6 +13,7 @@ import operator
 
 import torch
 
+from .. import known_data
 from ..breaks import (DATA_DEPENDENT_BRANCH, TENSOR_TO_PYTHON, TORCH_NON_TENSOR_OP, UNKNOWN_CALL, UNSUPPORTED_ATTRIBUTE, UNSUPPORTED_VALUE,
                       Unsupported, user_error)
 from ..guards import QueryMatch
@@ -199,6 +200,9 @@ class TensorValue(GraphValue):
         return Const(sizes.value[0]) if isinstance(sizes, Const) else sizes.items[0]
 
     def truthy(self, frame):
+        value = known_data.python_value(self, bool)
+        if value is not known_data.NOT_KNOWN:
+            return value
         raise Unsupported(DATA_DEPENDENT_BRANCH, "branching on a tensor's value")
 
     def contains(self, frame, item):
@@ -277,10 +281,20 @@ class SliceValue(Value):
 
 
 def make_slice(start: Value, stop: Value, step: Value) -> Value:
-    """BUILD_SLICE: a constant slice, or a SliceValue when a bound is symbolic."""
+    """BUILD_SLICE: a constant slice, or a SliceValue when a bound is symbolic. A tensor bound
+    whose data the trace knows is its `__index__()`, as slicing takes it in eager."""
+    start, stop, step = (_known_index(p) for p in (start, stop, step))
     if any(isinstance(p, SymValue) for p in (start, stop, step)):
         return SliceValue(start, stop, step)
     return Const(slice(start.as_python(), stop.as_python(), step.as_python()))
+
+
+def _known_index(bound: Value) -> Value:
+    if isinstance(bound, TensorValue):
+        value = known_data.python_value(bound, operator.index)
+        if value is not known_data.NOT_KNOWN:
+            return Const(value)
+    return bound
 
 
 def _symbolic_selects(key: Value):
@@ -333,6 +347,8 @@ _TENSOR_QUERIES = {"is_tensor", "is_floating_point", "is_complex", "numel", "res
                    "_has_torch_function", "_has_torch_function_unary", "_has_torch_function_variadic"}
 _TENSOR_METHODS_TO_PYTHON = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
                              "__complex__", "data_ptr", "storage", "untyped_storage", "__array__", "__len__"}
+# Of those, the ones answered while tracing for a tensor whose data the trace knows (known_data.py)
+_KNOWN_CONVERSIONS = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "__complex__"}
 _TENSOR_METHODS_UNSUPPORTED = {"backward", "register_hook", "retain_grad", "share_memory_", "pin_memory",
                                "record_stream", "set_", "resize_", "__setstate__", "__reduce_ex__", "__deepcopy__",
                                "apply_", "map_", "map2_", "to_sparse"}
@@ -416,6 +432,10 @@ def tensor_method(frame, obj: TensorValue, name: str, args, kwargs) -> Value:
         if result is not NotImplemented:
             return result
     if name in _TENSOR_METHODS_TO_PYTHON:
+        if name in _KNOWN_CONVERSIONS and not args and not kwargs:
+            value = known_data.python_value(obj, _method(name))
+            if value is not known_data.NOT_KNOWN:
+                return frame.wrap(value, None)
         raise Unsupported(TENSOR_TO_PYTHON, f"Tensor.{name}()")
     if name in _TENSOR_METHODS_UNSUPPORTED:
         raise Unsupported(UNKNOWN_CALL, f"Tensor.{name}()")
