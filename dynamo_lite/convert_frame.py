@@ -762,16 +762,23 @@ def _backend_for_this_frame(options):
 _NOT_YET_COMPILED = object()     # stands for the compiled graph in a trial run of make_break_code
 
 # One op of these is one kernel whatever a backend does (a pointwise op, a comparison, a cast, a
-# copy, a matmul, a factory), and these others are free (views, detach): a graph of one such op
-# has nothing to fuse.
+# copy, a matmul, a factory, a full reduction), and these others are free (views, detach): a graph
+# of one such op has nothing to fuse.
 _ONE_KERNEL_FUNCTIONS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
                          operator.neg, operator.matmul, operator.eq, operator.ne, operator.lt, operator.le,
                          operator.gt, operator.ge, operator.and_, operator.or_, operator.invert,
                          torch.add, torch.sub, torch.mul, torch.div, torch.matmul, torch._C._nn.linear,
                          torch.arange, torch.zeros, torch.ones, torch.full, torch.empty, torch.cat,
-                         operator.setitem}
+                         operator.setitem, torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge, torch.greater,
+                         torch.less, torch.any, torch.all, torch.sum, torch.amax, torch.amin, torch.prod,
+                         torch.count_nonzero}
 _ONE_KERNEL_METHODS = {"add", "sub", "mul", "div", "float", "half", "bfloat16", "double", "bool", "int", "long",
-                       "to", "type", "type_as", "contiguous", "clone", "matmul"}
+                       "to", "type", "type_as", "contiguous", "clone", "matmul", "eq", "ne", "lt", "le", "gt", "ge",
+                       "any", "all", "sum", "amax", "amin", "prod", "count_nonzero"}
+# A loop stretch of a few such ops each of whose results is used after the graph (nothing kept
+# from memory by fusing: a comparison and the reduction the break reads, `mask = ids == k` then
+# `if mask.any():`) runs as is too.
+_MAX_KERNELS_AS_IS = 3
 _FREE_FUNCTIONS = {operator.getitem, torch.split, torch.functional.split, torch.chunk, torch.unbind, torch.narrow,
                    torch.select, torch.permute, torch.flatten, torch.squeeze, torch.unsqueeze, torch.transpose,
                    torch.t, torch.movedim}
@@ -782,14 +789,33 @@ _FREE_METHODS = {"detach", "view", "reshape", "view_as", "unsqueeze", "squeeze",
 
 def _runs_as_is(code, nodes) -> bool:
     """Would a graph of these nodes in `code` run as is (`_graph_callable`)? A loop stretch of one
-    op; in any resume function a graph of views only; in any frame a graph whose only work is
-    checks on tensor values (an `assert`, a torch._check_tensor_all after a break): nothing for
-    a backend to do. (A function of the user's that only takes views stays a graph.)"""
+    op, or of a few whose results are all used after the graph; in any resume function a graph of
+    views only; in any frame a graph whose only work is checks on tensor values (an `assert`, a
+    torch._check_tensor_all after a break): nothing for a backend to do. (A function of the
+    user's that only takes views stays a graph.)"""
     if not config.loop_single_ops_as_is:
         return False
     kernels = _kernels(nodes)
-    return is_driven(code) and kernels <= 1 or kernels == 0 and (is_resume(code) or any(
-        n.op == "call_function" and n.target in GRAPH_CHECKS for n in nodes))
+    if is_driven(code) and (kernels <= 1 or kernels <= _MAX_KERNELS_AS_IS and _every_result_leaves(nodes)):
+        return True
+    return kernels == 0 and (is_resume(code) or any(n.op == "call_function" and n.target in GRAPH_CHECKS for n in nodes))
+
+
+def _every_result_leaves(nodes) -> bool:
+    """Is every op's result an output of the graph, itself or through views (no intermediate a
+    backend could keep out of memory)?"""
+    nodes = list(nodes)
+    output = next(n for n in nodes if n.op == "output")
+    leaving = set(output.all_input_nodes)
+
+    def leaves(node) -> bool:
+        return node in leaving or bool(node.users) and all(_is_free(u) and leaves(u) for u in node.users)
+    return all(leaves(n) for n in nodes if n.op in ("call_function", "call_method") and not _is_free(n))
+
+
+def _is_free(node) -> bool:
+    return node.op == "call_function" and (node.target in _FREE_FUNCTIONS or node.target in GRAPH_CHECKS) or \
+        node.op == "call_method" and node.target in _FREE_METHODS
 
 
 def _kernels(nodes) -> float:
@@ -799,8 +825,7 @@ def _kernels(nodes) -> float:
     for node in nodes:
         if node.op in ("placeholder", "output", "get_attr"):
             continue
-        if node.op == "call_function" and (node.target in _FREE_FUNCTIONS or node.target in GRAPH_CHECKS) or \
-                node.op == "call_method" and node.target in _FREE_METHODS:
+        if _is_free(node):
             continue
         if node.op == "call_function" and node.target in _ONE_KERNEL_FUNCTIONS or \
                 node.op == "call_method" and node.target in _ONE_KERNEL_METHODS:
@@ -812,8 +837,8 @@ def _kernels(nodes) -> float:
 
 def _graph_callable(gm, graph, options, code, record: FrameRecord):
     """What the replacement code calls for the graph: the backend's compiled graph, or, for a
-    stretch of a loop with a break inside (a driven resume function) that is a single op with
-    nothing to fuse, the graph's own code (`config.loop_single_ops_as_is`; TorchDynamo runs such
+    stretch of a loop with a break inside (a driven resume function) that has nothing to fuse (one
+    op, or a few whose results all outlive the graph), the graph's own code (`config.loop_single_ops_as_is`; TorchDynamo runs such
     a loop eagerly: the backend sees only what it can improve, and compiles nothing in vain)."""
     record.op_count = graph.op_count()
     if _runs_as_is(code, gm.graph.nodes):
