@@ -9,7 +9,7 @@ read it too, from a real CPU copy computed while tracing, instead of breaking th
 Only operations whose result is the same on every device and every call are followed: factories
 from Python data (`torch.tensor`, `arange`, `full`, `x.new_tensor(...)`), ops that move data
 without arithmetic (indexing, views, copies, casts, `cat`), and the arithmetic IEEE rounds the
-same everywhere (`+`, `-`, `*`, negation; `//` and `%` on integers). funnel's relative positions:
+same everywhere (`+`, `-`, `*`, negation; `//`, `%`, sums and products on integers). funnel's relative positions:
 `pos = torch.arange(0, seq_len)`, then `pooled_pos[0] - pos[-1]` as the bound of another
 `torch.arange` — whose Scalar bounds, given as 0-d tensors with known data, are those numbers
 (`with_known_bounds`), as eager reads them. A tensor written in place after it was made (its
@@ -29,6 +29,7 @@ MAX_ELEMENTS = 64
 # Factories whose data is their Python arguments.
 _FACTORIES = {torch.tensor, torch.as_tensor, torch.scalar_tensor, torch.arange, torch.zeros, torch.ones, torch.full}
 _FACTORY_METHODS = {"new_tensor", "new_zeros", "new_ones", "new_full"}     # self gives only dtype and device
+_LIKE_FACTORIES = {torch.zeros_like, torch.ones_like, torch.full_like}      # the first gives only its shape too
 # Functions and methods that move data without arithmetic: exact on any device.
 _MOVES = {operator.getitem, torch.select, torch.squeeze, torch.unsqueeze, torch.flatten, torch.reshape,
           torch.clone, torch.narrow, torch.t, torch.transpose, torch.permute, torch.movedim, torch.cat,
@@ -42,7 +43,9 @@ _MOVING_METHODS = {"__getitem__", "select", "view", "reshape", "squeeze", "unsqu
 _ARITHMETIC = {operator.add, operator.sub, operator.mul, operator.neg, torch.add, torch.sub, torch.mul, torch.neg}
 _ARITHMETIC_METHODS = {"add", "sub", "mul", "neg", "__add__", "__sub__", "__mul__", "__neg__", "__radd__",
                        "__rsub__", "__rmul__"}
-_INTEGER_ARITHMETIC = {operator.floordiv, operator.mod}
+# On integers only (floats would round by the order a kernel adds in): //, %, sums and products.
+_INTEGER_ARITHMETIC = {operator.floordiv, operator.mod, torch.sum, torch.prod}
+_INTEGER_METHODS = {"__floordiv__", "__mod__", "sum", "prod"}
 # Ops that read their bounds as Scalars (a 0-d tensor's number): the result's size depends on them.
 _BOUNDED_BY_SCALARS = {torch.arange, torch.range}
 
@@ -56,15 +59,20 @@ def record(node: torch.fx.Node, op: str, target, args: tuple, kwargs: dict, exam
         return
     if any(isinstance(n, torch.SymInt) for n in example.shape) or example.numel() > MAX_ELEMENTS:
         return                             # (a symbolic size is never compared: that would add a guard)
-    if target in _INTEGER_ARITHMETIC and (example.is_floating_point() or example.is_complex()):
+    if (target in _INTEGER_ARITHMETIC or target in _INTEGER_METHODS) and (example.is_floating_point()
+                                                                           or example.is_complex()):
         return
+    shape_only = target in _FACTORY_METHODS or target in _LIKE_FACTORIES
     try:
-        real_args = _real(args[1:]) if target in _FACTORY_METHODS else _real(args)
+        real_args = _real(args[1:]) if shape_only else _real(args)
         real_kwargs = {k: _real(v) for k, v in kwargs.items()}
     except _Unknown:
         return
-    if target in _FACTORY_METHODS:         # only the dtype of `self` matters (device: the CPU here)
-        real_args = (torch.empty(0, dtype=args[0].example.dtype), *real_args)
+    if shape_only:                         # only the dtype (and shape) of the first matters, not its data
+        first = args[0].example
+        if any(isinstance(n, torch.SymInt) for n in first.shape):
+            return
+        real_args = (torch.empty(tuple(first.shape), dtype=first.dtype), *real_args)
     if "device" in real_kwargs:
         real_kwargs["device"] = "cpu"
     try:
@@ -85,11 +93,11 @@ def _followed(op: str, target, kwargs: dict) -> bool:
     if "out" in kwargs:
         return False                       # (would write into the data of another tensor)
     if op == "call_method":
-        return target in _MOVING_METHODS or target in _FACTORY_METHODS or \
+        return target in _MOVING_METHODS or target in _FACTORY_METHODS or target in _INTEGER_METHODS or \
             target in _ARITHMETIC_METHODS and "alpha" not in kwargs
     try:
-        return target in _FACTORIES or target in _MOVES or target in _INTEGER_ARITHMETIC or \
-            target in _ARITHMETIC and "alpha" not in kwargs
+        return target in _FACTORIES or target in _LIKE_FACTORIES or target in _MOVES or \
+            target in _INTEGER_ARITHMETIC or target in _ARITHMETIC and "alpha" not in kwargs
     except TypeError:                      # an unhashable callable
         return False
 
@@ -168,7 +176,7 @@ def _plain(value) -> bool:
     an index are made of, each fixed by the guards of where it came from."""
     if isinstance(value, _PLAIN):
         return True
-    if type(value) in (tuple, list):
+    if type(value) in (tuple, list, torch.Size):
         return all(_plain(x) for x in value)
     if type(value) is slice:
         return _plain(value.start) and _plain(value.stop) and _plain(value.step)

@@ -187,3 +187,33 @@ def with_alpha(x):
 @pytest.mark.parametrize("fn", [integer_and_float_arithmetic, with_alpha])
 def test_arithmetic_gives_eager_values(fn):
     check(fn, torch.randn(4), graphs=None)
+
+
+def segment_shape(values, ids):
+    """transformers' TAPAS segment ops: shapes and segment counts carried as tensors made from
+    sizes and config numbers, read back with .tolist() and int()."""
+    num_segments = torch.as_tensor(4, device=ids.device)
+    batch = torch.prod(torch.tensor(list(ids.size()[:1])))
+    total = num_segments * batch
+    flat_shape = torch.cat([torch.as_tensor([-1], dtype=torch.long),
+                            torch.as_tensor(values.size()[2:], dtype=torch.long)], dim=0)
+    flat = values.reshape(flat_shape.tolist())
+    out = torch.zeros(int(total), dtype=torch.float)
+    out = out.scatter_reduce(0, (ids + torch.arange(0, batch).unsqueeze(-1) * num_segments).view(-1), flat,
+                             reduce="amin", include_self=False)
+    new_shape = torch.cat([torch.ones_like(torch.as_tensor(ids.size()[:1])), num_segments.unsqueeze(0)], dim=0)
+    return out.view(new_shape.tolist()), [int(x) for x in new_shape.tolist()]
+
+
+def test_shapes_carried_as_tensors_are_one_graph():
+    ids = torch.tensor([[0, 1, 1, 3], [2, 2, 0, 1]])
+    check(segment_shape, torch.randn(2, 4), ids, graphs=Graphs(dl=1, torch=None, why=WHY))
+
+
+def float_sum_is_not_followed(x):
+    s = torch.tensor([0.1, 0.2, 0.3]).sum().item()     # float sums round by the kernel's order: a break
+    return x * s, s
+
+
+def test_a_float_reduction_breaks_and_gives_eagers_value():
+    check(float_sum_is_not_followed, torch.randn(3), graphs=None)
