@@ -110,7 +110,7 @@ def with_known_bounds(target, args: tuple, kwargs: dict, const) -> tuple:
         return args, kwargs
 
     def bound(v):
-        if getattr(v, "is_graph_value", False) and v.example.dim() == 0:
+        if isinstance(getattr(v, "example", None), torch.Tensor) and v.example.dim() == 0:
             data = data_of(v)
             if data is not None:
                 return const(data.item())

@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from harness import Graphs, check, check_calls, check_state_change
+from dynamo_lite.fallback.records import RECORDS
+from harness import CountingBackend, Graphs, call_both, capture, check, check_calls, check_state_change, reset
 
 WHY = "TorchDynamo turns the tensor's data into a Python value with a graph break"
 
@@ -217,3 +218,17 @@ def float_sum_is_not_followed(x):
 
 def test_a_float_reduction_breaks_and_gives_eagers_value():
     check(float_sum_is_not_followed, torch.randn(3), graphs=None)
+
+
+def arange_to_a_number(x, n):
+    return x[: n] + torch.arange(n)
+
+
+def test_arange_to_a_number_seen_changing_stays_captured():
+    # n becomes a graph input (a SymInt) on the second length: arange's bound is then symbolic,
+    # not a tensor (an internal error once: with_known_bounds took it for one)
+    reset()
+    compiled = capture(arange_to_a_number, backend=CountingBackend())
+    for n in (3, 5, 6, 7):
+        call_both(arange_to_a_number, compiled, (torch.randn(8), n), {}, f"n={n}")
+    assert not [r for r in RECORDS if r.status == "error"], [r.detail for r in RECORDS if r.status == "error"]
