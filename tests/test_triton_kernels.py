@@ -208,6 +208,26 @@ def test_masked_attention_softmax_is_one_kernel():
     compile_and_check(fn, t(2, 3, 16, 16), mask, kernels=1)
 
 
+def test_safe_softmax_with_fully_masked_rows_is_one_kernel():
+    """`_safe_softmax` (transformers' sdpa-free attention) zeroes rows that are all -inf through
+    `zeros_like`, which becomes `full_like`: a constant in the kernel, never an aten call that
+    writes the zeros out (nor a second kernel reading them back)."""
+    def fn(scores, mask):
+        return torch.ops.aten._safe_softmax(scores + mask, -1)
+    mask = torch.zeros(2, 1, 1, 16, device=DEVICE)
+    mask[0] = float("-inf")                                   # every row of batch 0 fully masked
+    info = compile_and_check(fn, t(2, 3, 16, 16), mask, kernels=1, externs=0)
+    assert "full_like" not in info.wrapper_source
+
+
+def test_full_like_keeps_the_eager_layout_and_dtype():
+    def fn(x):
+        return torch.full_like(x, 2.5), torch.zeros_like(x.t()), torch.full_like(x, 7, dtype=torch.int64) + x.long()
+    info = compile_and_check(fn, t(6, 10), externs=0)
+    got = info.wrapper_call(t(6, 10))
+    assert got[1].stride() == (1, 10)                         # preserve_format: the transposed strides
+
+
 def test_layer_norm_gelu_residual_is_one_kernel():
     def fn(x, w, b):
         return F.gelu(F.layer_norm(x, (64,), w, b)) + x
@@ -250,11 +270,38 @@ def test_matmul_is_extern_and_its_epilogue_fuses():
     compile_and_check(fn, t(8, 16), t(32, 16), t(32), kernels=1, externs=1, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_matmul_over_a_contraction_of_one_is_a_fused_outer_product(dtype):
+    """Rotary embeddings' `inv_freq @ position_ids` (a contraction of length 1) is a pointwise
+    product fused with the cos/sin that read it; a real matmul stays a library call."""
+    def fn(inv_freq, positions, x):
+        freqs = (inv_freq[None, :, None] @ positions[:, None, :].float()).transpose(1, 2)
+        emb = torch.cat([freqs, freqs], -1)
+        return emb.cos().to(x.dtype) * x, emb.sin().to(x.dtype) * x, x[0, :, :1] @ x[1, :1, :], x[0] @ x[1]
+    inv_freq = torch.rand(8, device=DEVICE)                  # (computed in fp32, as transformers does)
+    positions = torch.arange(16, device=DEVICE)[None]
+    tol = 1e-2 if dtype == torch.bfloat16 else 1e-4
+    compile_and_check(fn, inv_freq, positions, t(2, 16, 16, dtype=dtype), kernels=2, externs=1, rtol=tol, atol=tol)
+
+
+def test_embeddings_are_gathers_fused_with_their_layer_norm():
+    """BERT's input layer: three embedding lookups (int64 and int32 indices, one broadcast over
+    the batch), summed and layer-normed: one kernel that gathers the rows, no aten call."""
+    def fn(ids, positions, token_types, wte, wpe, tte, w, b):
+        h = F.embedding(ids, wte) + F.embedding(positions, wpe) + F.embedding(token_types, tte)
+        return F.layer_norm(h, (32,), w, b), F.embedding(ids, wte)
+    ids = torch.randint(0, 50, (2, 12), device=DEVICE)
+    positions = torch.arange(12, device=DEVICE)[None].expand(2, 12)
+    token_types = torch.randint(0, 2, (2, 12), device=DEVICE, dtype=torch.int32)
+    compile_and_check(fn, ids, positions, token_types, t(50, 32), t(16, 32), t(2, 32), t(32), t(32),
+                      kernels=1, externs=0)
+
+
 def test_unknown_op_runs_as_aten_call():
-    def fn(x, i, w):
-        return torch.cumsum(x, 0) * 2, F.embedding(i, w) + 1
-    info = compile_and_check(fn, t(5, 3), torch.randint(0, 10, (3, 4), device=DEVICE), t(10, 8))
-    assert set(info.extern_ops) == {"aten.cumsum.default", "aten.embedding.default"}
+    def fn(x, w):
+        return torch.cumsum(x, 0) * 2, torch.cumprod(w, 1) + 1
+    info = compile_and_check(fn, t(5, 3), t(10, 8))
+    assert set(info.extern_ops) == {"aten.cumsum.default", "aten.cumprod.default"}
 
 
 def test_input_mutation_is_stored_in_place():

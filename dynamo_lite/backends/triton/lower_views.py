@@ -1,14 +1,18 @@
-"""Lowerings of views, scatters and concatenation: index rewrites, never kernels of their own.
+"""Lowerings of views, scatters, concatenation and table lookups: index rewrites, never kernels
+of their own.
 
 `view`/`permute`/`expand`/`slice`/`select`/... rewrite the index a value is read at (values.py);
 `cat`, `constant_pad_nd`, `select_scatter` and `slice_scatter` become pointwise values whose loads
-are masked to the part of the output each input covers.
+are masked to the part of the output each input covers; `embedding` is a gather of the row each
+index names (a data-dependent index: ir.gather_var), read where its result is used.
 """
 from __future__ import annotations
 
 import torch
 
-from .ir import Affine, Expr, Op, cast, const, expr, rewrite, with_mask
+import itertools
+
+from .ir import Affine, Expr, Op, cast, const, expr, gather_var, rewrite, with_mask
 from .lowerings import NotLowerable, binary, index_expr, out_meta, register, where
 from . import values as V
 from .values import Value, broadcast_to, lazy
@@ -207,3 +211,28 @@ def padded(x: Value, sizes, lows, value, dtype: torch.dtype, device) -> Value:
             return cast(x.load(tuple(local)), dtype)
         return where(cond, _masked(x, tuple(local), cond, dtype), const(value, dtype))
     return lazy(sizes, dtype, device, loader)
+
+
+_fresh = itertools.count()
+
+
+@register(aten.embedding.default)
+def lower_embedding(lw, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """`weight[indices]`: each output element gathered from the row its index names, inside the
+    kernel that reads it (token + position embeddings and their layer norm: one kernel), as
+    Inductor does. An index outside the table (eager raises) reads NaN: the load is masked,
+    never outside the tensor. `padding_idx` and the rest concern the backward only."""
+    meta = out_meta(node)
+    if not (isinstance(weight, Value) and isinstance(indices, Value)) or weight.ndim != 2 \
+            or not weight.dtype.is_floating_point or indices.dtype not in (torch.int32, torch.int64):
+        raise NotLowerable("an embedding of this kind")
+    rows = weight.sizes[0]
+    lead = indices.ndim
+
+    def loader(idx):
+        i = cast(indices.load(tuple(idx[:lead])), torch.int64)
+        in_range = binary(Op.AND, binary(Op.GE, i, const(0, torch.int64)), binary(Op.LT, i, const(rows, torch.int64)))
+        var = f"_row{next(_fresh)}"
+        row = gather_var([weight.load((Affine.var(var), idx[lead]))], var, rows, i, in_range)[0]
+        return where(in_range, row, const(float("nan"), weight.dtype))
+    return lazy(tuple(meta.shape), weight.dtype, weight.device, loader)

@@ -333,11 +333,14 @@ def lower_alias(lw, node, x):
     return x
 
 
-@register(aten.full, aten.scalar_tensor, aten.empty, aten.zeros, aten.ones, aten.fill, aten.empty_strided)
+@register(aten.full, aten.full_like, aten.scalar_tensor, aten.empty, aten.zeros, aten.ones, aten.fill,
+          aten.empty_strided)
 def lower_full(lw, node, *args, **kwargs):
+    # (full_like, which torch does not decompose: `zeros_like` becomes one, as in `_safe_softmax`;
+    # its layout is the eager result's, as for any lazy value a graph returns)
     meta = out_meta(node)
     name = node.target.overloadpacket.__name__
-    if name == "full":
+    if name in ("full", "full_like"):
         value = args[1]
     elif name == "scalar_tensor":
         value = args[0]
@@ -371,3 +374,15 @@ def lower_arange(lw, node, *args, **kwargs):
         return cast(index_expr(idx[0] * int(step) + int(start)), meta.dtype)
     return lazy((n,), meta.dtype, meta.device, loader)
 
+
+
+@register(aten.mm.default, aten.bmm.default)
+def lower_outer_product(lw, node, a, b):
+    """A matmul whose contraction has length 1 is an outer product: a pointwise multiply of the
+    broadcast operands, which fuses with what reads it, instead of a library call (rotary
+    embeddings' `inv_freq[:, None] @ position_ids[None, :]`). Each element is one product, as in
+    the library's result. Longer contractions stay extern calls."""
+    meta = out_meta(node)
+    if not (isinstance(a, Value) and isinstance(b, Value)) or a.sizes[-1] != 1 or not meta.dtype.is_floating_point:
+        raise NotLowerable("a matmul over a contraction longer than 1")
+    return pointwise(node, lambda x, y: binary(Op.MUL, x, y), [a, b])
