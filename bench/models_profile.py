@@ -202,16 +202,24 @@ def wrapper_line_times(info, args, calls: int = 20, replace: Optional[dict] = No
         exec(compile(info.wrapper_source, "<wrapper, globals replaced>", "exec"), plain_ns)
         plain_call = plain_ns["call"]
     lines = info.wrapper_source.splitlines()
+    statements: list[list[str]] = []            # a statement's lines (an `if` with its body: one)
+    for line in lines[1:]:
+        if line.strip():
+            if line.startswith("        ") and statements:
+                statements[-1].append(line)
+            else:
+                statements.append([line])
     labels: list[str] = []
     out = [lines[0]]
-    for line in lines[1:]:
-        stmt = line.strip()
-        if not stmt:
-            continue
-        labels.append(_line_label(stmt, namespace))
+    for statement in statements:
+        stmt = statement[0].strip()
+        labels.append(_line_label(statement[-1].strip() if stmt.startswith("if ") else stmt, namespace))
         k = len(labels) - 1
         out.append("    _t = _pc()")
-        out.append(f"    _r = {stmt[len('return '):]}" if stmt.startswith("return ") else f"    {stmt}")
+        if stmt.startswith("return "):
+            out.append(f"    _r = {stmt[len('return '):]}")
+        else:
+            out.extend(statement)
         out.append(f"    _acc[{k}] += _pc() - _t")
     out.append("    return _r")
     acc = [0.0] * len(labels)

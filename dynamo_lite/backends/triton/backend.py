@@ -259,18 +259,21 @@ def _compile(gm, example_inputs):
                          host_ops=wrapper.host.python_ops(), wrapper_call=namespace["call"])
     if settings.debug:
         print(info.source)
-    call = _outputs_viewing_outputs(_fresh_views(namespace["call"], gm), gm)
+    call = _outputs_viewing_outputs(_fresh_views(namespace["call"], gm, wrapper.outputs_passing_inputs), gm)
     info.mutated_inputs = lowering.mutated_inputs
     if info.mutated_inputs:
         call = _unless_overlapping(call, gm, info, example_inputs)
     return call, info
 
 
-def _fresh_views(call, gm) -> Callable:
+def _fresh_views(call, gm, passing: set) -> Callable:
     """A view that changes nothing (`x.t()` of a 0-d x) lowers to the input buffer itself, but
     eager returns a new tensor object sharing the memory: give outputs that are input objects a
     fresh alias, unless the graph really returns the input (its output is a placeholder, an
-    in-place op on one: `x += 1; return x`, or was the input object when captured)."""
+    in-place op on one: `x += 1; return x`, or was the input object when captured). `passing`:
+    the output positions the wrapper returns an argument at (none: `call` as it is)."""
+    if not passing:
+        return call
     output = next(n for n in gm.graph.nodes if n.op == "output")
     outs = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
     inputs = {id(n.meta["example_value"]) for n in gm.graph.nodes
