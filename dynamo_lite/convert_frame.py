@@ -805,7 +805,9 @@ def _every_result_leaves(nodes) -> bool:
     """Is every op's result an output of the graph, itself or through views (no intermediate a
     backend could keep out of memory)?"""
     nodes = list(nodes)
-    output = next(n for n in nodes if n.op == "output")
+    output = next((n for n in nodes if n.op == "output"), None)
+    if output is None:                     # a stretch cut short (ops before a loop's head): not known
+        return False
     leaving = set(output.all_input_nodes)
 
     def leaves(node) -> bool:

@@ -196,6 +196,21 @@ def test_an_intermediate_keeps_the_stretch_a_graph():
     assert any("sum" in str(ops) for ops in _ops_of(backend))
 
 
+def few_ops_before_the_head(x, y, items):
+    pair = [x, torch.where(x > 0, x, y)]       # two one-kernel ops, then the loop's head
+    for a, b in zip(items, pair):
+        scale = a.sum().item()                 # a break inside the loop
+        y = a * scale + b
+    return y.exp()
+
+
+def test_a_few_ops_before_a_loop_head_with_a_break_inside():
+    # (the stretch before the head has no output yet: once an internal error, StopIteration,
+    # found by the fuzzer, seed 41)
+    check(few_ops_before_the_head, torch.randn(5), torch.randn(5), [torch.randn(5), torch.randn(5)], graphs=None)
+    assert not [r for r in RECORDS if r.status == "error"], [r.detail for r in RECORDS if r.status == "error"]
+
+
 # ---- one stretch, two resume functions: compiled once ---------------------------------------------
 
 def accumulate_in_with(items):
