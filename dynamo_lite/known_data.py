@@ -39,7 +39,7 @@ _MOVING_METHODS = {"__getitem__", "select", "view", "reshape", "squeeze", "unsqu
                    "bool", "float", "double", "half", "bfloat16", "cpu", "cuda", "detach", "expand", "repeat",
                    "view_as", "reshape_as", "expand_as", "flip", "roll"}
 # Arithmetic that rounds the same on every device (IEEE's correctly rounded +, -, *), without
-# `alpha=` (which a kernel may fuse into one rounding); and on integers, // and %.
+# `alpha=` (which a kernel may fuse into one rounding).
 _ARITHMETIC = {operator.add, operator.sub, operator.mul, operator.neg, torch.add, torch.sub, torch.mul, torch.neg}
 _ARITHMETIC_METHODS = {"add", "sub", "mul", "neg", "__add__", "__sub__", "__mul__", "__neg__", "__radd__",
                        "__rsub__", "__rmul__"}
@@ -59,9 +59,11 @@ def record(node: torch.fx.Node, op: str, target, args: tuple, kwargs: dict, exam
         return
     if any(isinstance(n, torch.SymInt) for n in example.shape) or example.numel() > MAX_ELEMENTS:
         return                             # (a symbolic size is never compared: that would add a guard)
-    if (target in _INTEGER_ARITHMETIC or target in _INTEGER_METHODS) and (example.is_floating_point()
-                                                                           or example.is_complex()):
+    inexact = example.is_floating_point() or example.is_complex()
+    if inexact and (target in _INTEGER_ARITHMETIC or target in _INTEGER_METHODS):
         return
+    if inexact and target is torch.arange and example.device.type != "cpu":
+        return                             # (a float arange accumulates in float32 on CUDA, in double here)
     shape_only = target in _FACTORY_METHODS or target in _LIKE_FACTORIES
     try:
         real_args = _real(args[1:]) if shape_only else _real(args)
@@ -129,7 +131,7 @@ def data_of(value) -> Optional[torch.Tensor]:
 
 def python_value(value, convert):
     """`convert(data)` (operator.index, int, float, bool, Tensor.item, ...) of a traced tensor
-    whose data is known, computed as eager computes it; `_NOT_KNOWN` when the data is not known
+    whose data is known, computed as eager computes it; `NOT_KNOWN` when the data is not known
     or the conversion raises (the caller then does what it does for any tensor)."""
     data = data_of(value)
     if data is None:
