@@ -88,7 +88,16 @@ def record(node: torch.fx.Node, op: str, target, args: tuple, kwargs: dict, exam
         return
     if not isinstance(data, torch.Tensor) or data.dtype != example.dtype or tuple(data.shape) != tuple(example.shape):
         return
-    node.meta[_META_KEY] = (data.detach().clone(), example._version)
+    version = _version(example)
+    if version is not None:                # (an inference tensor has no version counter: not followed)
+        node.meta[_META_KEY] = (data.detach().clone(), version)
+
+
+def _version(tensor) -> Optional[int]:
+    try:
+        return tensor._version
+    except (AttributeError, RuntimeError):  # inference tensors do not track writes
+        return None
 
 
 def _followed(op: str, target, kwargs: dict) -> bool:
@@ -124,7 +133,7 @@ def data_of(value) -> Optional[torch.Tensor]:
     """The known data of a traced tensor, or None (not known, or written in place since)."""
     node = getattr(value, "node", None)
     known = node.meta.get(_META_KEY) if isinstance(node, torch.fx.Node) else None
-    if known is None or getattr(value.example, "_version", None) != known[1]:
+    if known is None or _version(value.example) != known[1]:
         return None
     return known[0]
 

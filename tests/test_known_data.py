@@ -232,3 +232,15 @@ def test_arange_to_a_number_seen_changing_stays_captured():
     for n in (3, 5, 6, 7):
         call_both(arange_to_a_number, compiled, (torch.randn(8), n), {}, f"n={n}")
     assert not [r for r in RECORDS if r.status == "error"], [r.detail for r in RECORDS if r.status == "error"]
+
+
+@torch.inference_mode()
+def under_inference_mode(x):
+    n = torch.tensor([2, 3])[0]            # an inference tensor: no version counter, not followed
+    return x[:n] * 2
+
+
+def test_inference_tensors_are_not_followed():
+    # (an internal error once: reading the version counter of an inference tensor raises)
+    check(under_inference_mode, torch.randn(4), graphs=None)
+    assert not [r for r in RECORDS if r.status == "error"], [r.detail for r in RECORDS if r.status == "error"]
