@@ -798,7 +798,8 @@ def _runs_as_is(code, nodes) -> bool:
     kernels = _kernels(nodes)
     if is_driven(code) and (kernels <= 1 or kernels <= _MAX_KERNELS_AS_IS and _every_result_leaves(nodes)):
         return True
-    return kernels == 0 and (is_resume(code) or any(n.op == "call_function" and n.target in GRAPH_CHECKS for n in nodes))
+    checks_only = any(n.op == "call_function" and n.target in GRAPH_CHECKS for n in nodes)
+    return kernels == 0 and (is_resume(code) or checks_only)
 
 
 def _every_result_leaves(nodes) -> bool:
@@ -840,8 +841,9 @@ def _kernels(nodes) -> float:
 def _graph_callable(gm, graph, options, code, record: FrameRecord):
     """What the replacement code calls for the graph: the backend's compiled graph, or, for a
     stretch of a loop with a break inside (a driven resume function) that has nothing to fuse (one
-    op, or a few whose results all outlive the graph), the graph's own code (`config.loop_single_ops_as_is`; TorchDynamo runs such
-    a loop eagerly: the backend sees only what it can improve, and compiles nothing in vain)."""
+    op, or a few whose results all outlive the graph), the graph's own code
+    (`config.loop_single_ops_as_is`; TorchDynamo runs such a loop eagerly: the backend sees only
+    what it can improve, and compiles nothing in vain)."""
     record.op_count = graph.op_count()
     if _runs_as_is(code, gm.graph.nodes):
         record.ops_as_is = graph.op_count()
