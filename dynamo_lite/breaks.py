@@ -184,6 +184,13 @@ FUNCTION_MODE = _kind(
     "the mode, an operation that reaches the graph another way), or the mode is of a kind the tracer does not model",
     "enter the mode outside the captured function, or move the operation out of the mode's block")
 
+WITH_ENTERED_FOR_REAL = _kind(
+    "DL040", "with-entered-for-real", "a graph break inside the `with` block of a context manager made in captured "
+    "code (a generator-based @contextmanager, a class with __enter__/__exit__): its state cannot be handed on at "
+    "the break, so the `with` statement itself runs as Python, and the block's body resumes in a function that gets "
+    "the real context manager (the break inside the block is reported on its own)",
+    "nothing to do; move the break out of the `with` block to keep the block in one graph")
+
 
 def event_kind(event: dict) -> str:
     """The kind a report's event (a FrameEvent as saved in JSON) counts under: for a frame run

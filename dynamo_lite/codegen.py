@@ -20,7 +20,7 @@ from .code_facts import abstract_instructions, facts
 from .compat import (FOR_ITER_EXIT_SKIPS, JUMP_OPS, LOAD_CELL_OPNAME, NULL_AFTER_CALLABLE, UNCONDITIONAL_JUMPS,
                      instr_load_attr, instrs_call, instrs_jump_if, instrs_make_closure)
 from .resume import first_argument_for_super, is_driven, original_of, resume_code
-from .runtime import Continue, FrameRun, draws_random_numbers, drive, fresh_array_copy
+from .runtime import Continue, FrameRun, draws_random_numbers, drive, empty_cell, fresh_array_copy
 from .sources import LocalSource, Source
 from .values.base import Const, LazyValue, NullValue, Value
 from .values.contexts import block_exit
@@ -385,7 +385,7 @@ _NOT_BREAKABLE = {"NOP", "RESUME", "EXTENDED_ARG", "CACHE", "LOAD_FAST", "LOAD_F
                   "LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "SET_FUNCTION_ATTRIBUTE",
                   "STORE_FAST", "DELETE_FAST", "LOAD_DEREF", "STORE_DEREF", "LOAD_CLOSURE", "MAKE_CELL",
                   "COPY_FREE_VARS", "LOAD_CLASSDEREF", "END_FOR", "RETURN_VALUE", "RETURN_CONST",
-                  "RETURN_GENERATOR", "YIELD_VALUE", "SEND", "BEFORE_WITH", "PUSH_EXC_INFO", "POP_EXCEPT",
+                  "RETURN_GENERATOR", "YIELD_VALUE", "SEND", "PUSH_EXC_INFO", "POP_EXCEPT",
                   "CHECK_EXC_MATCH", "WITH_EXCEPT_START", "LOAD_METHOD", "JUMP_IF_TRUE_OR_POP",
                   "JUMP_IF_FALSE_OR_POP", "KW_NAMES", "PRECALL", "GET_AWAITABLE", "SETUP_ANNOTATIONS",
                   "CALL_INTRINSIC_2"} | UNCONDITIONAL_JUMPS
@@ -450,10 +450,8 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
 
     original_instrs = abstract_instructions(code)
     run = [original_instrs[i].copy() for i in range(start, end + 1)]   # keep their own source locations
-    effect = sum(instr.stack_effect(jump=False) for instr in run)
-    pushed = max(run[-1].pre_and_post_stack_effect(jump=False)[1], 0)
-    remaining = len(frame.stack) + effect
-    nulls = nulls_at_depth(frame.stack, remaining - pushed) + (False,) * pushed
+    untouched, remaining = _run_depths(run, len(frame.stack))
+    nulls = nulls_at_depth(frame.stack, untouched) + (False,) * (remaining - untouched)
 
     # What the resume function(s) get besides the stack — the first argument for super(), live
     # locals, cells — is rebuilt now, inside the guarded range (before any effect is replayed and
@@ -465,7 +463,11 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
         offsets.append(_jump_lands(code_facts, last))
     # Inside a try block (or another handler's range but a `with` block's): an exception from the
     # break's instructions continues in a resume function at the handler, with the handler's stack.
-    catching = code_facts.handler_at(last.offset) if not exits else None
+    # Grad-mode / autocast blocks together with `with` blocks entered for real (a resume
+    # function's): the handler of the innermost block takes the exception as in eager, and the
+    # rebuilt `__exit__`s of the others (real callables on the handler's stack) leave them there.
+    mixed = bool(exits) and code_facts.with_depth(last.offset) > len(exits)
+    catching = code_facts.handler_at(last.offset) if not exits or mixed else None
     if catching is not None:
         offsets.append(catching.target)
     lives = {offset: tuple(sorted(name for name in code_facts.live_at(offset) if name in frame.locals
@@ -495,6 +497,10 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     for name in written:                 # the trace's writes to the frame's cells, into the real ones
         emitter.emit("LOAD_FAST", arguments["cell", name])
         emitter.emit("STORE_DEREF", cell_var(name))
+    for name in shared:                  # ... and its `del`s (an unbound cell of the trace is unbound)
+        if frame.cells.get(name) is not None and frame.cells[name].contents is None:
+            emitter.call_const(empty_cell, [lambda name=name: emitter.load_cell(cell_var(name))])
+            emitter.emit("POP_TOP")
     emitter.replay(tracer)
 
     # How the frame goes on: call the resume function; inside a loop, hand it to runtime.drive
@@ -546,7 +552,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
 
     handler = Label() if exits or catching is not None else None
     try_begin = None
-    if exits:
+    if exits and not mixed:
         try_begin = TryBegin(handler, push_lasti=False, stack_depth=len(frame.stack))
     elif catching is not None:
         try_begin = TryBegin(handler, push_lasti=catching.lasti, stack_depth=catching.depth)
@@ -599,6 +605,26 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
     return new_code
 
 
+# (pops, pushes) where the `bytecode` library's pre/post split says otherwise
+_POPS_PUSHES = {"BEFORE_WITH": (1, 2)}
+
+
+def _run_depths(run: list, depth: int) -> tuple[int, int]:
+    """(how many items at the bottom of a `depth`-deep stack the instructions `run` leave alone,
+    the depth after them): what they push is a real object, never a NULL."""
+    lowest = depth
+    for instr in run:
+        if instr.name in _POPS_PUSHES:
+            pops, pushes = _POPS_PUSHES[instr.name]
+        else:
+            pre, post = instr.pre_and_post_stack_effect(jump=False)
+            pops, pushes = max(-pre, 0), max(post, 0) + max(pre, 0)
+        depth -= pops
+        lowest = min(lowest, depth)
+        depth += pushes
+    return lowest, depth
+
+
 def nulls_at_depth(stack: list, depth: int) -> tuple:
     """Which of the bottom `depth` stack items are NULLs (what a resume function pushes back as
     NULL rather than take as an argument)."""
@@ -618,14 +644,26 @@ def check_resumable(tracer, frame, code_facts, offset: int) -> list:
     of `with` block encloses it, or a try block encloses such a block, or the break is in an
     except/finally block handling an exception."""
     exits = [v for v in frame.stack if block_exit(v) is not None]
-    if len(exits) != code_facts.with_depth(offset):
+    # A `with` block entered for real before this frame's trace began (a resume function's: the
+    # break before it ran the `with` statement for real) is handed on like any input: its
+    # `__exit__` is an argument, and its handler, like a try block's, takes an exception from
+    # the break's instructions (make_break_code's `catching`).
+    entered = [depth for _, depth in code_facts.with_blocks_at(offset)
+               if depth <= len(frame.stack) and _entered_for_real(frame.stack[depth - 1])]
+    if len(exits) + len(entered) != code_facts.with_depth(offset):
         raise Unsupported(BREAK_IN_WITH, "the break is inside a `with` block on a context manager "
-                                         "other than a grad mode or autocast")
+                                         "other than a grad mode or autocast, entered in the captured code")
     if exits and code_facts.in_other_span(offset):
         raise Unsupported(BREAK_IN_WITH, "the break is inside both a grad-mode/autocast `with` block and a try block")
     if tracer.exc_info is not None:
         raise Unsupported(BREAK_IN_HANDLER, "the break is inside an except/finally block handling an exception")
     return exits
+
+
+def _entered_for_real(exit_value) -> bool:
+    """Is a `with` block's `__exit__` on the stack one from outside the trace (a real object the
+    frame was handed), rather than one the trace made by entering the block symbolically?"""
+    return isinstance(exit_value, Value) and exit_value.source is not None and block_exit(exit_value) is None
 
 
 def _check_layout(old: types.CodeType, new: types.CodeType):

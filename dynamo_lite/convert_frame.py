@@ -400,7 +400,7 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
             # eagerly (its calls are captured on their own) rather than a graph per iteration.
             records.add(FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "fallback",
                                     breaks.LOOP_SPECIALIZED, detail=recompile_reason or "", qualname=code.co_qualname,
-                                    backend=options.backend_name))
+                                    code_id=id(code), backend=options.backend_name))
             entries.append(CacheEntry(_accept_all, code, _LOOP_EAGER_GUARDS, None))
             return None
     # One capture at a time across threads: tracing touches process-wide state that is not
@@ -416,7 +416,7 @@ def _capture(code, func, args, options, entries, recompile_reason, recapture=Non
     tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code), options.scalar_inputs)
     record = FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "captured",
                          recompile_reason=recompile_reason, recapture=recapture, qualname=code.co_qualname,
-                         backend=options.backend_name)
+                         code_id=id(code), backend=options.backend_name)
     try:
         frame = tracer.root_frame()
         result = tracer.run(frame)
@@ -607,7 +607,43 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     split = _split_at_loop_head(code, func, args, options, failed, record)
     if split is not None:
         return split
-    return _break_before(code, func, args, options, failed, record, start, end)
+    new_code, tracer = _break_before(code, func, args, options, failed, record, start, end)
+    if new_code is code and record.fallback_kind in (breaks.BREAK_IN_WITH, breaks.RETRACE_MISMATCH):
+        split = _split_at_with(code, func, args, options, failed, record)
+        if split is not None:
+            return split
+    return new_code, tracer
+
+
+def _split_at_with(code, func, args, options, failed: Tracer, record: FrameRecord):
+    """A break that cannot resume inside a `with` block the trace entered on a context manager
+    it cannot hand on (a generator-based @contextmanager suspended at its yield, an object made
+    in the trace): the break moves to the `with` statement, which runs as Python (the context
+    manager's call, if the statement makes it, and BEFORE_WITH), and the block's body resumes in
+    a function handed the real `__exit__`, whose handler takes exceptions like a try block's
+    (codegen.check_resumable). Innermost block first; None, and nothing compiled, where no
+    block's statement can be the break."""
+    code_facts = facts(code)
+    offset = failed.failed_at
+    saved = (record.kind, record.detail, record.user_stack, record.fallback_kind, record.fallback_reason)
+    line = code_facts.line_of(offset) or code.co_firstlineno
+    why = f"{record.kind.id} {record.kind.name} at line {line}: {record.detail}"
+    for before_with, _ in code_facts.with_blocks_at(offset):
+        starts = [before_with]
+        if before_with > 0 and code_facts.insts[before_with - 1].opname == "CALL":
+            starts.insert(0, break_start(code, before_with - 1)[0])    # `with make_cm(...):`: made for real too
+        where = (code.co_filename, code_facts.line_of(code_facts.insts[before_with].offset) or line, code.co_name)
+        for start in starts:
+            record.kind, record.detail, record.user_stack = breaks.WITH_ENTERED_FOR_REAL, why, [where]
+            record.status = "fallback"
+            new_code, tracer = _break_before(code, func, args, options, failed, record, start, before_with,
+                                             quiet=True)
+            if new_code is not code:
+                record.fallback_kind, record.fallback_reason = None, ""
+                return new_code, tracer
+    record.kind, record.detail, record.user_stack, record.fallback_kind, record.fallback_reason = saved
+    record.status = "fallback"
+    return None
 
 
 def _split_at_loop_head(code, func, args, options, failed: Tracer, record: FrameRecord):

@@ -84,6 +84,8 @@ def _frame(f, graphs):
               "fallback": "runs eagerly", "error": "internal error, runs eagerly"}.get(f.status, f.status)
     yield Text(f"\nFrame {f.index}: {f.frame} ({f.location}), {status}, capture {f.capture_ms:.1f} ms",
                style="bold")
+    if f.eager_why:
+        yield Text(f"why it runs eagerly: {f.eager_why}", style="yellow")
     if f.recapture:
         yield Text(f"recaptured: {f.recapture['reason']}", style="yellow")
     for i in f.graphs:

@@ -63,6 +63,8 @@ class FrameInfo:
     detail: str = ""
     ops_as_is: int = 0            # a loop stretch's single op run as is, not handed to the backend
     graphs_shared: int = 0        # equal graphs of other resume functions whose compiled form it reuses
+    eager_why: str = ""           # status fallback: "DL0xx name: what stopped it" (why the frame runs eagerly)
+    code_id: int = 0              # which code object (resume functions of one line may be several)
 
 
 @dataclass
@@ -96,12 +98,19 @@ class ExplainReport:
         return sum(f.capture_ms for f in self.frames)
 
     def history(self) -> dict:
-        """{frame: [its FrameInfos, first capture first]} for each code object captured more than once."""
+        """{frame: [its FrameInfos, first capture first]} for each code object captured more than
+        once (resume functions entering one line with other stack items or locals are other code
+        objects of the same name: each has its own history)."""
         by_code: dict = {}
         for f in self.frames:
-            by_code.setdefault((f.frame, f.location), []).append(f)
-        return {frame: captures for (frame, _), captures in by_code.items()
-                if len(captures) > 1 or captures[0].recapture}
+            by_code.setdefault((f.frame, f.location, f.code_id), []).append(f)
+        names = collections.Counter(frame for frame, _, _ in by_code)
+        history = {}
+        for (frame, _, code_id), captures in by_code.items():
+            if len(captures) > 1 or captures[0].recapture:
+                key = frame if names[frame] == 1 else f"{frame} (code {len(history) + 1})"
+                history[key] = captures
+        return history
 
     def by_kind(self) -> list:
         """[(kind id, breaks resumed, frames run eagerly)], most frequent first: a frame run eagerly
@@ -153,7 +162,9 @@ def _frame_info(r: FrameRecord, index: int, graph_indices: list) -> FrameInfo:
     frame = r.qualname or r.name
     info = FrameInfo(frame, f"{r.filename}:{r.firstlineno}", r.status, round(r.capture_seconds * 1e3, 3),
                      r.recompile_reason, index, graph_indices, detail=r.detail, ops_as_is=r.ops_as_is,
-                     graphs_shared=r.graphs_shared)
+                     graphs_shared=r.graphs_shared, code_id=r.code_id)
+    if r.status == "fallback" and r.kind is not None:
+        info.eager_why = _eager_why(r)
     if r.recapture is not None:
         info.recapture = asdict(r.recapture)
     if r.guards is not None and hasattr(r.guards, "readable"):
@@ -165,6 +176,16 @@ def _frame_info(r: FrameRecord, index: int, graph_indices: list) -> FrameInfo:
     elif r.code_ref is not None:
         info.code = "# (no longer cached: an object its guards identify has died)"
     return info
+
+
+def _eager_why(r: FrameRecord) -> str:
+    """Why a frame runs eagerly, by kind: the unsupported construct, and where a break could not
+    resume, the kind and reason of that too."""
+    why = f"{r.kind.id} {r.kind.name}: {r.detail}"
+    if r.fallback_kind is not None or r.fallback_reason:
+        kind = f"{r.fallback_kind.id} {r.fallback_kind.name}: " if r.fallback_kind is not None else ""
+        why += f"; it could not resume there: {kind}{r.fallback_reason}"
+    return why
 
 
 def report_from_records(function: str, backend: str, records: list[FrameRecord]) -> ExplainReport:

@@ -384,6 +384,14 @@ class GradModeBlock:
         return False
 
 
+def empty_cell(cell) -> None:
+    """Leave a closure cell unbound (what `del v` did to it in the trace), whether or not it is."""
+    try:
+        del cell.cell_contents
+    except ValueError:
+        pass
+
+
 def grad_mode_exit(enabled, previous):
     return GradModeBlock(enabled, previous).__exit__
 

@@ -251,16 +251,10 @@ _BUILTIN_STACK = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
 _STACK_WITH_USER_BLOCK = torch.nn.Sequential(torch.nn.Linear(3, 3), _UserBlock())
 
 
-class _PlainBlock:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def loop_calling_layers(x):
-    with _PlainBlock():                     # a break in a `with` block on it: this frame runs eagerly
+    try:
+        raise KeyError
+    except KeyError:                        # a break while handling an exception: this frame runs eagerly
         for i in range(2):
             x = _BUILTIN_STACK(_LAYER(x)) + i
             print(i)
@@ -275,7 +269,9 @@ def test_torch_layers_called_from_an_eager_frame_run_eagerly():
 
 
 def loop_calling_user_stack(x):
-    with _PlainBlock():                     # a break in a `with` block on it: this frame runs eagerly
+    try:
+        raise KeyError
+    except KeyError:                        # a break while handling an exception: this frame runs eagerly
         for i in range(2):
             x = _STACK_WITH_USER_BLOCK(x) + i
             print(i)
@@ -437,10 +433,15 @@ def print_in_no_grad_in_try(x):
     return y
 
 
-def test_break_inside_with_inside_try_runs_the_frame_eagerly():
-    run_both(print_in_no_grad_in_try, rand3, graphs=0)
-    record = [r for r in RECORDS if r.name == "print_in_no_grad_in_try"][-1]
-    assert record.fallback_kind.name == "break-in-with-block" and "try" in record.fallback_reason
+def test_break_inside_with_inside_try_resumes_after_the_with_statement_runs_as_python():
+    """A grad-mode block inside a try block cannot be left and re-entered around the break (the
+    try's handler would see the wrong grad mode): the `with` statement runs as Python instead,
+    and the block's body resumes with the real block (tests/test_with_breaks.py). TorchDynamo
+    runs the frame eagerly."""
+    run_both(print_in_no_grad_in_try, rand3, graphs=1)
+    record = [r for r in RECORDS if r.name == "print_in_no_grad_in_try"][0]
+    assert record.status == "break" and record.kind.name == "with-entered-for-real"
+    assert "DL005" in record.detail and record.fallback_kind is None
 
 
 def raises_after_work(x, out):

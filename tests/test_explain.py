@@ -78,6 +78,12 @@ def test_frame_that_runs_eagerly_explains_why():
     assert report.graph_count == 0
     assert not report.breaks[0].resumed and "except/finally" in report.breaks[0].eager_reason
     assert report.breaks[0].eager_kind_id == "DL022" and "[DL022 break-in-handler]" in str(report)
+    # the frame's own section says why it runs eagerly, by kind, also where the break is listed
+    # only once (the break met again in a callee's frame, or in a resume function)
+    frame = report.frames[0]
+    assert frame.status == "fallback" and frame.eager_why.startswith("DL005 print-or-log")
+    assert "could not resume there: DL022 break-in-handler" in frame.eager_why
+    assert f"why it runs eagerly: {frame.eager_why}" in " ".join(str(report).split())
 
 
 # ---- what we built: guard functions, replacement code, recapture history -------------------------

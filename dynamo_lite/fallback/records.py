@@ -53,6 +53,7 @@ class FrameRecord:
     fallback_kind: Optional[BreakKind] = None        # ... as a kind of the registry (None: `kind` itself)
     qualname: str = ""
     backend: str = ""
+    code_id: int = 0                                 # id() of the code object (resume functions share names)
     seq: int = field(default_factory=lambda: next(_SEQUENCE))   # order of creation, for explain()
 
     @property

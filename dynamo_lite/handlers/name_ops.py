@@ -160,6 +160,20 @@ def store_deref(frame, inst):
     cell.contents = value
 
 
+@handler("DELETE_DEREF")
+def delete_deref(frame, inst):
+    """`del v` of a variable a nested function closes over: the cell is emptied (its contents
+    None, as MAKE_CELL leaves an unbound one); written back like a store (effects.CellWrite, or
+    at a break, make_break_code)."""
+    frame.cell_contents(inst.argval)        # raises NameError as eager does if it is unbound
+    cell = frame.cells[inst.argval]
+    if cell.root_name is not None:
+        frame.tracer.effects.store_cell(cell, cell.root_name, True)
+    elif cell.source is not None:
+        frame.tracer.effects.store_cell(cell, inst.argval, False)
+    cell.contents = None
+
+
 @handler("LOAD_CLOSURE")
 def load_closure(frame, inst):
     frame.push(frame.cells[inst.argval])
