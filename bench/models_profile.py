@@ -1,6 +1,7 @@
-"""Where a model's forward time goes, per engine: host (CPU) time, GPU time, kernels, aten calls.
+"""Where a model's forward (or training step's) time goes, per engine: host (CPU) time, GPU time,
+kernels, aten calls.
 
-    python bench/models_profile.py [-k NAME] [--out DIR] [--calls N]
+    python bench/models_profile.py [-k NAME] [--out DIR] [--calls N] [--train]
 
 For each forward row of bench/models_gpu.py (same models, sizes, dtype and engines; `-k` selects
 by name), and each engine (eager, Inductor, ours), it measures per call:
@@ -18,6 +19,10 @@ reports the time spent inside the compiled wrappers (the rest is the capture lay
 frame set-up, output structures), a cProfile of a few calls, the aten calls the wrappers make and
 their sources (`--out`: ours_code.txt); Inductor's generated wrappers go to inductor_code.txt
 (from a fresh TORCHINDUCTOR_CACHE_DIR). Everything printed also goes to DIR/report.txt.
+
+`--train`: the training rows' steps instead (models_gpu.run_train's step: forward + loss +
+backward + optimizer step under bf16 autocast), with the same figures per engine; for ours each
+graph's kernels, aten calls and compile time (AOTAutograd's forward and backward together).
 """
 from __future__ import annotations
 
@@ -237,78 +242,122 @@ def wrapper_line_times(info, args, calls: int = 20, replace: Optional[dict] = No
     return dict(grouped), plain
 
 
+def measure_engine(name: str, fn, report: Report, calls: int, timed: Optional["TimedBackend"] = None):
+    """One engine's figures (first call, wall, host, loop, GPU busy by kind, top kernels, aten
+    calls; for ours, `timed`: time inside the wrappers, each wrapper's lines, a cProfile).
+    Returns (name, wall ms, host us, loop ms, busy us)."""
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    first = time.perf_counter() - start
+    wall = models_gpu.time_ms(fn, "cuda")
+    host = host_us(fn, 30)
+    loop = loop_ms(fn, 20)
+    if timed is not None:
+        timed.inside = 0.0
+        host_us(fn, 30)
+        inside = timed.inside / 30 * 1e6
+    busy, by_class, kernels, ops = gpu_profile(fn, calls)
+    report(f"-- {name}: first call {first:.1f} s; wall {wall:.3f} ms; host {host:.0f} us; "
+           f"loop {loop:.3f} ms; GPU busy {busy:.0f} us; launches/call {sum(n for _, n, _ in kernels):.0f}")
+    report("   by kind (us/call): " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(by_class.items(),
+                                                                                 key=lambda kv: -kv[1])))
+    for us, n, kname in kernels[:25]:
+        report(f"   {us:8.1f} us {n:5.1f}x  [{kernel_class(kname)}] {kname[:150]}")
+    report("   top-level aten calls per call: " + ", ".join(f"{op} {n:g}" for n, op in ops[:30]))
+    if timed is not None:
+        report(f"   inside the compiled wrappers: {inside:.0f} us of {host:.0f} us host time")
+        for position, info in enumerate(timed.compiled):
+            report(f"   graph {position}: {info.kernel_count} kernels, aten calls {sum(info.extern_ops.values())}, "
+                   f"compiled in {info.compile_seconds:.1f} s" + (f"; runs as captured: {info.fallback_reason}"
+                                                                 if info.fallback_reason else ""))
+            if info.wrapper_call is not None and position in timed.last_args:
+                _report_wrapper_lines(info, timed.last_args[position], position, report)
+        _cprofile(fn, report)
+    return name, wall, host, loop, busy
+
+
+def _report_wrapper_lines(info, args, position: int, report: Report) -> None:
+    grouped, plain = wrapper_line_times(info, args)
+    report(f"   wrapper {position}: host {plain:.0f} us per call; its lines, timed one by one "
+           f"({sum(us for _, us in grouped.values()):.0f} us in all):")
+    for label, (n, us) in sorted(grouped.items(), key=lambda kv: -kv[1][1]):
+        report(f"     {us:7.0f} us  {n:4d} lines  {us / n:6.1f} us/line  {label[:110]}")
+    direct = {id(la): la.run for la in info.launchers}
+    for la in info.launchers:
+        la.run = la._call
+    grouped, plain = wrapper_line_times(info, args)
+    for la in info.launchers:
+        la.run = direct[id(la)]
+    launch_lines = {k: v for k, v in grouped.items() if k.startswith("triton launch")}
+    report(f"   the same through Launcher._call (the launch path before the direct one): host "
+           f"{plain:.0f} us per call; launches: " + "; ".join(
+               f"{label} {us / n:.1f} us/line" for label, (n, us) in launch_lines.items()))
+    from dynamo_lite.backends.triton.wrapper import PYTHON_BINDINGS
+    grouped, plain = wrapper_line_times(info, args, replace=_overloads_for_bindings(info, PYTHON_BINDINGS))
+    aten_lines = {k: v for k, v in grouped.items() if k.startswith("aten ")}
+    report(f"   the same with OpOverloads for the Python bindings: host {plain:.0f} us per call; "
+           + "; ".join(f"{label} {us / n:.1f} us/line" for label, (n, us) in aten_lines.items()))
+
+
+def _report_summary(summary: list, report: Report) -> None:
+    report("summary (ms / us): " + "; ".join(f"{n}: wall {w:.3f}, host {h:.0f}, loop {lp:.3f}, busy {b:.0f}"
+                                          for n, w, h, lp, b in summary))
+
+
+def _write_ours_code(out_dir: str, title: str, timed: "TimedBackend") -> None:
+    with open(os.path.join(out_dir, "ours_code.txt"), "a") as f:
+        f.write(f"\n\n##### {title}\n")
+        for info in timed.compiled:
+            f.write(f"# {info.kernel_count} kernels; aten calls {info.extern_ops}; host ops {info.host_ops}; "
+                    f"fallback {info.fallback_reason}\n")
+            f.write(info.source)
+
+
 def profile_model(spec, sizes, report: Report, out_dir: str, calls: int):
     torch.manual_seed(0)
     model, inputs, _ = spec.build(sizes, "cuda")
     model = model.to("cuda").eval().to(torch.bfloat16)
     inputs = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in inputs.items() if k != "target"}
     report(f"\n=== {spec.name} ===")
-    timed = None
     with torch.no_grad():
-        engines = [("eager", model)]
         torch._dynamo.reset()
-        engines.append(("inductor", torch.compile(copy.deepcopy(model))))
+        inductor = torch.compile(copy.deepcopy(model))
         dl.reset()
         timed = TimedBackend()
-        engines.append(("ours", dl.capture(copy.deepcopy(model), backend=timed)))
-        summary = []
-        for name, engine in engines:
-            fn = lambda: engine(**inputs)              # noqa: E731
-            start = time.perf_counter()
-            fn()
-            torch.cuda.synchronize()
-            first = time.perf_counter() - start
-            wall = models_gpu.time_ms(fn, "cuda")
-            host = host_us(fn, 30)
-            loop = loop_ms(fn, 20)
-            if name == "ours":
-                timed.inside = 0.0
-                host_us(fn, 30)
-                inside = timed.inside / 30 * 1e6
-            busy, by_class, kernels, ops = gpu_profile(fn, calls)
-            summary.append((name, wall, host, loop, busy))
-            report(f"-- {name}: first call {first:.1f} s; wall {wall:.3f} ms; host {host:.0f} us; "
-                   f"loop {loop:.3f} ms; GPU busy {busy:.0f} us; launches/call {sum(n for _, n, _ in kernels):.0f}")
-            report("   by kind (us/call): " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(by_class.items(),
-                                                                                         key=lambda kv: -kv[1])))
-            for us, n, kname in kernels[:25]:
-                report(f"   {us:8.1f} us {n:5.1f}x  [{kernel_class(kname)}] {kname[:150]}")
-            report("   top-level aten calls per call: " + ", ".join(f"{op} {n:g}" for n, op in ops[:30]))
-            if name == "ours":
-                report(f"   inside the compiled wrappers: {inside:.0f} us of {host:.0f} us host time")
-                for position, info in enumerate(timed.compiled):
-                    if info.wrapper_call is None or position not in timed.last_args:
-                        continue
-                    grouped, plain = wrapper_line_times(info, timed.last_args[position])
-                    report(f"   wrapper {position}: host {plain:.0f} us per call; its lines, timed one by one "
-                           f"({sum(us for _, us in grouped.values()):.0f} us in all):")
-                    for label, (n, us) in sorted(grouped.items(), key=lambda kv: -kv[1][1]):
-                        report(f"     {us:7.0f} us  {n:4d} lines  {us / n:6.1f} us/line  {label[:110]}")
-                    direct = {id(la): la.run for la in info.launchers}
-                    for la in info.launchers:
-                        la.run = la._call
-                    grouped, plain = wrapper_line_times(info, timed.last_args[position])
-                    for la in info.launchers:
-                        la.run = direct[id(la)]
-                    launch_lines = {k: v for k, v in grouped.items() if k.startswith("triton launch")}
-                    report(f"   the same through Launcher._call (the launch path before the direct one): host "
-                           f"{plain:.0f} us per call; launches: " + "; ".join(
-                               f"{label} {us / n:.1f} us/line" for label, (n, us) in launch_lines.items()))
-                    from dynamo_lite.backends.triton.wrapper import PYTHON_BINDINGS
-                    grouped, plain = wrapper_line_times(info, timed.last_args[position],
-                                                        replace=_overloads_for_bindings(info, PYTHON_BINDINGS))
-                    aten_lines = {k: v for k, v in grouped.items() if k.startswith("aten ")}
-                    report(f"   the same with OpOverloads for the Python bindings: host {plain:.0f} us per call; "
-                           + "; ".join(f"{label} {us / n:.1f} us/line" for label, (n, us) in aten_lines.items()))
-                _cprofile(fn, report)
-        report("summary (ms / us): " + "; ".join(f"{n}: wall {w:.3f}, host {h:.0f}, loop {lp:.3f}, busy {b:.0f}"
-                                              for n, w, h, lp, b in summary))
-    with open(os.path.join(out_dir, "ours_code.txt"), "a") as f:
-        f.write(f"\n\n##### {spec.name}\n")
-        for info in timed.compiled:
-            f.write(f"# {info.kernel_count} kernels; aten calls {info.extern_ops}; host ops {info.host_ops}; "
-                    f"fallback {info.fallback_reason}\n")
-            f.write(info.source)
+        ours = dl.capture(copy.deepcopy(model), backend=timed)
+        summary = [measure_engine("eager", lambda: model(**inputs), report, calls),
+                   measure_engine("inductor", lambda: inductor(**inputs), report, calls),
+                   measure_engine("ours", lambda: ours(**inputs), report, calls, timed)]
+        _report_summary(summary, report)
+    _write_ours_code(out_dir, spec.name, timed)
+
+
+def profile_train(spec, sizes, report: Report, out_dir: str, calls: int):
+    """The training row's step (models_gpu.run_train's: dropout off, bf16 autocast, fp32
+    parameters), each engine on its own copy of the model and optimizer."""
+    torch.manual_seed(0)
+    model, inputs, loss_fn = spec.build(sizes, "cuda")
+    model = model.to("cuda").train()
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    step = models_gpu.make_train_step(loss_fn, "cuda", torch.bfloat16)
+    report(f"\n=== {spec.name} train step ===")
+    torch._dynamo.reset()
+    inductor = torch.compile(step)
+    dl.reset()
+    timed = TimedBackend()
+    ours = dl.capture(step, backend=timed)
+    summary = []
+    for name, engine, extra in (("eager", step, None), ("inductor", inductor, None), ("ours", ours, timed)):
+        m = copy.deepcopy(model)
+        opt = models_gpu.make_optimizer(spec.train, m)
+        summary.append(measure_engine(name, lambda: engine(m, opt, inputs), report, calls, extra))
+        m = opt = None
+        torch.cuda.empty_cache()
+    _report_summary(summary, report)
+    _write_ours_code(out_dir, spec.name + " train step", timed)
 
 
 def _cprofile(fn, report: Report, calls: int = 20):
@@ -377,6 +426,7 @@ def main(argv=None) -> int:
     parser.add_argument("-k", action="append", default=[], help="rows whose name contains this (repeatable)")
     parser.add_argument("--out", default=".", help="folder for report.txt, ours_code.txt, inductor_code.txt")
     parser.add_argument("--calls", type=int, default=5, help="calls in each profiler trace")
+    parser.add_argument("--train", action="store_true", help="the training rows' steps instead of the forwards")
     opts = parser.parse_args(argv)
     os.makedirs(opts.out, exist_ok=True)
     open(os.path.join(opts.out, "ours_code.txt"), "w").close()
@@ -386,10 +436,10 @@ def main(argv=None) -> int:
     for spec in models_gpu.SPECS:
         if opts.k and not any(k.lower() in spec.name.lower() for k in opts.k):
             continue
-        if importlib.util.find_spec(spec.library) is None:
+        if importlib.util.find_spec(spec.library) is None or (opts.train and not spec.train):
             continue
         try:
-            profile_model(spec, sizes, report, opts.out, opts.calls)
+            (profile_train if opts.train else profile_model)(spec, sizes, report, opts.out, opts.calls)
         except Exception as e:                              # noqa: BLE001 -- one row's failure is reported
             report(f"{spec.name}: {type(e).__name__}: {e}")
         torch.cuda.empty_cache()
