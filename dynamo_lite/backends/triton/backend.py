@@ -280,15 +280,20 @@ def _fresh_views(call, gm, passing: set) -> Callable:
               if n.op == "placeholder" and n.meta.get("example_value") is not None}
     returns_input = {i for i, o in enumerate(outs) if _is_input_itself(o) or (
         isinstance(o, torch.fx.Node) and id(o.meta.get("example_value")) in inputs)}   # 1-d x.flatten() is x
-    if not outs:
+    # the positions to alias are known when compiling (AOTAutograd's forward passes dozens of
+    # inputs through as saved tensors: those are the inputs themselves, and nothing is done per call)
+    fresh = sorted(passing - returns_input)
+    if not outs or not fresh:
         return call
 
     def run(*args):
         result = call(*args)
-        if not isinstance(result, (tuple, list)) or not any(r is a for r in result for a in args):
+        if not isinstance(result, (tuple, list)):
             return result
-        return type(result)(r if i in returns_input or not any(r is a for a in args) else torch.ops.aten.alias(r)
-                            for i, r in enumerate(result))
+        aliased = list(result)
+        for i in fresh:
+            aliased[i] = torch.ops.aten.alias(aliased[i])
+        return type(result)(aliased)
     return run
 
 
@@ -370,10 +375,12 @@ def _extent(t: torch.Tensor) -> int:
     return (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))) * t.element_size()
 
 
-def _overlapping_write(args, tensors: list[int], extents: list[int], written: set[int]) -> Optional[tuple[int, int]]:
-    """(a written input, another input) whose memory ranges overlap, or None. Ranges are compared
-    in address order; a run of ranges that overlap one after the other counts as one."""
-    spans = sorted((args[i].data_ptr(), extent, i) for i, extent in zip(tensors, extents) if extent)
+def _overlapping_write(addresses: list[int], tensors: list[int], extents: list[int],
+                       written: set[int]) -> Optional[tuple[int, int]]:
+    """(a written input, another input) whose memory ranges overlap, or None; `addresses[k]`
+    and `extents[k]` are where input `tensors[k]` starts and how many bytes it spans. Ranges are
+    compared in address order; a run of ranges that overlap one after the other counts as one."""
+    spans = sorted(span for span in zip(addresses, extents, tensors) if span[1])
     run: list[int] = []
     end = -1
     for start, extent, i in spans:
@@ -396,7 +403,8 @@ def _unsafe_write(example_inputs, written: list[int]) -> Optional[str]:
     tensors = [i for i, t in enumerate(example_inputs) if isinstance(t, torch.Tensor)]
     if any(_is_fake(example_inputs[i]) for i in tensors):
         return None                        # no addresses to compare (AOTAutograd's parts): checked per call
-    pair = _overlapping_write(example_inputs, tensors, [_extent(example_inputs[i]) for i in tensors], set(written))
+    pair = _overlapping_write([example_inputs[i].data_ptr() for i in tensors], tensors,
+                              [_extent(example_inputs[i]) for i in tensors], set(written))
     if pair is not None:
         return (f"input {pair[0]} is written in place and overlaps input {pair[1]} in memory (views of one "
                 "tensor passed as two inputs)")
@@ -419,18 +427,27 @@ def _unless_overlapping(call, gm, info: CompiledGraph, example_inputs) -> Callab
     extents = [_extent(example_inputs[i]) for i in tensors]
     written = set(info.mutated_inputs)
 
+    checked: list = [None]            # the addresses of the latest call found not to overlap
+
     def run(*args):
-        if _overlapping_write(args, tensors, extents, written) is not None:
-            return gm(*args)
+        # a graph called again on the same tensors (the same addresses) needs no new check
+        addresses = [args[i].data_ptr() for i in tensors]
+        if addresses != checked[0]:
+            if _overlapping_write(addresses, tensors, extents, written) is not None:
+                return gm(*args)
+            checked[0] = addresses
         return call(*args)
     return run
 
 
 def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     """Training: AOTAutograd splits the graph into a forward and a backward aten graph (with
-    the ops autograd saves in between) and we compile both; on failure, run eagerly."""
+    the values autograd saves in between; cheap pointwise ones recomputed instead: partition.py)
+    and we compile both; on failure, run eagerly."""
     from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._functorch.partitioners import default_partition
     from .decompose import decomposition_table
+    from . import partition
     info = CompiledGraph()
 
     def compile_part(part: torch.fx.GraphModule, part_inputs: list):
@@ -442,6 +459,7 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
             for op, n in more.items():
                 counts[op] = counts.get(op, 0) + n
         info.fallback_reason = info.fallback_reason or latest.fallback_reason
+        info.compile_seconds += latest.compile_seconds
 
         def boxed(args):                      # AOTAutograd passes one list it may clear
             return compiled(*args)
@@ -450,7 +468,9 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     try:
         # keep writes into inputs that need no grad (batch-norm running statistics) in the
         # forward graph, where they become kernel stores, instead of copies after it
-        run = aot_module_simplified(gm, example_inputs, fw_compiler=compile_part, bw_compiler=compile_part,
+        run = aot_module_simplified(gm, example_inputs, fw_compiler=compile_part,
+                                    bw_compiler=lambda part, inputs: compile_part(_without_dead_calls(part), inputs),
+                                    partition_fn=partition.partition if settings.recompute else default_partition,
                                     decompositions=decomposition_table(), keep_inference_input_mutations=True)
     except Exception as e:
         if settings.strict:
@@ -459,6 +479,28 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     run.compiled_graph = info
     recent.append(info)
     return run
+
+
+def _without_dead_calls(part: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """AOTAutograd's default partition can leave a copy of a forward op in the backward graph
+    with no user (the attention forward next to its backward op, which reads the saved
+    outputs instead). fx's dead-code pass keeps ops that draw random numbers (they are impure),
+    so each such copy ran once more per backward. In a backward graph a forward op is a
+    recomputation that eager never runs: dropped when dead, random or not (ops that write
+    into their arguments stay)."""
+    def impure(node: torch.fx.Node) -> bool:
+        try:
+            return node.is_impure(impure_random=False)
+        except TypeError:                      # a torch whose is_impure takes no such flag
+            return node.is_impure()
+    dead = 0
+    for node in reversed(list(part.graph.nodes)):           # users before what they read
+        if node.op == "call_function" and not node.users and not impure(node):
+            part.graph.erase_node(node)
+            dead += 1
+    if dead:
+        part.recompile()
+    return part
 
 
 def _eager(gm: torch.fx.GraphModule, reason: str) -> Callable:

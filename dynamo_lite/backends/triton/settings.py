@@ -13,6 +13,8 @@
     DYNAMO_LITE_TRITON_HOST_MATH=0  ops on host scalars stay aten calls (host_math.py; to compare)
     DYNAMO_LITE_TRITON_TILE_2D=0    pointwise kernels keep a 1-D tile even with a transposed operand
                                   (codegen.KernelBuilder._transposed_dim; to compare)
+    DYNAMO_LITE_TRITON_RECOMPUTE=0  training graphs save what AOTAutograd's default partition
+                                  saves (no recomputation of cheap pointwise values: partition.py)
 """
 import os
 
@@ -31,3 +33,4 @@ extern_layouts: str = os.environ.get("DYNAMO_LITE_TRITON_LAYOUTS", "auto")
 compile_workers: int = _workers_from_env()
 host_math: bool = os.environ.get("DYNAMO_LITE_TRITON_HOST_MATH", "1") != "0"
 tile_2d: bool = os.environ.get("DYNAMO_LITE_TRITON_TILE_2D", "1") != "0"
+recompute: bool = os.environ.get("DYNAMO_LITE_TRITON_RECOMPUTE", "1") != "0"

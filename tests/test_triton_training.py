@@ -1,0 +1,153 @@
+"""Training graphs on the `triton` backend (AOTAutograd's forward and backward parts): gradients
+against eager, and what the backward graph runs (no dead copies of forward ops, the partition's
+recomputation of cheap pointwise ops instead of saving them). Runs under Triton's interpreter
+where there is no GPU."""
+import copy
+
+import pytest
+import torch
+
+from triton_env import DEVICE, strict   # noqa: F401  (first: sets TRITON_INTERPRET; an autouse fixture)
+
+pytest.importorskip("triton")
+
+import torch.nn as nn                                      # noqa: E402
+import torch.nn.functional as F                            # noqa: E402
+
+import dynamo_lite as dl                                   # noqa: E402
+from dynamo_lite.backends.triton import backend as triton_backend_module   # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::DeprecationWarning")
+
+
+def grads_of(fn, args):
+    """(the loss, every argument's gradient) of `fn(*args).backward()` on fresh leaf copies."""
+    leaves = [a.detach().clone().requires_grad_(a.is_floating_point()) for a in args]
+    loss = fn(*leaves)
+    loss.backward()
+    return loss.detach(), [a.grad for a in leaves]
+
+
+def check_training(fn, *args, rtol=1e-4, atol=1e-5):
+    """Eager vs dl.capture(fn, backend="triton"): the loss and the gradients; returns the
+    compiled graph's record (forward and backward parts together)."""
+    expected = grads_of(fn, args)
+    got = grads_of(dl.capture(fn, backend="triton"), args)
+    torch.testing.assert_close(got, expected, rtol=rtol, atol=atol)
+    graphs = list(triton_backend_module.recent)
+    assert graphs and graphs[-1].fallback_reason is None, graphs[-1].fallback_reason if graphs else None
+    return graphs[-1]
+
+
+def test_backward_runs_no_dead_copy_of_the_attention_forward():
+    """AOTAutograd's default partition leaves a copy of the attention forward in the backward
+    graph with no user (it draws random numbers, so fx's dead-code pass keeps it): it ran once
+    more per backward. The backward now calls only the attention's backward op."""
+    def fn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).square().sum()
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 16, 8, device=DEVICE) for _ in range(3))
+    check_training(fn, q, k, v)
+    graphs = list(triton_backend_module.recent)
+
+    def attention_ops(info, backward: bool):
+        return sum(n for op, n in info.extern_ops.items() if "attention" in op and ("backward" in op) == backward)
+    backward_parts = [g for g in graphs if g.wrapper_call is not None and attention_ops(g, True)]
+    assert backward_parts, [g.extern_ops for g in graphs]
+    assert all(attention_ops(g, False) == 0 for g in backward_parts), [g.extern_ops for g in backward_parts]
+
+
+def test_training_a_model_twice_keeps_gradients():
+    """The forward part returns inputs as saved tensors (passed through, no per-call alias)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4)).to(DEVICE)
+    reference = copy.deepcopy(model)
+    compiled = dl.capture(model, backend="triton")
+    for step in range(2):
+        x = torch.randn(5, 8, device=DEVICE)
+        (compiled(x) ** 2).sum().backward()
+        (reference(x) ** 2).sum().backward()
+        for p, r in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(p.grad, r.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture
+def partitions(monkeypatch):
+    """The (forward, backward) graph modules of each training graph partitioned while it is on."""
+    from dynamo_lite.backends.triton import partition as partition_module
+    made = []
+    original = partition_module.partition
+
+    def recording(*args, **kwargs):
+        fw, bw = original(*args, **kwargs)
+        made.append((fw, bw))
+        return fw, bw
+    monkeypatch.setattr(partition_module, "partition", recording)
+    return made
+
+
+def saved_values(fw: torch.fx.GraphModule, bw: torch.fx.GraphModule) -> dict:
+    """{name: the op making it} of the forward values the backward reads."""
+    producers = {n.name: n for n in fw.graph.nodes}
+    return {n.name: producers[n.name].target for n in bw.graph.nodes
+            if n.op == "placeholder" and not n.name.startswith("tangents") and n.name in producers}
+
+
+def test_the_log_softmax_of_a_loss_is_recomputed_not_saved(partitions):
+    """Cross-entropy saves its [N, C] log-probabilities by default (written in the forward, read
+    in the backward); recomputed from the logits (a matmul's result, in memory anyway) and two
+    per-row statistics, the forward writes no [N, C] value of its own."""
+    def fn(x, w, target):
+        return F.cross_entropy(x @ w, target)
+    torch.manual_seed(0)
+    x, w = torch.randn(16, 8, device=DEVICE), torch.randn(8, 64, device=DEVICE)
+    target = torch.randint(0, 64, (16,), device=DEVICE)
+    check_training(fn, x, w, target)
+    (fw, bw), = partitions
+    saved = saved_values(fw, bw)
+    assert torch.ops.aten.mm.default in saved.values(), saved
+    large = [name for name, node in ((n.name, n) for n in fw.graph.nodes if n.name in saved)
+             if node.meta["val"].numel() == 16 * 64 and node.target is not torch.ops.aten.mm.default]
+    assert not large, saved
+
+
+def test_a_value_several_forward_ops_read_stays_saved(partitions):
+    """A pointwise value read by two forward kernels (a residual stream) may be in memory in the
+    forward anyway: it stays saved rather than recomputed in the backward."""
+    def fn(x, w):
+        r = (x @ w) + 1.0
+        return r.sum() + (r * r).sum() + r.amax()
+    torch.manual_seed(0)
+    check_training(fn, torch.randn(16, 8, device=DEVICE), torch.randn(8, 32, device=DEVICE))
+    (fw, bw), = partitions
+    assert torch.ops.aten.add.Tensor in saved_values(fw, bw).values()
+
+
+def test_a_recomputed_chain_matches_eager_in_a_small_transformer_step():
+    """A pre-LN block with GELU and a cross-entropy head, trained two steps: gradients as eager's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.LayerNorm(16), nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16), nn.LayerNorm(16),
+                          nn.Linear(16, 40)).to(DEVICE)
+    reference = copy.deepcopy(model)
+    compiled = dl.capture(lambda x, t: F.cross_entropy(model(x), t), backend="triton")
+    for _ in range(2):
+        x, t = torch.randn(12, 16, device=DEVICE), torch.randint(0, 40, (12,), device=DEVICE)
+        compiled(x, t).backward()
+        F.cross_entropy(reference(x), t).backward()
+    for p, r in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, r.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_a_kernel_over_many_small_tensors_spreads_over_programs():
+    """An optimizer step fuses the updates of same-sized parameters side by side: with 3072
+    elements and 48 tensors, one 4096-element block ran it all on one SM. Such kernels get
+    blocks of a 128th of their elements (at least 64), so many programs share the work."""
+    from dynamo_lite.backends.triton.codegen import KernelSource
+    from dynamo_lite.backends.triton.launch import candidates, grid_for
+    args = [f"buf{i}" for i in range(48)]
+    for xnumel, programs in ((768, 12), (3072, 48), (65536, 128)):
+        ks = KernelSource("k", "", args, "poi", xnumel, 1, True, [])
+        cfg, = candidates(ks, False)
+        assert grid_for(ks, cfg)[0] == programs, (xnumel, cfg)
+    few = KernelSource("k", "", args[:3], "poi", 3072, 1, True, [])
+    assert grid_for(few, candidates(few, False)[0])[0] == 1          # a small kernel of a few tensors: as before
