@@ -151,3 +151,29 @@ def test_a_kernel_over_many_small_tensors_spreads_over_programs():
         assert grid_for(ks, cfg)[0] == programs, (xnumel, cfg)
     few = KernelSource("k", "", args[:3], "poi", 3072, 1, True, [])
     assert grid_for(few, candidates(few, False)[0])[0] == 1          # a small kernel of a few tensors: as before
+
+
+def test_a_single_tensor_adamw_step_is_lowered():
+    """torch.optim's single-tensor AdamW passes its step size, a 0-d tensor, through `.item()`
+    (`addcdiv_(..., value=-step_size)`): that number feeds only pointwise ops, so the kernels read
+    the element itself. It was an extern call whose number no kernel could take, and the step's
+    graphs failed to compile (the frames ran eagerly)."""
+    import warnings
+    torch.manual_seed(0)
+    params = [torch.randn(n, device=DEVICE, requires_grad=True) for n in (16, 16, 8)]
+    reference = [p.detach().clone().requires_grad_() for p in params]
+    opt, ref_opt = (torch.optim.AdamW(ps, lr=1e-2, foreach=False) for ps in (params, reference))
+    step = dl.capture(lambda: opt.step(), backend="triton")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            for p, r in zip(params, reference):
+                g = torch.randn_like(p)
+                p.grad, r.grad = g.clone(), g.clone()
+            step()
+            ref_opt.step()
+    for p, r in zip(params, reference):
+        torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6)
+    assert not [w for w in caught if "failed to compile" in str(w.message)], [str(w.message) for w in caught]
+    graphs = [g for g in triton_backend_module.recent if g.kernel_count]
+    assert graphs and all(g.fallback_reason is None for g in graphs)

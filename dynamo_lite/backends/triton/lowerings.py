@@ -17,7 +17,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from .ir import Affine, Expr, Op, cast, const, expr
-from .values import Value, broadcast_to, lazy
+from .values import Value, broadcast_to, lazy, view_by_remap
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -326,6 +326,20 @@ def lower_copy(lw, node, x, *args, **kwargs):
         raise NotLowerable("device copy")
     # a fresh tensor: lazy, so that an output gets its own buffer (never an alias)
     return pointwise(node, lambda a: a, [src])
+
+
+@register(aten._local_scalar_dense)
+def lower_item(lw, node, x):
+    """`t.item()` whose number only feeds pointwise tensor ops (torch.optim's single-tensor Adam:
+    `p.addcdiv_(m, denom, value=-step_size)` with a tensor step size): the one element itself,
+    read by the kernels that use it (a host scalar: as an argument). Run as an extern call, the
+    number was nothing a kernel could take, and the whole graph ran as captured."""
+    if not isinstance(x, Value) or x.numel() != 1 or not x.dtype.is_floating_point:
+        raise NotLowerable("item of this value")
+    if not node.users or not all(u.op == "call_function" and isinstance(u.target, torch._ops.OpOverload)
+                                 and torch.Tag.pointwise in u.target.tags for u in node.users):
+        raise NotLowerable("item used as a number")
+    return view_by_remap(x, (), lambda idx: tuple(Affine(0) for _ in x.sizes))
 
 
 @register(aten.alias, aten.detach)
