@@ -1005,7 +1005,8 @@ class Body:
     def s_with(self) -> bool:
         if self.block_depth >= 2:
             return False
-        self.emit(self.pick(["with torch.no_grad():", "with torch.enable_grad():", "with torch.set_grad_enabled(False):"]))
+        self.emit(self.pick(["with torch.no_grad():", "with torch.enable_grad():", "with torch.set_grad_enabled(False):",
+                             "with logged_block(K):", "with LoggedBlock(K):"]))
         with self.block():
             self.statements(self.rng.randint(1, 2))
         return True
@@ -1239,6 +1240,31 @@ def _params(prog: Program) -> list[Param]:
     return [p for p in params if not p.keyword] + [p for p in params if p.keyword]
 
 
+# `with` blocks on context managers of the program (a break inside one moves to its `with`
+# statement: convert_frame._split_at_with); they print, so the order of enter, body and exit is
+# compared with eager's.
+USER_BLOCKS = ["import contextlib", "", "",
+               "@contextlib.contextmanager",
+               "def logged_block(tag):",
+               "    print('enter', tag)",
+               "    try:",
+               "        yield tag",
+               "    finally:",
+               "        print('exit', tag)",
+               "", "",
+               "class LoggedBlock:",
+               "    def __init__(self, tag):",
+               "        self.tag = tag",
+               "",
+               "    def __enter__(self):",
+               "        return self.tag",
+               "",
+               "    def __exit__(self, kind, value, tb):",
+               "        print('exit', self.tag, kind.__name__ if kind else None)",
+               "        return False",
+               "", ""]
+
+
 def generate(seed: int) -> str:
     """The source text of random program number `seed`."""
     rng = random.Random(seed)
@@ -1250,7 +1276,7 @@ def generate(seed: int) -> str:
     if prog.global_history:
         out.append("HISTORY = []")
     out.append("")
-    out += FUZZ_ERROR
+    out += FUZZ_ERROR + USER_BLOCKS
     if prog.uses_box:
         out += _box_class(rng)
     out += _helpers(prog)
