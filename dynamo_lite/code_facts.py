@@ -55,9 +55,10 @@ class CodeFacts:
         for e in self.exception_table:
             lo, hi = spans.get(e.target, (e.start, e.end))
             spans[e.target] = (min(lo, e.start), max(hi, e.end))
-        self.with_spans = [span for target, span in spans.items() if self._with_handler(target)]
-        # each `with` block's handler depth: its `__exit__` sits at stack[depth - 1] in the block
-        self.with_depths = {spans[e.target]: e.depth for e in self.exception_table if self._with_handler(e.target)}
+        # `with` blocks as (first, last protected offset, handler depth: the block's `__exit__`
+        # is stack item depth - 1 inside it)
+        depths = {e.target: e.depth for e in self.exception_table}
+        self.with_spans = [(lo, hi, depths[target]) for target, (lo, hi) in spans.items() if self._with_handler(target)]
         self.other_spans = [span for target, span in spans.items() if not self._with_handler(target)]
         self.live_in = self._liveness(handlers)
         # locals() / vars() / dir() / eval() / exec() read every variable by name: a resume function
@@ -90,14 +91,13 @@ class CodeFacts:
 
     def with_depth(self, offset: int) -> int:
         """How many `with` blocks enclose `offset`."""
-        return sum(1 for lo, hi in self.with_spans if lo <= offset < hi)
+        return sum(1 for lo, hi, _ in self.with_spans if lo <= offset < hi)
 
     def with_blocks_at(self, offset: int) -> list[tuple[int, int]]:
         """The `with` blocks enclosing `offset`, innermost first, as (index of their BEFORE_WITH,
         stack depth of their handler: the block's `__exit__` is stack item depth - 1)."""
-        blocks = [(lo, hi) for lo, hi in self.with_spans if lo <= offset < hi]
-        blocks.sort(key=lambda span: span[0], reverse=True)
-        return [(self.index_of[lo] - 1, self.with_depths[(lo, hi)]) for lo, hi in blocks
+        blocks = sorted(((lo, depth) for lo, hi, depth in self.with_spans if lo <= offset < hi), reverse=True)
+        return [(self.index_of[lo] - 1, depth) for lo, depth in blocks
                 if self.insts[self.index_of[lo] - 1].opname == "BEFORE_WITH"]
 
     def handler_at(self, offset: int):

@@ -128,6 +128,11 @@ class Emitter:
             emit_arg()
         self.out.extend(instrs_call(len(arg_emitters), self.lineno))
 
+    def empty_cell(self, push_cell):
+        """Leave the cell `push_cell` pushes unbound (a `del` the trace made of it)."""
+        self.call_const(empty_cell, [push_cell])
+        self.emit("POP_TOP")
+
     def temporary(self) -> str:
         self.temporaries += 1
         return f"___t{self.temporaries}"
@@ -499,8 +504,7 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
         emitter.emit("STORE_DEREF", cell_var(name))
     for name in shared:                  # ... and its `del`s (an unbound cell of the trace is unbound)
         if frame.cells.get(name) is not None and frame.cells[name].contents is None:
-            emitter.call_const(empty_cell, [lambda name=name: emitter.load_cell(cell_var(name))])
-            emitter.emit("POP_TOP")
+            emitter.empty_cell(lambda name=name: emitter.load_cell(cell_var(name)))
     emitter.replay(tracer)
 
     # How the frame goes on: call the resume function; inside a loop, hand it to runtime.drive

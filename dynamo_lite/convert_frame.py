@@ -624,26 +624,29 @@ def _split_at_with(code, func, args, options, failed: Tracer, record: FrameRecor
     (codegen.check_resumable). Innermost block first; None, and nothing compiled, where no
     block's statement can be the break."""
     code_facts = facts(code)
-    offset = failed.failed_at
     saved = (record.kind, record.detail, record.user_stack, record.fallback_kind, record.fallback_reason)
-    line = code_facts.line_of(offset) or code.co_firstlineno
-    why = f"{record.kind.id} {record.kind.name} at line {line}: {record.detail}"
-    for before_with, _ in code_facts.with_blocks_at(offset):
+    why = _moved_break(code, failed, record)
+    for before_with, _ in code_facts.with_blocks_at(failed.failed_at):
         starts = [before_with]
         if before_with > 0 and code_facts.insts[before_with - 1].opname == "CALL":
             starts.insert(0, break_start(code, before_with - 1)[0])    # `with make_cm(...):`: made for real too
-        where = (code.co_filename, code_facts.line_of(code_facts.insts[before_with].offset) or line, code.co_name)
+        line = code_facts.line_of(code_facts.insts[before_with].offset) or code.co_firstlineno
+        record.kind, record.detail, record.user_stack = breaks.WITH_ENTERED_FOR_REAL, why, \
+            [(code.co_filename, line, code.co_name)]
         for start in starts:
-            record.kind, record.detail, record.user_stack = breaks.WITH_ENTERED_FOR_REAL, why, [where]
-            record.status = "fallback"
             new_code, tracer = _break_before(code, func, args, options, failed, record, start, before_with,
                                              quiet=True)
             if new_code is not code:
-                record.fallback_kind, record.fallback_reason = None, ""
                 return new_code, tracer
     record.kind, record.detail, record.user_stack, record.fallback_kind, record.fallback_reason = saved
-    record.status = "fallback"
     return None
+
+
+def _moved_break(code, failed: Tracer, record: FrameRecord) -> str:
+    """The detail of a break moved earlier (to a loop's head, to a `with` statement): the kind,
+    line and detail of the break that made it move."""
+    line = facts(code).line_of(failed.failed_at) or code.co_firstlineno
+    return f"{record.kind.id} {record.kind.name} at line {line}: {record.detail}"
 
 
 def _split_at_loop_head(code, func, args, options, failed: Tracer, record: FrameRecord):
@@ -666,8 +669,7 @@ def _split_at_loop_head(code, func, args, options, failed: Tracer, record: Frame
     if ops_before:
         if not _runs_as_is(code, failed.graph.ops()[:ops_before]):
             return None
-    line = code_facts.line_of(failed.failed_at) or code.co_firstlineno
-    why = f"{record.kind.id} {record.kind.name} at line {line}: {record.detail}"
+    why = _moved_break(code, failed, record)
     saved = (record.kind, record.detail, record.user_stack)
     where = (code.co_filename, code_facts.line_of(head) or code.co_firstlineno, code.co_name)
     record.kind, record.detail, record.user_stack = breaks.LOOP_HEAD, why, [where]
@@ -741,7 +743,7 @@ def _break_before(code, func, args, options, failed: Tracer, record: FrameRecord
         record.graphs_shared = 0
         record.fallback_kind, record.fallback_reason = e.kind, f"cannot resume: {e.detail}"
         return code, failed
-    record.status = "break"
+    record.status, record.fallback_kind, record.fallback_reason = "break", None, ""   # (an earlier try's)
     record.break_offset = code_facts.insts[end].offset
     return new_code, tracer
 
@@ -834,8 +836,8 @@ def _runs_as_is(code, nodes) -> bool:
     kernels = _kernels(nodes)
     if is_driven(code) and (kernels <= 1 or kernels <= _MAX_KERNELS_AS_IS and _every_result_leaves(nodes)):
         return True
-    checks_only = any(n.op == "call_function" and n.target in GRAPH_CHECKS for n in nodes)
-    return kernels == 0 and (is_resume(code) or checks_only)
+    return kernels == 0 and (is_resume(code) or any(n.op == "call_function" and n.target in GRAPH_CHECKS
+                                                    for n in nodes))
 
 
 def _every_result_leaves(nodes) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, Optional
 from bytecode import FreeVar
 
 from .breaks import UNSUPPORTED_MUTATION, Unsupported
-from .runtime import advance_iterator, empty_cell
+from .runtime import advance_iterator
 from .values.base import Const, Value
 
 
@@ -82,21 +82,20 @@ class CellWrite(Effect):
         return (self.cell.contents,) if isinstance(self.cell.contents, Value) else ()
 
     def replay(self, em):
-        if self.cell.contents is None:                  # deleted (DELETE_DEREF): emptied for real
-            if self.is_root and em.has_freevar(self.name):
-                em.call_const(empty_cell, [lambda: em.load_cell(FreeVar(self.name))])
-            elif self.cell.source is not None:
-                em.call_const(empty_cell, [lambda: em.load_source(self.cell.source)])
+        deleted = self.cell.contents is None            # (DELETE_DEREF): emptied for real
+        if self.is_root and em.has_freevar(self.name):
+            if deleted:
+                em.empty_cell(lambda: em.load_cell(FreeVar(self.name)))
             else:
-                raise Unsupported(UNSUPPORTED_MUTATION, f"closure variable {self.name!r}")
-            em.emit("POP_TOP")
-        elif self.is_root and em.has_freevar(self.name):
-            em.value(self.cell.contents)
-            em.emit("STORE_DEREF", FreeVar(self.name))
+                em.value(self.cell.contents)
+                em.emit("STORE_DEREF", FreeVar(self.name))
         elif self.cell.source is not None:
-            em.value(self.cell.contents)
-            em.load_source(self.cell.source)
-            em.emit("STORE_ATTR", "cell_contents")
+            if deleted:
+                em.empty_cell(lambda: em.load_source(self.cell.source))
+            else:
+                em.value(self.cell.contents)
+                em.load_source(self.cell.source)
+                em.emit("STORE_ATTR", "cell_contents")
         else:
             raise Unsupported(UNSUPPORTED_MUTATION, f"closure variable {self.name!r}")
 

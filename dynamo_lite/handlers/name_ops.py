@@ -149,29 +149,28 @@ def load_deref(frame, inst):
     frame.push(frame.cell_contents(inst.argval))
 
 
-@handler("STORE_DEREF")
-def store_deref(frame, inst):
-    cell = frame.cells[inst.argval]
-    value = frame.pop()
+def _write_cell(frame, name: str, contents) -> None:
+    """A cell's new contents (None: unbound), written back after the graph where the cell lives
+    outside the trace (effects.CellWrite), or at a break (make_break_code)."""
+    cell = frame.cells[name]
     if cell.root_name is not None:               # a free variable of the captured frame
         frame.tracer.effects.store_cell(cell, cell.root_name, True)
     elif cell.source is not None:
-        frame.tracer.effects.store_cell(cell, inst.argval, False)
-    cell.contents = value
+        frame.tracer.effects.store_cell(cell, name, False)
+    cell.contents = contents
+
+
+@handler("STORE_DEREF")
+def store_deref(frame, inst):
+    _write_cell(frame, inst.argval, frame.pop())
 
 
 @handler("DELETE_DEREF")
 def delete_deref(frame, inst):
     """`del v` of a variable a nested function closes over: the cell is emptied (its contents
-    None, as MAKE_CELL leaves an unbound one); written back like a store (effects.CellWrite, or
-    at a break, make_break_code)."""
+    None, as MAKE_CELL leaves an unbound one)."""
     frame.cell_contents(inst.argval)        # raises NameError as eager does if it is unbound
-    cell = frame.cells[inst.argval]
-    if cell.root_name is not None:
-        frame.tracer.effects.store_cell(cell, cell.root_name, True)
-    elif cell.source is not None:
-        frame.tracer.effects.store_cell(cell, inst.argval, False)
-    cell.contents = None
+    _write_cell(frame, inst.argval, None)
 
 
 @handler("LOAD_CLOSURE")
