@@ -27,9 +27,18 @@ eager fallbacks among them), and correctness against eager:
   compared to eager's; the row's number is the largest absolute difference, and it is correct when
   that is <= tol * max(1, max |eager|) with tol = 2e-2 in bf16/fp16 (a few units in the last place of
   an 8-bit mantissa after a few layers) and 1e-3 in fp32, and nothing is NaN where eager is not.
-* training: the loss of the first and second steps within rtol tol, and every parameter's gradient
-  after the second step (which depends on the first step's update) within a relative norm error
-  ||g - g_eager|| / ||g_eager|| <= 2.5 * tol, over all parameters together.
+* training: two steps per engine, then the two losses and every parameter's gradient (after the
+  second step, which depends on the first step's update) are compared with those of eager **in
+  fp32** (autocast off, TF32 off), and each engine's error is allowed what eager's own low-precision
+  step errs by, in the same run: for each gradient g, rms(g - g_fp32) <= 3 * rms(g_eager - g_fp32)
+  + tol * rms(g_fp32), and for each loss |l - l_fp32| <= 3 * |l_eager - l_fp32| + tol * max(1,
+  |l_fp32|) (the scheme of torch's own accuracy check, which allows an engine a multiple of eager's
+  distance from an fp64 run; bf16 batch norm over a small batch makes eager bf16 itself tens of
+  percent away from fp32 in some gradients, so no fixed tolerance fits every model). The row's
+  number is the worst error / allowance over the losses and gradients (<= 1 passes); eager's own
+  gradient error (||g_eager - g_fp32|| / ||g_fp32||, all parameters) is in the row's notes. With
+  fp32 rows (`--dtype fp32`, the CPU's default) eager is the reference and its error is 0: each
+  engine gets the floor alone (tol 1e-3).
 
 At the end: geomean ours/Inductor over forward rows and over training rows (rows where both ran).
 Every engine of every row runs in a try/except: an exception is that engine's status in the row,
@@ -42,6 +51,7 @@ tests/test_models_gpu_bench.py calls in-process.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import importlib.util
@@ -203,6 +213,7 @@ class Row:
     eager: EngineResult = field(default_factory=EngineResult)
     inductor: EngineResult = field(default_factory=EngineResult)
     ours: EngineResult = field(default_factory=EngineResult)
+    eager_error: Optional[float] = None      # train: eager's gradient error against eager in fp32
 
     @property
     def ratio(self) -> Optional[float]:
@@ -306,22 +317,52 @@ def grads(model: nn.Module) -> list:
     return [p.grad.detach().float().clone() if p.grad is not None else None for p in model.parameters()]
 
 
-def compare_training(got: tuple, ref: tuple, tol: float) -> tuple[float, bool]:
-    """(losses, gradients) against eager's: loss within rtol tol, gradients within a relative norm error."""
-    (losses, gs), (ref_losses, ref_gs) = got, ref
-    worst, ok = 0.0, True
-    for a, b in zip(losses, ref_losses):
-        diff = abs(a - b)
-        worst = max(worst, diff)
-        ok = ok and math.isfinite(a) and diff <= tol * max(1.0, abs(b))
-    if [g is None for g in gs] != [g is None for g in ref_gs]:
-        return worst, False
-    pairs = [(g, r) for g, r in zip(gs, ref_gs) if r is not None]
-    if pairs:
-        err = math.sqrt(sum(((g - r) ** 2).sum().item() for g, r in pairs))
-        norm = math.sqrt(sum((r ** 2).sum().item() for _, r in pairs))
-        ok = ok and err <= 2.5 * tol * max(norm, 1e-12)
-    return worst, ok
+@dataclass
+class Steps:
+    """What two training steps leave behind: the two losses and every parameter's gradient."""
+    losses: tuple
+    grads: list
+
+
+GRAD_MULTIPLIER = 3.0     # an engine may err by this many times eager's own low-precision error
+
+
+def _rms(t: torch.Tensor) -> float:
+    return t.pow(2).mean().sqrt().item() if t.numel() else 0.0
+
+
+def gradient_error(got: Steps, exact: Steps) -> float:
+    """||g - g_exact|| / ||g_exact|| over all parameters together (inf when the parameters with
+    gradients differ)."""
+    if [g is None for g in got.grads] != [g is None for g in exact.grads]:
+        return math.inf
+    pairs = [(g, r) for g, r in zip(got.grads, exact.grads) if r is not None]
+    err = math.sqrt(sum(((g - r) ** 2).sum().item() for g, r in pairs))
+    norm = math.sqrt(sum((r ** 2).sum().item() for _, r in pairs))
+    return err / max(norm, 1e-30)
+
+
+def compare_training(got: Steps, exact: Steps, eager: Steps, tol: float) -> tuple[float, bool]:
+    """An engine's two steps against eager's in fp32 (`exact`), each loss and each gradient allowed
+    GRAD_MULTIPLIER times eager's own error in the row's precision (`eager`; `exact` itself in fp32
+    rows) plus a floor of tol. Returns the worst error / allowance (<= 1 passes) and whether all pass."""
+    worst = 0.0
+    for a, b, e in zip(got.losses, exact.losses, eager.losses):
+        allowed = GRAD_MULTIPLIER * abs(e - b) + tol * max(1.0, abs(b))
+        worst = max(worst, abs(a - b) / allowed if math.isfinite(a) else math.inf)
+    if [g is None for g in got.grads] != [g is None for g in exact.grads]:
+        return math.inf, False
+    for g, r, e in zip(got.grads, exact.grads, eager.grads):
+        if r is None:
+            continue
+        if g.shape != r.shape:
+            return math.inf, False
+        allowed = GRAD_MULTIPLIER * _rms(e - r) + tol * _rms(r)
+        err = _rms(g - r)
+        if not math.isfinite(err):
+            return math.inf, False
+        worst = max(worst, err / allowed if allowed > 0 else (0.0 if err == 0 else math.inf))
+    return worst, worst <= 1.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,10 +435,16 @@ def run_train(spec: Spec, sizes: Sizes, device, dtype, engines) -> Row:
         l2 = fn(m, opt, inputs)
         return (float(l1), float(l2)), first
 
-    eager_model = copy.deepcopy(model)
-    eager_opt = make_optimizer(spec.train, eager_model)
-    losses, row.eager.first_call_s = two_steps(step, eager_model, eager_opt)
-    ref = (losses, grads(eager_model))
+    def eager_steps(fn):
+        m = copy.deepcopy(model)
+        opt = make_optimizer(spec.train, m)
+        losses, first = two_steps(fn, m, opt)
+        return m, opt, Steps(losses, grads(m)), first
+
+    with _exact_fp32():
+        exact = eager_steps(make_train_step(loss_fn, torch.device(device).type, None))[2]
+    eager_model, eager_opt, eager, row.eager.first_call_s = eager_steps(step)
+    row.eager_error = gradient_error(eager, exact)
     row.eager.ms = time_ms(lambda: step(eager_model, eager_opt, inputs), device)
     eager_model = eager_opt = None
     for name, wrap in engines:
@@ -407,7 +454,7 @@ def run_train(spec: Spec, sizes: Sizes, device, dtype, engines) -> Row:
             opt = make_optimizer(spec.train, m)
             compiled, counter = wrap(step)
             losses, result.first_call_s = two_steps(compiled, m, opt)
-            result.max_diff, result.correct = compare_training((losses, grads(m)), ref, tol)
+            result.max_diff, result.correct = compare_training(Steps(losses, grads(m)), exact, eager, tol)
             result.ms = time_ms(lambda: compiled(m, opt, inputs), device)
             _record_counts(result, counter)
         except Exception as e:
@@ -416,6 +463,17 @@ def run_train(spec: Spec, sizes: Sizes, device, dtype, engines) -> Row:
             m = opt = compiled = None
             _free(device)
     return row
+
+
+@contextlib.contextmanager
+def _exact_fp32():
+    """fp32 without TF32 (cuDNN convolutions use TF32 by default): the training rows' reference."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def _record_counts(result: EngineResult, counter):
@@ -497,6 +555,8 @@ def format_row(row: Row) -> str:
         return f"{row.name:52s} {row.status}"
     e, i, o = row.eager, row.inductor, row.ours
     notes = []
+    if row.eager_error is not None:
+        notes.append(f"eager vs fp32: gradients {row.eager_error:.2g} off")
     if o.kernels is not None:
         notes.append(f"{o.kernels} triton kernels" + (f", {o.fallbacks} graph(s) run as captured" if o.fallbacks else ""))
     for who, r in (("inductor", i), ("ours", o)):
@@ -551,7 +611,8 @@ def main(argv=None) -> int:
         else:
             versions.append(f"{lib} not installed")
     print(f"device: {torch.cuda.get_device_name() if cuda else 'cpu'}; " + ", ".join(versions))
-    print("times in ms; first calls in s; diff: largest |engine - eager| (train: of the two losses)")
+    print("times in ms; first calls in s; diff: largest |engine - eager| "
+          "(train: worst error / allowance against eager in fp32, <= 1 passes)")
     print(HEADER, flush=True)
     done = []
 

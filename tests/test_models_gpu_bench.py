@@ -9,8 +9,6 @@ import torch
 
 from bench_loader import load_bench
 
-pytest.importorskip("transformers")
-
 
 @pytest.fixture(scope="module")
 def bench():
@@ -18,6 +16,7 @@ def bench():
 
 
 def _gpt2(bench):
+    pytest.importorskip("transformers")
     return [s for s in bench.SPECS if s.build is bench.hf_gpt2]
 
 
@@ -31,6 +30,7 @@ def test_smoke_rows_are_produced_and_correct(bench):
             assert engine.correct is True, (row.name, engine)
             assert engine.graphs >= 1 and engine.ms > 0 and engine.first_call_s > 0
             assert engine.max_diff is not None and math.isfinite(engine.max_diff)
+            assert row.mode == "forward" or engine.max_diff <= 1.0
         assert row.eager.ms > 0 and row.ratio > 0
     lines = bench.summary(rows)
     assert any("forward" in line for line in lines) and any("train" in line for line in lines)
@@ -44,10 +44,50 @@ def test_a_wrong_engine_is_reported_not_correct(bench):
     diff, ok = bench.compare_outputs({"logits": ref + 0.1}, {"logits": ref}, 1e-3)
     assert not ok and diff == pytest.approx(0.1)
     assert not bench.compare_outputs({"logits": ref * float("nan")}, {"logits": ref}, 1e-3)[1]
-    g = [torch.ones(3)]
-    assert bench.compare_training(((1.0, 0.9), g), ((1.0, 0.9), g), 1e-3)[1]
-    assert not bench.compare_training(((1.0, 0.9), [torch.ones(3) * 1.1]), ((1.0, 0.9), g), 1e-3)[1]
-    assert not bench.compare_training(((1.0, 0.95), g), ((1.0, 0.9), g), 1e-3)[1]
+
+
+def test_the_training_check_allows_eagers_own_error_and_no_more(bench):
+    """Gradients and losses against eager in fp32, each allowed 3x eager's own low-precision error."""
+    torch.manual_seed(0)
+    exact = bench.Steps((2.0, 1.5), [torch.randn(64), torch.randn(8, 8), None])
+    noise = lambda scale: [g + scale * torch.randn_like(g) if g is not None else None for g in exact.grads]  # noqa
+    eager = bench.Steps((2.01, 1.52), noise(0.2))            # bf16 eager: 20% off fp32
+    assert bench.compare_training(eager, exact, eager, 2e-2)[1]
+    assert bench.compare_training(bench.Steps((2.0, 1.51), noise(0.3)), exact, eager, 2e-2)[1]
+    # a gradient scaled by 2 (e.g. a backward that adds a term twice) is outside 3x eager's error
+    wrong = [g * 2 if g is not None else None for g in exact.grads]
+    worst, ok = bench.compare_training(bench.Steps((2.0, 1.5), wrong), exact, eager, 2e-2)
+    assert not ok and worst > 1
+    # one parameter's gradient wrong is enough
+    one_wrong = [exact.grads[0], -exact.grads[1], None]
+    assert not bench.compare_training(bench.Steps((2.0, 1.5), one_wrong), exact, eager, 2e-2)[1]
+    assert not bench.compare_training(bench.Steps((2.0, 1.5), noise(0.2)[:2] + [torch.ones(2)]),
+                                      exact, eager, 2e-2)[1]
+    assert not bench.compare_training(bench.Steps((2.0, 1.8), exact.grads), exact, eager, 2e-2)[1]
+    nan = [g * float("nan") if g is not None else None for g in exact.grads]
+    assert not bench.compare_training(bench.Steps((2.0, 1.5), nan), exact, eager, 2e-2)[1]
+    # fp32 rows: eager is the reference, the floor alone applies
+    assert bench.compare_training(exact, exact, exact, 1e-3) == (0.0, True)
+    assert not bench.compare_training(bench.Steps((2.0, 1.5), noise(0.01)), exact, exact, 1e-3)[1]
+
+
+def test_a_wrong_gradient_makes_a_bf16_training_row_not_correct(bench, monkeypatch):
+    """In the whole row (bf16 autocast on the CPU): a backend whose backward doubles one gradient fails."""
+    real_grads = bench.grads
+    calls = []
+
+    def corrupting(model):
+        gs = real_grads(model)
+        calls.append(1)
+        if len(calls) == 4:               # exact, eager, Inductor-as-eager, then ours
+            gs[0] = gs[0] * 2
+        return gs
+    monkeypatch.setattr(bench, "grads", corrupting)
+    (row,) = bench.run_models(device="cpu", quick=True, dtype=torch.bfloat16, specs=_gpt2(bench),
+                              inductor_backend="eager", only="train")
+    assert row.status == "ok" and row.eager_error is not None and row.eager_error > 0
+    assert row.inductor.correct is True, row.inductor
+    assert row.ours.correct is False and row.ours.max_diff > 1, row.ours
 
 
 def test_a_failing_backend_still_gives_a_correct_row(bench, monkeypatch):
