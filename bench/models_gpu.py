@@ -27,11 +27,12 @@ eager fallbacks among them), and correctness against eager:
   compared to eager's; the row's number is the largest absolute difference, and it is correct when
   that is <= tol * max(1, max |eager|) with tol = 2e-2 in bf16/fp16 (a few units in the last place of
   an 8-bit mantissa after a few layers) and 1e-3 in fp32, and nothing is NaN where eager is not.
-* training: two steps per engine, then the two losses and every parameter's gradient (after the
-  second step, which depends on the first step's update) are compared with those of eager **in
-  fp32** (autocast off, TF32 off), and each engine's error is allowed what eager's own low-precision
-  step errs by, in the same run: for each gradient g, rms(g - g_fp32) <= 3 * rms(g_eager - g_fp32)
-  + tol * rms(g_fp32), and for each loss |l - l_fp32| <= 3 * |l_eager - l_fp32| + tol * max(1,
+* training: two steps per engine, then the two losses, every parameter's gradient after the first
+  step and every parameter's change over the two steps (the optimizer's update, which depends on
+  the first step's) are compared with those of eager **in fp32** (autocast off, TF32 off), and each
+  engine's error is allowed what eager's own low-precision steps err by, in the same run: for each
+  gradient or change g, rms(g - g_fp32) <= 3 * rms(g_eager - g_fp32) + tol * rms(g_fp32), and for
+  each loss |l - l_fp32| <= 3 * |l_eager - l_fp32| + tol * max(1,
   |l_fp32|) (the scheme of torch's own accuracy check, which allows an engine a multiple of eager's
   distance from an fp64 run; bf16 batch norm over a small batch makes eager bf16 itself tens of
   percent away from fp32 in some gradients, so no fixed tolerance fits every model). The row's
@@ -213,7 +214,7 @@ class Row:
     eager: EngineResult = field(default_factory=EngineResult)
     inductor: EngineResult = field(default_factory=EngineResult)
     ours: EngineResult = field(default_factory=EngineResult)
-    eager_error: Optional[float] = None      # train: eager's gradient error against eager in fp32
+    eager_error: Optional[float] = None      # train: eager's first-step gradient error against fp32
 
     @property
     def ratio(self) -> Optional[float]:
@@ -319,9 +320,15 @@ def grads(model: nn.Module) -> list:
 
 @dataclass
 class Steps:
-    """What two training steps leave behind: the two losses and every parameter's gradient."""
+    """What two training steps leave behind: the two losses, every parameter's gradient after the
+    first step (before any update, so rounding is all that separates engines) and every
+    parameter's change over the two steps (the optimizer's work)."""
     losses: tuple
     grads: list
+    updates: list = field(default_factory=list)
+
+    def tensors(self) -> list:
+        return self.grads + self.updates
 
 
 GRAD_MULTIPLIER = 3.0     # an engine may err by this many times eager's own low-precision error
@@ -352,7 +359,9 @@ def compare_training(got: Steps, exact: Steps, eager: Steps, tol: float) -> tupl
         worst = max(worst, abs(a - b) / allowed if math.isfinite(a) else math.inf)
     if [g is None for g in got.grads] != [g is None for g in exact.grads]:
         return math.inf, False
-    for g, r, e in zip(got.grads, exact.grads, eager.grads):
+    if len(got.updates) != len(exact.updates):
+        return math.inf, False
+    for g, r, e in zip(got.tensors(), exact.tensors(), eager.tensors()):
         if r is None:
             continue
         if g.shape != r.shape:
@@ -430,16 +439,20 @@ def run_train(spec: Spec, sizes: Sizes, device, dtype, engines) -> Row:
     step = make_train_step(loss_fn, torch.device(device).type, autocast)
     tol = tolerance(dtype)
 
+    initial = [p.detach().float().clone() for p in model.parameters()]
+
     def two_steps(fn, m, opt):
         (l1, first) = first_call(lambda: fn(m, opt, inputs), device)
+        g1 = grads(m)
         l2 = fn(m, opt, inputs)
-        return (float(l1), float(l2)), first
+        updates = [p.detach().float() - p0 for p, p0 in zip(m.parameters(), initial)]
+        return Steps((float(l1), float(l2)), g1, updates), first
 
     def eager_steps(fn):
         m = copy.deepcopy(model)
         opt = make_optimizer(spec.train, m)
-        losses, first = two_steps(fn, m, opt)
-        return m, opt, Steps(losses, grads(m)), first
+        steps, first = two_steps(fn, m, opt)
+        return m, opt, steps, first
 
     with _exact_fp32():
         exact = eager_steps(make_train_step(loss_fn, torch.device(device).type, None))[2]
@@ -453,8 +466,8 @@ def run_train(spec: Spec, sizes: Sizes, device, dtype, engines) -> Row:
             m = copy.deepcopy(model)
             opt = make_optimizer(spec.train, m)
             compiled, counter = wrap(step)
-            losses, result.first_call_s = two_steps(compiled, m, opt)
-            result.max_diff, result.correct = compare_training(Steps(losses, grads(m)), exact, eager, tol)
+            steps, result.first_call_s = two_steps(compiled, m, opt)
+            result.max_diff, result.correct = compare_training(steps, exact, eager, tol)
             result.ms = time_ms(lambda: compiled(m, opt, inputs), device)
             _record_counts(result, counter)
         except Exception as e:
@@ -556,7 +569,7 @@ def format_row(row: Row) -> str:
     e, i, o = row.eager, row.inductor, row.ours
     notes = []
     if row.eager_error is not None:
-        notes.append(f"eager vs fp32: gradients {row.eager_error:.2g} off")
+        notes.append(f"eager vs fp32: first-step gradients {row.eager_error:.2g} off")
     if o.kernels is not None:
         notes.append(f"{o.kernels} triton kernels" + (f", {o.fallbacks} graph(s) run as captured" if o.fallbacks else ""))
     for who, r in (("inductor", i), ("ours", o)):

@@ -66,6 +66,11 @@ def test_the_training_check_allows_eagers_own_error_and_no_more(bench):
     assert not bench.compare_training(bench.Steps((2.0, 1.8), exact.grads), exact, eager, 2e-2)[1]
     nan = [g * float("nan") if g is not None else None for g in exact.grads]
     assert not bench.compare_training(bench.Steps((2.0, 1.5), nan), exact, eager, 2e-2)[1]
+    # a wrong optimizer update (the step's learning rate doubled) with right gradients
+    exact.updates, eager.updates = [torch.ones(5)], [torch.ones(5) * 1.01]
+    assert bench.compare_training(bench.Steps((2.0, 1.5), exact.grads, [torch.ones(5)]), exact, eager, 2e-2)[1]
+    assert not bench.compare_training(bench.Steps((2.0, 1.5), exact.grads, [torch.ones(5) * 2]),
+                                      exact, eager, 2e-2)[1]
     # fp32 rows: eager is the reference, the floor alone applies
     assert bench.compare_training(exact, exact, exact, 1e-3) == (0.0, True)
     assert not bench.compare_training(bench.Steps((2.0, 1.5), noise(0.01)), exact, exact, 1e-3)[1]
