@@ -242,9 +242,11 @@ def wrapper_line_times(info, args, calls: int = 20, replace: Optional[dict] = No
     return dict(grouped), plain
 
 
-def measure_engine(name: str, fn, report: Report, calls: int, timed: Optional["TimedBackend"] = None):
+def measure_engine(name: str, fn, report: Report, calls: int, timed: Optional["TimedBackend"] = None,
+                   cprofile: bool = False):
     """One engine's figures (first call, wall, host, loop, GPU busy by kind, top kernels, aten
-    calls; for ours, `timed`: time inside the wrappers, each wrapper's lines, a cProfile).
+    calls; for ours, `timed`: time inside the wrappers, each wrapper's lines, a cProfile; a
+    cProfile of any engine with `cprofile`).
     Returns (name, wall ms, host us, loop ms, busy us)."""
     start = time.perf_counter()
     fn()
@@ -273,6 +275,7 @@ def measure_engine(name: str, fn, report: Report, calls: int, timed: Optional["T
                                                                  if info.fallback_reason else ""))
             if info.wrapper_call is not None and position in timed.last_args:
                 _report_wrapper_lines(info, timed.last_args[position], position, report)
+    if timed is not None or cprofile:
         _cprofile(fn, report)
     return name, wall, host, loop, busy
 
@@ -353,7 +356,8 @@ def profile_train(spec, sizes, report: Report, out_dir: str, calls: int):
     for name, engine, extra in (("eager", step, None), ("inductor", inductor, None), ("ours", ours, timed)):
         m = copy.deepcopy(model)
         opt = models_gpu.make_optimizer(spec.train, m)
-        summary.append(measure_engine(name, lambda: engine(m, opt, inputs), report, calls, extra))
+        summary.append(measure_engine(name, lambda: engine(m, opt, inputs), report, calls, extra,
+                                      cprofile=name == "inductor"))
         m = opt = None
         torch.cuda.empty_cache()
     _report_summary(summary, report)
@@ -367,12 +371,13 @@ def _cprofile(fn, report: Report, calls: int = 20):
         fn()
     prof.disable()
     torch.cuda.synchronize()
-    text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(30)
-    report(f"   cProfile of {calls} calls (tottime):")
-    for line in text.getvalue().splitlines():
-        if line.strip():
-            report("   | " + line[:200])
+    for order in ("tottime", "cumulative"):
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats(order).print_stats(30)
+        report(f"   cProfile of {calls} calls ({order}):")
+        for line in text.getvalue().splitlines():
+            if line.strip():
+                report("   | " + line[:200])
 
 
 def host_microbench(report: Report, calls: int = 2000):

@@ -66,6 +66,8 @@ def test_the_training_check_allows_eagers_own_error_and_no_more(bench):
     assert not bench.compare_training(bench.Steps((2.0, 1.8), exact.grads), exact, eager, 2e-2)[1]
     nan = [g * float("nan") if g is not None else None for g in exact.grads]
     assert not bench.compare_training(bench.Steps((2.0, 1.5), nan), exact, eager, 2e-2)[1]
+    assert bench.checkable(exact, eager, 2e-2) == (2, 2)
+    assert bench.checkable(exact, bench.Steps(eager.losses, noise(1.0)), 2e-2) == (0, 2)   # eager as far as it gets
     # a wrong optimizer update (the step's learning rate doubled) with right gradients
     exact.updates, eager.updates = [torch.ones(5)], [torch.ones(5) * 1.01]
     assert bench.compare_training(bench.Steps((2.0, 1.5), exact.grads, [torch.ones(5)]), exact, eager, 2e-2)[1]
@@ -91,6 +93,7 @@ def test_a_wrong_gradient_makes_a_bf16_training_row_not_correct(bench, monkeypat
     (row,) = bench.run_models(device="cpu", quick=True, dtype=torch.bfloat16, specs=_gpt2(bench),
                               inductor_backend="eager", only="train")
     assert row.status == "ok" and row.eager_error is not None and row.eager_error > 0
+    assert row.checkable[0] > 0
     assert row.inductor.correct is True, row.inductor
     assert row.ours.correct is False and row.ours.max_diff > 1, row.ours
 
