@@ -8,6 +8,7 @@ CPU under Triton's interpreter, with a small size threshold, so every test is di
 vs `dl.capture(..., backend="triton")`: values, output and gradient strides, gradients) and also
 checks from the wrapper's source that the layout was really chosen. GPU checks at the end."""
 import copy
+import re
 
 import pytest
 import torch
@@ -21,7 +22,7 @@ import torch.nn.functional as F                            # noqa: E402
 
 import dynamo_lite as dl                                   # noqa: E402
 from dynamo_lite.backends.triton import backend as triton_backend_module   # noqa: E402
-from dynamo_lite.backends.triton import layouts, settings  # noqa: E402
+from dynamo_lite.backends.triton import graph_lowering, layouts, settings  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::DeprecationWarning")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available() or INTERPRET, reason="needs a CUDA GPU")
@@ -300,21 +301,62 @@ def exact_fp32(monkeypatch):
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
 
 
-def test_convolution_training_gradients_match_eager(forced, exact_fp32):
+def train_and_compare(x, steps: int = 1):
+    """ConvNet's forward and backward `steps` times on ours and on eager: outputs, gradients
+    (values and strides) and running statistics as eager's."""
     torch.manual_seed(0)
     model = ConvNet().to(DEVICE).train()
     reference = copy.deepcopy(model)
-    x = t(2, 3, 8, 8)
-    out = dl.capture(model, backend="triton")(x)
-    out.sum().backward()
-    expected = reference(x)
-    expected.sum().backward()
-    assert_same(out, expected)
+    compiled = dl.capture(model, backend="triton")
+    for _ in range(steps):
+        out = compiled(x)
+        out.sum().backward()
+        expected = reference(x)
+        expected.sum().backward()
+        assert_same(out, expected)
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=lambda m: f"{name}: {m}")
         assert p.grad.stride() == q.grad.stride(), name
     for a, b in zip(model.buffers(), reference.buffers()):                # running statistics
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_convolution_training_gradients_match_eager(forced, exact_fp32):
+    train_and_compare(t(2, 3, 8, 8))
+
+
+@pytest.mark.parametrize("size", [8, 7])
+def test_training_saves_activations_in_the_convolutions_layout(forced, exact_fp32, monkeypatch, size):
+    """The activations the forward saves for the backward stay channels-last (no second, NCHW
+    copy is written), and the backward is compiled for them as they come: gradients and running
+    statistics as eager's, and no NCHW activation in either graph. With 7x7 images (rows of 28
+    bytes, more than PAD_MIN_NUMEL elements) they are not stored as NCHW with padded rows either."""
+    # values with several readers are stored where they are made (ResNet-50's block outputs,
+    # a training batch norm + add + relu, are big enough for that)
+    monkeypatch.setattr(graph_lowering, "REUSE_REALIZE_OPS", 0)
+    batch = 2 if size == 8 else 4
+    triton_backend_module.recent.clear()
+    train_and_compare(t(batch, 3, size, size), steps=2)
+    forward = next(g for g in triton_backend_module.recent if g.output_strides)
+    activation = (batch, 8, size, size)
+    assert layouts.channels_last_strides(activation) in forward.output_strides    # saved channels-last
+    source = wrapper_source()
+    stored = re.findall(re.escape(f"empty_strided({activation}, ") + r"(\([\d, ]*\))", source)
+    assert stored and set(stored) == {str(layouts.channels_last_strides(activation))}, stored
+    if size == 7:
+        assert f"empty_strided({activation[:3] + (8,)}, " not in source, source    # no padded rows
+
+
+def test_an_extern_result_in_an_equivalent_layout_is_not_copied():
+    """A 1x1 weight's gradient with channels-last strides is the same memory order as the
+    contiguous one the meta promised: a view, no copy; a really different layout is copied."""
+    from dynamo_lite.backends.triton.wrapper import _fix_layout
+    g = torch.randn(16, 8, device=DEVICE).view(16, 8, 1, 1).as_strided((16, 8, 1, 1), (8, 1, 8, 8))
+    fixed = _fix_layout(g, (16, 8, 1, 1), (8, 1, 1, 1))
+    assert fixed.data_ptr() == g.data_ptr() and fixed.stride() == (8, 1, 1, 1) and torch.equal(fixed, g)
+    x = torch.randn(2, 3, 4, 5, device=DEVICE).to(memory_format=torch.channels_last)
+    copied = _fix_layout(x, (2, 3, 4, 5), (60, 20, 5, 1))
+    assert copied.data_ptr() != x.data_ptr() and copied.stride() == (60, 20, 5, 1) and torch.equal(copied, x)
 
 
 def test_attention_after_a_patch_convolution_stays_contiguous(forced):

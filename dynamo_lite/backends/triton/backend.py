@@ -25,6 +25,7 @@ mode on) go through AOTAutograd, which hands us a forward and a backward graph t
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import logging
 import time
@@ -61,6 +62,9 @@ class CompiledGraph:
     launchers: list = dataclasses.field(default_factory=list)
     specializations: dict = dataclasses.field(default_factory=dict)   # dynamic graphs: per shape
     mutated_inputs: list = dataclasses.field(default_factory=list)   # input positions written in place
+    # per output: strides it comes out with where they are not eager's (saved activations of a
+    # training forward, e.g. channels-last), else None
+    output_strides: list = dataclasses.field(default_factory=list)
     wrapper_call: Optional[Callable] = None     # the generated `call` itself (bench/models_profile.py times its lines)
 
     @property
@@ -181,14 +185,16 @@ class _Refused(Exception):
     """A graph the backend deliberately runs as captured (the message is the reason)."""
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    """Compile for exactly these input shapes; on an internal error, run `gm` eagerly instead."""
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, free_outputs: frozenset = frozenset()) -> Callable:
+    """Compile for exactly these input shapes; on an internal error, run `gm` eagerly instead.
+    `free_outputs`: output positions that may come out in a layout of ours (the compiled
+    callable's `compiled_graph.output_strides` says which did)."""
     start = time.perf_counter()
     try:
         checked, checks = checks_hoisted(gm)
         if checked is None:
             raise _Refused(checks)
-        call, info = _compile(checked, example_inputs)
+        call, info = _compile(checked, example_inputs, free_outputs)
     except _Refused as e:
         return _eager(gm, str(e))
     except Exception as e:
@@ -225,19 +231,33 @@ def _eager_if_first_call_fails(call, gm, info: CompiledGraph) -> Callable:
             with torch.no_grad():
                 for arg, before in saved:
                     arg.copy_(before)
-            result = gm(*args)
+            def eager(*args):
+                return _in_layouts(gm(*args), info.output_strides)
+            result = eager(*args)
             info.fallback_reason = f"first call failed: {type(e).__name__}: {e}"
             warnings.warn(f"dynamo_lite triton backend: graph runs eagerly ({info.fallback_reason})", stacklevel=2)
-            chosen.append(gm)
+            chosen.append(eager)
             return result
         chosen.append(call)
         return out
     return run
 
 
-def _compile(gm, example_inputs):
+def _in_layouts(result, strides: list):
+    """Eager's results with the outputs listed in `strides` copied into those layouts (what the
+    compiled graph promised its backward)."""
+    if not any(strides):
+        return result
+    out = list(result)
+    for i, st in enumerate(strides):
+        if st is not None:
+            out[i] = torch.empty_strided(out[i].shape, st, dtype=out[i].dtype, device=out[i].device).copy_(out[i])
+    return type(result)(out)
+
+
+def _compile(gm, example_inputs, free_outputs: frozenset = frozenset()):
     aten_gm = to_aten(gm, example_inputs)
-    lowering = GraphLowering(aten_gm, example_inputs).run()
+    lowering = GraphLowering(aten_gm, example_inputs, free_outputs).run()
     keep = {o.layout[0].name for o in lowering.outputs if getattr(o, "layout", None) is not None}
     items = []
     kernels = []
@@ -261,6 +281,7 @@ def _compile(gm, example_inputs):
         print(info.source)
     call = _outputs_viewing_outputs(_fresh_views(namespace["call"], gm, wrapper.outputs_passing_inputs), gm)
     info.mutated_inputs = lowering.mutated_inputs
+    info.output_strides = lowering.output_strides()
     if info.mutated_inputs:
         call = _unless_overlapping(call, gm, info, example_inputs)
     return call, info
@@ -450,9 +471,16 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     from . import partition
     info = CompiledGraph()
 
-    def compile_part(part: torch.fx.GraphModule, part_inputs: list):
-        compiled = compile_graph(part, list(part_inputs))
+    layouts = _SavedLayouts(partition.partition if settings.recompute else default_partition)
+
+    def compile_part(part: torch.fx.GraphModule, part_inputs: list, forward: bool = False):
+        free = layouts.free_outputs(part) if forward else frozenset()
+        if not forward:
+            part_inputs = layouts.backward_inputs(part, list(part_inputs))
+        compiled = compile_graph(part, list(part_inputs), free)
         latest = compiled.compiled_graph
+        if forward:
+            layouts.note(part, latest.output_strides)
         info.kernels = info.kernels + latest.kernels
         info.wrapper_source += latest.wrapper_source
         for counts, more in ((info.extern_ops, latest.extern_ops), (info.host_ops, latest.host_ops)):
@@ -468,9 +496,9 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     try:
         # keep writes into inputs that need no grad (batch-norm running statistics) in the
         # forward graph, where they become kernel stores, instead of copies after it
-        run = aot_module_simplified(gm, example_inputs, fw_compiler=compile_part,
+        run = aot_module_simplified(gm, example_inputs, fw_compiler=lambda p, i: compile_part(p, i, forward=True),
                                     bw_compiler=lambda part, inputs: compile_part(_without_dead_calls(part), inputs),
-                                    partition_fn=partition.partition if settings.recompute else default_partition,
+                                    partition_fn=layouts.partition,
                                     decompositions=decomposition_table(), keep_inference_input_mutations=True)
     except Exception as e:
         if settings.strict:
@@ -479,6 +507,53 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     run.compiled_graph = info
     recent.append(info)
     return run
+
+
+def _output_nodes(gm: torch.fx.GraphModule) -> list:
+    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+class _SavedLayouts:
+    """The activations a training forward saves for its backward get a layout of ours (a
+    convolution's output stays channels-last), and the backward is compiled for them as they
+    come: the partition's backward graph names each saved value as the forward graph does, so
+    the forward's outputs of those names are free (GraphLowering's `free_outputs`) and the
+    backward's example inputs of those names are restrided to what the forward made (what
+    Inductor tells AOTAutograd through the tracing context; we have none)."""
+
+    def __init__(self, partition_fn):
+        self.partition_fn = partition_fn
+        self.saved: set[str] = set()
+        self.strides: dict[str, tuple] = {}
+
+    def partition(self, joint, inputs, **kwargs):
+        fw, bw = self.partition_fn(joint, inputs, **kwargs)
+        self.saved = {n.name for n in bw.graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")}
+        return fw, bw
+
+    def free_outputs(self, fw: torch.fx.GraphModule) -> frozenset:
+        outs = _output_nodes(fw)
+        names = [o.name if isinstance(o, torch.fx.Node) else None for o in outs]
+        return frozenset(i for i, n in enumerate(names) if n in self.saved and names.count(n) == 1)
+
+    def note(self, fw: torch.fx.GraphModule, strides: list) -> None:
+        for node, st in zip(_output_nodes(fw), strides):
+            if st is not None:
+                self.strides[node.name] = st
+
+    def backward_inputs(self, bw: torch.fx.GraphModule, inputs: list) -> list:
+        placeholders = [n for n in bw.graph.nodes if n.op == "placeholder"]
+        return [_restrided(x, self.strides[n.name]) if n.name in self.strides else x
+                for n, x in zip(placeholders, inputs)]
+
+
+def _restrided(x: torch.Tensor, strides: tuple) -> torch.Tensor:
+    """An example input like `x` with `strides` (a fresh one: padded rows need more memory than
+    x's storage has)."""
+    mode = getattr(x, "fake_mode", None)
+    with mode if mode is not None else contextlib.nullcontext():
+        return torch.empty_strided(x.shape, strides, dtype=x.dtype, device=x.device)
 
 
 def _without_dead_calls(part: torch.fx.GraphModule) -> torch.fx.GraphModule:

@@ -39,9 +39,13 @@ TRUSTED_LAYOUT = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.ba
 
 
 class GraphLowering:
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, free_outputs: frozenset = frozenset()):
         self.gm = gm
         self.example_inputs = example_inputs
+        # output positions whose layout is ours to choose (the activations a training forward
+        # saves for its backward: AOTAutograd compiles the backward with the strides reported
+        # for them, `output_strides`), the others keep eager's strides
+        self.free_outputs = free_outputs
         self.nodes: list = []                        # PointwiseNode | ReductionNode | ExternNode
         self.buffers: dict[str, Buffer] = {}
         self.input_buffers: list[Optional[Buffer]] = []
@@ -94,14 +98,15 @@ class GraphLowering:
         a graph with convolutions a 4-d value computed from a channels-last buffer of its sizes
         (a convolution's output) stays channels-last: no layout conversion is left between
         convolutions (batch norm, ReLU and residual adds follow)."""
-        if self.library_layouts and layouts.needs_padding(value.sizes, value.dtype):
-            return layouts.padded_strides(value.sizes, value.dtype)
         if self.channels_last and value.ndim == 4:
+            # (before padding: a [8, 1024, 14, 14] activation is no matrix with misaligned rows)
             for ld in loads([value.load(domain_vars(4))]):
                 buf = self.buffers.get(ld.arg[0])
                 if buf is not None and buf.sizes == value.sizes and layouts.is_channels_last(buf.sizes, buf.strides) \
                         and buf.strides != contiguous_strides(buf.sizes):
                     return layouts.channels_last_strides(value.sizes)
+        if self.library_layouts and layouts.needs_padding(value.sizes, value.dtype):
+            return layouts.padded_strides(value.sizes, value.dtype)
         return contiguous_strides(value.sizes)
 
     def realize_for_view(self, value: Value, sizes) -> Value:
@@ -150,7 +155,7 @@ class GraphLowering:
     def run(self) -> "GraphLowering":
         placeholder_index = 0
         output = next(n for n in self.gm.graph.nodes if n.op == "output")
-        returned = set(_flatten(output.args[0]))
+        returned = {n for i, n in enumerate(_flatten(output.args[0])) if i not in self.free_outputs}
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 self.env[node] = self._placeholder(self.example_inputs[placeholder_index], placeholder_index)
@@ -466,9 +471,30 @@ class GraphLowering:
             return a
         try:
             with self._fake_mode:
-                return node.target(*fake(ext_args), **{k: fake(v) for k, v in ext_kwargs.items()})
+                meta = node.target(*fake(ext_args), **{k: fake(v) for k, v in ext_kwargs.items()})
+                return self._convolution_result_layout(node.target, ext_args, meta)
         except Exception:
             return traced
+
+    def _convolution_result_layout(self, target, ext_args, meta):
+        """cuDNN returns a convolution's results (forward, grad_input, grad_weight) channels-last
+        when its input is (`cudnn_conv_suggest_memory_format`); the CUDA meta function of
+        `convolution_backward` says contiguous for some (a 1x1 weight), and a result that comes
+        out otherwise than promised is copied on every call (`_fix_layout`)."""
+        if not self.channels_last or target not in layouts.CONVOLUTIONS:
+            return meta
+        activation = ext_args[layouts.CHANNELS_LAST_OPERANDS[target][-1]]
+        if not (isinstance(activation, BufferArg) and len(activation.sizes) == 4
+                and layouts.is_channels_last(activation.sizes, activation.strides)
+                and activation.strides != contiguous_strides(tuple(activation.sizes))):
+            return meta
+
+        def restrided(m):
+            if not isinstance(m, torch.Tensor) or m.dim() != 4:
+                return m
+            return torch.empty_strided(m.shape, layouts.channels_last_strides(tuple(m.shape)), dtype=m.dtype,
+                                       device=m.device)
+        return type(meta)(restrided(m) for m in meta) if isinstance(meta, (list, tuple)) else restrided(meta)
 
     def _extern_buffer(self, meta) -> Optional[Buffer]:
         if not isinstance(meta, torch.Tensor):
@@ -485,12 +511,15 @@ class GraphLowering:
         mutated_into = {id(src): dst for dst, src in self._mutations}
         written = {dst.layout[0].name for dst, _ in self._mutations}
         for i, (n, v) in enumerate(zip(fx_nodes, values)):
+            free = i in self.free_outputs
             if isinstance(v, Value):
                 if id(v) in mutated_into and mutated_into[id(v)].sizes == v.sizes:
                     v = mutated_into[id(v)]          # `x += 1; return x`: return the input itself
                 elif not v.is_strided():
-                    v = self.realize(v, _dense_strides(n.meta.get("val"), v.sizes) or contiguous_strides(v.sizes))
-                elif v.layout[0].name in written or self._strides_differ_from_eager(v, n.meta.get("val")):
+                    v = self.realize(v, None if free else
+                                     _dense_strides(n.meta.get("val"), v.sizes) or contiguous_strides(v.sizes))
+                elif v.layout[0].name in written or (
+                        not free and self._strides_differ_from_eager(v, n.meta.get("val"))):
                     # the value before the write-back: keep a copy; a value stored in another
                     # layout than eager's (padded rows, NHWC: AOTAutograd's backward indexes a
                     # saved tensor with eager's strides): a copy in eager's layout
@@ -498,6 +527,19 @@ class GraphLowering:
                                           _dense_strides(n.meta.get("val"), v.sizes))
             self.outputs.append(v)
         self._write_back()
+
+    def output_strides(self) -> list[Optional[tuple[int, ...]]]:
+        """Per graph output: the strides of a free output that comes out in another layout than
+        eager's (what the backward must be compiled for), else None (eager's)."""
+        fx_nodes = _flatten(next(n for n in self.gm.graph.nodes if n.op == "output").args[0])
+        out = []
+        for i, (n, v) in enumerate(zip(fx_nodes, self.outputs)):
+            meta = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+            differs = i in self.free_outputs and isinstance(v, Value) and v.is_strided() \
+                and isinstance(meta, torch.Tensor) and tuple(meta.shape) == v.sizes \
+                and any(size > 1 and s != e for size, s, e in zip(v.sizes, v.layout[1], meta.stride()))
+            out.append(tuple(v.layout[1]) if differs else None)
+        return out
 
     def _strides_differ_from_eager(self, v: Value, meta) -> bool:
         """Is `v` all of a buffer of ours (not a view of a graph input, which must alias, nor a host

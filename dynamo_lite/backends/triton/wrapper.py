@@ -57,9 +57,12 @@ def _view(t: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
 
 
 def _fix_layout(t: torch.Tensor, sizes, strides) -> torch.Tensor:
-    """An extern result whose strides differ from what its fake value promised: copy it."""
+    """An extern result whose strides differ from what its fake value promised: copy it (a view
+    where they differ only in dims of size 1: the same memory order)."""
     if not isinstance(t, torch.Tensor) or tuple(t.stride()) == tuple(strides) or t.numel() <= 1:
         return t
+    if tuple(t.shape) == tuple(sizes) and all(n == 1 or a == b for n, a, b in zip(sizes, t.stride(), strides)):
+        return t.as_strided(sizes, strides)
     out = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
     out.copy_(t)
     return out
