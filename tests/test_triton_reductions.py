@@ -196,6 +196,31 @@ def test_batch_norm_training_statistics_split_and_update():
     assert info.kernels[0].xnumel > 3
 
 
+def test_channels_last_batch_norm_statistics_are_split_across_channels():
+    """Over (N, H, W) of a channels-last tensor the channels are contiguous: an outer reduction in
+    memory though the last dim is reduced. 64 channels are one program of 64 lanes: the
+    statistics are split over H (many programs), then summed per channel; values against eager."""
+    x = t(8, 64, 32, 32).to(memory_format=torch.channels_last)
+    assert not lower_reductions.reduces_innermost(
+        lower_reductions.Value.of_buffer(_buffer_like(x)), [0, 2, 3])
+    assert lower_reductions._split_plan((8, 64, 32, 32), [0, 2, 3], inner=False) is not None
+    # ResNet's stem: no divisor of 112 gives the 64 pieces wanted after N; the largest one does
+    assert lower_reductions._split_plan((8, 64, 112, 112), [0, 2, 3], inner=False) == ([0], 2, 56)
+
+    def fn(x, mean, var, w, b):
+        return F.batch_norm(x, mean, var, w, b, training=True, momentum=0.1).relu()
+    info = compile_and_check(fn, x, t(64), torch.rand(64, device=DEVICE) + 0.5, t(64), t(64),
+                             rtol=1e-4, atol=1e-4, externs=0, kernels=3)
+    partial, total, normalize = info.kernels
+    assert partial.inner is False and partial.xnumel >= 64 * 32          # lanes across channels, split
+    assert total.xnumel == 64 and normalize.kind == "poi"
+
+
+def _buffer_like(x):
+    from dynamo_lite.backends.triton.ir import Buffer
+    return Buffer("x", tuple(x.shape), tuple(x.stride()), x.dtype, x.device, "input")
+
+
 def test_instance_norm_by_hand_is_one_kernel():
     def fn(x):
         m = x.mean((2, 3), keepdim=True)

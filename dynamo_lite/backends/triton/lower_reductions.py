@@ -17,7 +17,7 @@ from typing import Optional
 import torch
 
 from .codegen import PERSISTENT_MAX_INNER, PERSISTENT_MAX_OUTER
-from .ir import Affine, Op, cast, const
+from .ir import Affine, Op, cast, const, domain_vars, loads
 from .lowerings import NotLowerable, binary, out_meta, pointwise, register
 from . import values as V
 from .values import Value, broadcast_to, lazy
@@ -63,7 +63,8 @@ def reduce(lw, x: Value, dims: list[int], kind: str, keepdim: bool, out_dtype: t
     return result
 
 
-#: split a reduction with fewer output rows than this and rows at least SPLIT_MIN_ROW long
+#: split an inner reduction (lanes along the row) with fewer output rows than this and rows at
+#: least SPLIT_MIN_ROW long ...
 SPLIT_MAX_ROWS = 2048
 SPLIT_MIN_ROW = 16384
 #: ... into about this many partial rows, each at least SPLIT_MIN_CHUNK long
@@ -71,18 +72,49 @@ SPLIT_TARGET_ROWS = 4096
 SPLIT_MIN_CHUNK = 2048
 #: rows (contiguous outputs) one program of a reduction over an outer dim covers (launch.py's XBLOCK)
 OUTER_ROWS_PER_PROGRAM = 64
+#: split an outer reduction (lanes across rows: batch-norm statistics of a channels-last tensor)
+#: of at least SPLIT_OUTER_MIN_NUMEL elements that makes fewer programs than SPLIT_OUTER_MAX_PROGRAMS
+#: into about SPLIT_OUTER_TARGET_PROGRAMS, each chunk at least SPLIT_OUTER_MIN_CHUNK long (a
+#: program then still reads 64 rows x the chunk)
+SPLIT_OUTER_MAX_PROGRAMS = 128
+SPLIT_OUTER_MIN_NUMEL = 1 << 16
+SPLIT_OUTER_TARGET_PROGRAMS = 512
+SPLIT_OUTER_MIN_CHUNK = 64
 
 
-def _split_plan(sizes, dims: list[int]) -> Optional[tuple[list[int], int, int]]:
+def reduces_innermost(x: Value, dims: list[int]) -> bool:
+    """Does the reduction run along x's memory (is the dim its main operand walks with stride 1
+    among `dims`)? Codegen then puts lanes along the rows (an inner reduction), else across them.
+    The main operand is the load with the most index terms (codegen's reference too); without
+    one, the logical layout decides."""
+    index = domain_vars(x.ndim)
+    reads = [ld.arg[1] for ld in loads([x.load(index)]) if ld.op is Op.LOAD]
+    if reads:
+        main = max(reads, key=lambda a: len(a.terms))
+        strides = [(abs(main.coeff(v.terms[0][0])), d) for d, v in enumerate(index)
+                   if x.sizes[d] > 1 and main.coeff(v.terms[0][0]) != 0]
+        if strides:
+            return min(strides)[1] in dims
+    return dims[-1] == x.ndim - 1
+
+
+def _split_plan(sizes, dims: list[int], inner: Optional[bool] = None) -> Optional[tuple[list[int], int, int]]:
     """How to split: (reduced dims kept whole by the first pass, the dim split in two or -1, the
-    number of pieces it splits into), or None when the reduction is fine as one pass."""
+    number of pieces it splits into), or None when the reduction is fine as one pass. `inner`:
+    whether the reduction runs along memory (`reduces_innermost`; default: along the last dim)."""
     rows = math.prod(s for d, s in enumerate(sizes) if d not in dims)
-    if dims[-1] != len(sizes) - 1:
-        rows = max(1, rows // OUTER_ROWS_PER_PROGRAM)   # an outer reduction's program takes many rows
     length = math.prod(sizes[d] for d in dims)
-    if rows >= SPLIT_MAX_ROWS or length < SPLIT_MIN_ROW:
-        return None
-    wanted = min(-(-SPLIT_TARGET_ROWS // rows), length // SPLIT_MIN_CHUNK)
+    if inner is None:
+        inner = dims[-1] == len(sizes) - 1
+    if inner:
+        if rows >= SPLIT_MAX_ROWS or length < SPLIT_MIN_ROW:
+            return None
+        wanted = min(-(-SPLIT_TARGET_ROWS // rows), length // SPLIT_MIN_CHUNK)
+    else:
+        programs = -(-rows // OUTER_ROWS_PER_PROGRAM)   # an outer reduction's program takes many rows
+        if programs >= SPLIT_OUTER_MAX_PROGRAMS or rows * length < SPLIT_OUTER_MIN_NUMEL:
+            return None
+        wanted = min(-(-SPLIT_OUTER_TARGET_PROGRAMS // programs), length // SPLIT_OUTER_MIN_CHUNK)
     whole, pieces = [], 1
     for d in dims:
         if pieces >= wanted:
@@ -92,10 +124,12 @@ def _split_plan(sizes, dims: list[int]) -> Optional[tuple[list[int], int, int]]:
             whole.append(d)
             pieces *= sizes[d]
             continue
-        split = next((k for k in range(need, sizes[d] // 2 + 1) if sizes[d] % k == 0), None)
-        if split is None:
+        # the smallest divisor of the dim that gives enough pieces, else the largest one there is
+        divisors = [k for k in range(2, sizes[d] // 2 + 1) if sizes[d] % k == 0]
+        enough = [k for k in divisors if k >= need]
+        if not divisors:
             break
-        return whole, d, split
+        return whole, d, min(enough) if enough else max(divisors)
     if not whole or len(whole) == len(dims) or pieces < 2:
         return None
     return whole, -1, 1
@@ -104,7 +138,7 @@ def _split_plan(sizes, dims: list[int]) -> Optional[tuple[list[int], int, int]]:
 def _split_reduction(lw, x: Value, dims: list[int], kind: str, acc: torch.dtype,
                      buffer_dtype: torch.dtype) -> Value:
     """`lw.add_reduction`, in two passes where there are few long rows (see `_split_plan`)."""
-    plan = _split_plan(x.sizes, dims)
+    plan = _split_plan(x.sizes, dims, reduces_innermost(x, dims))
     if plan is None:
         return lw.add_reduction(x, dims, kind, acc, buffer_dtype)
     whole, d, pieces = plan
@@ -185,7 +219,7 @@ def _var_mean(lw, x: Value, dims, correction, keepdim, out_dtype):
 
 def _row_in_registers(x: Value, dims: list[int], n: int) -> bool:
     """Will codegen keep each row in registers (a persistent kernel)? Then two passes are free."""
-    inner = dims[-1] == x.ndim - 1
+    inner = reduces_innermost(x, dims)
     return n <= (PERSISTENT_MAX_INNER if inner else PERSISTENT_MAX_OUTER)
 
 
