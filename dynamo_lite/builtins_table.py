@@ -271,13 +271,15 @@ def _check_all_true(frame, error, cond, message):
     """A bool tensor checked without a message: a graph node that raises eager's exception when an
     element is false, rather than a break at the `.item()` torch's Python code reads it with.
     Traced as Python otherwise (a message callable; another dtype: its TypeError), and where
-    Python side effects are pending (they are replayed after the graph: they must come first)."""
+    Python side effects are pending after writes into the graph's inputs (they are replayed after
+    the graph, and must come first: `check_may_follow_effects`)."""
     if not (isinstance(cond, TensorValue) and cond.example.dtype is torch.bool
             and (message is None or is_const(message, type(None)))
             and isinstance(error, type) and getattr(builtins, error.__name__, None) is error
-            and issubclass(error, Exception) and not issubclass(error, Warning)) or frame.tracer.effects:
+            and issubclass(error, Exception) and not issubclass(error, Warning)) \
+            or not frame.tracer.graph.check_may_follow_effects(frame.tracer.effects):
         return NotImplemented
-    frame.tracer.graph.check_all_true(cond, error.__name__)
+    frame.tracer.graph.check_all_true(cond, error.__name__, bool(frame.tracer.effects))
     return Const(None)
 
 

@@ -22,6 +22,11 @@ _READ_ALL_LOCALS = {"locals", "vars", "dir", "eval", "exec"}
 # How resume functions (resume.py) name the stack items they take as arguments: not variables of
 # the program.
 STACK_ARG_PREFIX = "___stack"
+
+
+def shown_local(name: str) -> str:
+    """A local variable as users read it: a resume function's stack item `___stack0` is `stack0`."""
+    return "stack" + name[len(STACK_ARG_PREFIX):] if name.startswith(STACK_ARG_PREFIX) else name
 _FACTS: "weakref.WeakKeyDictionary[types.CodeType, CodeFacts]" = weakref.WeakKeyDictionary()
 
 
@@ -46,7 +51,8 @@ class CodeFacts:
         self.exception_table = dis._parse_exception_table(code)
         self.catching_ranges = [(e.start, e.end) for e in self.exception_table if self._handler_catches(e.target)]
         handlers = [(e.start, e.end, e.target) for e in self.exception_table]
-        self.loop_ranges = [(inst.argval, inst.offset) for inst in self.insts
+        # (a backward jump's target, by the offset of the instruction there, not of its prefix)
+        self.loop_ranges = [(self.insts[self.index_of[inst.argval]].offset, inst.offset) for inst in self.insts
                             if inst.opname in JUMP_OPS and isinstance(inst.argval, int) and inst.argval <= inst.offset]
         # Each handler's protected span, from its first to its last protected offset (the flat
         # exception table splits a block around the blocks nested in it): `with` blocks (their

@@ -10,7 +10,7 @@ returns it.
 from __future__ import annotations
 
 import types
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
@@ -27,6 +27,16 @@ from .values.contexts import block_exit
 
 GRAPH_OUT = "___graph_out"
 RESULT = "___result"
+
+
+class ResumeCall(NamedTuple):
+    """A resume function that a break's code calls: `nulls` says which stack items it takes
+    (`___stack{i}` for each False), `live` which locals; the stack items from `fresh_from` on are
+    what the break's own instructions left, the others are the traced frame's."""
+    code: types.CodeType
+    nulls: tuple
+    live: tuple
+    fresh_from: int
 
 
 class Emitter:
@@ -182,7 +192,8 @@ class Emitter:
         random = compiled is not None and draws_random_numbers(tracer.graph.graph)
         # With graph ops inside a try block a failure may be the program's own, handled by its except.
         report = on_internal_error if tracer.op_in_try is None else None
-        self.frame_run = FrameRun(self.code, tracer.root_globals, written, random, report)
+        self.frame_run = FrameRun(self.code, tracer.root_globals, written, random, report,
+                                  rerun_always=tracer.graph.checks_after_effects)
         self.rerun_label, self.snapshot = Label(), None
         if compiled is not None and self.frame_run.needs_snapshot:
             temps = []
@@ -414,9 +425,11 @@ def break_start(code: types.CodeType, index: int) -> tuple[int, str]:
 
 
 def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[Source],
-                    outputs: list, start: int, end: int, on_internal_error=None) -> types.CodeType:
+                    outputs: list, start: int, end: int, on_internal_error=None,
+                    resumes: Optional[list] = None) -> types.CodeType:
     """Code that runs the graph captured so far, rebuilds the stack and live locals, runs the
-    instructions [start, end] as CPython would, and continues in a resume function."""
+    instructions [start, end] as CPython would, and continues in a resume function. `resumes`,
+    if given, receives a `ResumeCall` for each resume function the code may call."""
     code_facts = facts(code)
     last = code_facts.insts[end]
     lineno = code_facts.line_of(last.offset) or code.co_firstlineno
@@ -522,6 +535,8 @@ def make_break_code(code: types.CodeType, tracer, frame, compiled, inputs: list[
             emitter.emit("STORE_FAST", f"___break_stack{i}")
         live = lives[offset]
         resume = resume_code(code, offset, nulls, live, shared, first, driven=how is not None)
+        if resumes is not None:
+            resumes.append(ResumeCall(resume, nulls, live, untouched))
         cells = root.co_freevars + shared
 
         def push_resume_function():

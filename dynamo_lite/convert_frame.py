@@ -31,19 +31,20 @@ from torch.utils._device import DeviceContext
 from . import _evalframe, breaks, config
 from .backends.ddp_split import active_ddp_module, ddp_split
 from .breaks import GraphBreakError, TracedException, Unsupported
-from .code_facts import facts
-from .codegen import break_start, check_resumable, make_break_code, make_code, tensors_needed
+from .code_facts import STACK_ARG_PREFIX, facts
+from .codegen import ResumeCall, break_start, check_resumable, make_break_code, make_code, tensors_needed
 from .graph_builder import graph_structure, keep_saved_tensor, tracing_saved_tensor_hooks_lifted
 from .resume import entry_of, is_driven, is_resume
 from .fallback import records, skip
 from .fallback.records import FrameRecord
 from .guards import (ClassAttrsMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch, DistinctMatch, IdMatch, RemainingMatch, ShapeEnvMatch, TensorMatch,
                      compile_guards)
-from .interpreter import SCALARS, Tracer
+from .interpreter import DATA_DEPENDENT, SCALARS, Tracer
 from .runtime import (GRAPH_CHECKS, autocast_as_traced, autocast_snapshot, enter_autocast, exit_autocast,
                       func_transform, restore_autocast, restoring_grad_mode)
-from .sources import AttrSource, FromNumpySource, GenericAttrSource, ItemSource
+from .sources import AttrSource, FromNumpySource, GenericAttrSource, ItemSource, LocalSource
 from .values.base import LazyValue, Value
+from .values.tensors import TensorValue
 from .values.containers import DictValue, IdentityKey
 from .values.contexts import AutocastValue, block_exit
 
@@ -607,7 +608,9 @@ def _graph_break(code, func, args, options, failed: Tracer, record: FrameRecord)
     split = _split_at_loop_head(code, func, args, options, failed, record)
     if split is not None:
         return split
-    new_code, tracer = _break_before(code, func, args, options, failed, record, start, end)
+    new_code, tracer = _break_before(code, func, args, options, failed, record, start, end,
+                                     data_dependent=record.kind is breaks.DYNAMIC_OUTPUT_SHAPE
+                                     and len(record.user_stack) <= 1)     # the op itself, not a call of it
     if new_code is code and record.fallback_kind in (breaks.BREAK_IN_WITH, breaks.RETRACE_MISMATCH):
         split = _split_at_with(code, func, args, options, failed, record)
         if split is not None:
@@ -652,12 +655,15 @@ def _moved_break(code, failed: Tracer, record: FrameRecord) -> str:
 def _split_at_loop_head(code, func, args, options, failed: Tracer, record: FrameRecord):
     """A break inside a `for` loop whose FOR_ITER this trace ran (the loop was entered here, or
     came round again after a resume), with nothing worth a graph of its own before that FOR_ITER
-    (no op, or in a loop stretch one op run as is): the stretch ends right before the FOR_ITER
-    instead, which then runs as Python. The loop body's stretches start at the loop head each
-    iteration, so their graph is the same for every iteration rather than one glued to the code
-    before the loop and another to the end of the previous iteration (TorchDynamo runs such a
-    frame eagerly and captures only its calls). Where real ops come before the head they stay
-    glued to the body (one graph call fewer per iteration, and no graph of their own).
+    (no op, or in a loop stretch one op run as is) or after it (the ops from the head to the
+    break would run as is): the stretch ends right before the FOR_ITER instead, which then runs
+    as Python. The loop body's stretches start at the loop head each iteration, so their graph is
+    the same for every iteration rather than one glued to the code before the loop and another
+    to the end of the previous iteration, and the end of an iteration is the same graph whether
+    the loop goes round again or ends (glued to the next head, the last iteration's end is
+    another graph, glued to the code after the loop). TorchDynamo runs such a frame eagerly and
+    captures only its calls. Where real ops come both before the head and after it they stay
+    glued (one graph call fewer per iteration, and no more graphs).
 
     None, and nothing compiled, where that cannot be done (the iterator cannot be rebuilt for
     real, the head sits in a `with` or try block): the break stays where it is."""
@@ -666,9 +672,10 @@ def _split_at_loop_head(code, func, args, options, failed: Tracer, record: Frame
     if head is None or head == failed.failed_at or head not in failed.root_for_iters:
         return None
     ops_before = failed.root_for_iters[head]
-    if ops_before:
-        if not _runs_as_is(code, failed.graph.ops()[:ops_before]):
-            return None
+    ops = failed.graph.ops()
+    if ops_before and not _runs_as_is(code, ops[:ops_before]) \
+            and not (config.loop_single_ops_as_is and _kernels(ops[ops_before:]) <= 1):
+        return None
     why = _moved_break(code, failed, record)
     saved = (record.kind, record.detail, record.user_stack)
     where = (code.co_filename, code_facts.line_of(head) or code.co_firstlineno, code.co_name)
@@ -683,11 +690,13 @@ def _split_at_loop_head(code, func, args, options, failed: Tracer, record: Frame
 
 
 def _break_before(code, func, args, options, failed: Tracer, record: FrameRecord, start: int, end: int,
-                  quiet: bool = False):
+                  quiet: bool = False, data_dependent: bool = False):
     """The break's code: a trace again from the top, stopped right before instruction `start`, its
     graph compiled, then instructions [start, end] run as CPython would and a resume function
     called. (code, failed) where it cannot resume; `quiet`: compile nothing in that case (the
-    caller tries another break point, so nothing may be handed to the backend in vain)."""
+    caller tries another break point, so nothing may be handed to the backend in vain).
+    `data_dependent`: the break's instructions make tensors whose sizes depend on tensor data
+    (`_hand_on_dynamic_sizes`)."""
     code_facts = facts(code)
     # Trace again from the top and stop right before the break: tracing is deterministic for
     # the same inputs, so the state there is exactly what the first attempt saw.
@@ -736,8 +745,10 @@ def _break_before(code, func, args, options, failed: Tracer, record: FrameRecord
         inputs = [src for (_, _, src) in graph.inputs]
     else:
         outputs = []
+    resumes: list = []
     try:
-        new_code = make_break_code(code, tracer, frame, compiled, inputs, outputs, start, end, graph_failed_for_us)
+        new_code = make_break_code(code, tracer, frame, compiled, inputs, outputs, start, end, graph_failed_for_us,
+                                   resumes)
     except Unsupported as e:
         record.graphs.clear()
         record.graphs_shared = 0
@@ -745,7 +756,48 @@ def _break_before(code, func, args, options, failed: Tracer, record: FrameRecord
         return code, failed
     record.status, record.fallback_kind, record.fallback_reason = "break", None, ""   # (an earlier try's)
     record.break_offset = code_facts.insts[end].offset
+    _hand_on_dynamic_sizes(code, resumes, frame, data_dependent)
     return new_code, tracer
+
+
+def _hand_on_dynamic_sizes(code, resumes: "list[ResumeCall]", frame, data_dependent: bool) -> None:
+    """Automatic dynamic across a break: a tensor whose size is symbolic in this trace is handed to
+    the resume function with those dims symbolic from its first capture on, and so is every dim
+    of what the break's own instructions made when their output shape depends on tensor data
+    (`data_dependent`: nonzero, a boolean mask). Such sizes change from call to call (each
+    iteration of a loop, each batch): a first static capture would only be recaptured."""
+    here = AUTO_DYNAMIC.get(code, {})
+    for resume in resumes:
+        state: dict = {}
+        items = [(i, LocalSource(f"{STACK_ARG_PREFIX}{i}")) for i, null in enumerate(resume.nulls) if not null]
+        for i, source in items:
+            if i >= resume.fresh_from:
+                if data_dependent:
+                    state.setdefault(DATA_DEPENDENT, set()).add(source)
+            elif i < len(frame.stack):
+                _note_symbolic_dims(state, source, frame.stack[i], here)
+        for name in resume.live:
+            _note_symbolic_dims(state, LocalSource(name), frame.locals.get(name), here)
+        if state:
+            into = AUTO_DYNAMIC.setdefault(resume.code, {})
+            for key, dims in state.items():
+                into.setdefault(key, set()).update(dims)
+
+
+def _note_symbolic_dims(state: dict, source, value, here: dict) -> None:
+    """`value`'s symbolic dims, as dims of `source` in the resume function's `state`; an argument
+    the trace never read (a LazyValue) keeps the dims it had here (`here`: this code's state)."""
+    if isinstance(value, LazyValue) and isinstance(value.value, torch.Tensor) and value.source is not None:
+        if value.source in here.get(DATA_DEPENDENT, ()):
+            state.setdefault(DATA_DEPENDENT, set()).add(source)
+        elif here.get(value.source):
+            state.setdefault(source, set()).update(here[value.source])
+        return
+    example = value.example if isinstance(value, TensorValue) else None
+    if isinstance(example, torch.Tensor):
+        dims = {d for d, size in enumerate(example.shape) if isinstance(size, torch.SymInt)}
+        if dims:
+            state.setdefault(source, set()).update(dims)
 
 
 def _leave_autocast_blocks_entered_here(frame, graph) -> None:
@@ -819,7 +871,7 @@ _ONE_KERNEL_METHODS = {"add", "sub", "mul", "div", "float", "half", "bfloat16", 
 _MAX_KERNELS_AS_IS = 3
 _FREE_FUNCTIONS = {operator.getitem, torch.split, torch.functional.split, torch.chunk, torch.unbind, torch.narrow,
                    torch.select, torch.permute, torch.flatten, torch.squeeze, torch.unsqueeze, torch.transpose,
-                   torch.t, torch.movedim}
+                   torch.t, torch.movedim, torch.ops.aten.sym_size.int}      # (a symbolic size read: no kernel)
 _FREE_METHODS = {"detach", "view", "reshape", "view_as", "unsqueeze", "squeeze", "transpose", "t", "split", "chunk",
                  "unbind", "narrow", "select", "expand", "expand_as", "permute", "flatten", "unflatten", "movedim",
                  "size", "dim"}

@@ -127,12 +127,16 @@ class GraphBuilder:
         # TorchFunctionModes the traced code entered and has not left, innermost last
         # (function_modes.py): while one is here, tensor operations go to it, not to the graph.
         self.function_modes: list[Value] = []
+        # A check on tensor values (`assert`, torch._check_tensor_all) made while Python side effects
+        # were pending: when it fails, the frame must run again eagerly so that they happen before
+        # the exception (runtime.FrameRun keeps that possible on every call, not only the first).
+        self.checks_after_effects = False
 
     # ---- inputs -----------------------------------------------------------------------------
     def add_input(self, tensor: torch.Tensor, source, dynamic_dims=(), guard_expr: str = "") -> TensorValue:
         """A graph input. Dimensions in `dynamic_dims` become symbolic (sizes 0 and 1 stay
         specialized); `guard_expr` is how the guard function reaches the tensor."""
-        name = self._placeholder_name(source.name() if source is not None else "input")
+        name = self._placeholder_name("l_" + source.name() if source is not None else "input")
         node = self.graph.placeholder(name)
         if guard_expr:
             # Named for ShapeEnv even when static: its guards may relate a symbolic size to this
@@ -168,7 +172,7 @@ class GraphBuilder:
         symbol = self.shape_env.create_unspecified_symbol(value, source=shape_source, dynamic_dim=DimDynamic.DYNAMIC)
         make = self.shape_env.create_symintnode if type(value) is int else self.shape_env.create_symfloatnode
         example = make(symbol, hint=value, source=shape_source)
-        node = self.graph.placeholder(self._placeholder_name(source.name()))
+        node = self.graph.placeholder(self._placeholder_name("l_" + source.name()))
         node.meta["example_value"] = example
         node.meta["source"] = source
         node.meta["real_type"] = type(value)
@@ -244,17 +248,27 @@ class GraphBuilder:
             known_data.record(node, op, target, args, kwargs, example)
         return result
 
-    def assertion(self, cond: TensorValue, expected: bool, message: tuple):
+    def assertion(self, cond: TensorValue, expected: bool, message: tuple, after_effects: bool):
         """`assert` on a tensor's truth value: a node that raises AssertionError(*message) when
-        bool(cond) is not `expected`, in program order (marked side-effectful so it is kept)."""
+        bool(cond) is not `expected`, in program order (marked side-effectful so it is kept).
+        `after_effects`: Python side effects are pending (`checks_after_effects`)."""
         node = self.graph.create_node("call_function", check_assertion, (cond.node, expected, *message), {})
         node.meta["example_value"] = None
+        self.checks_after_effects |= after_effects
 
-    def check_all_true(self, cond: TensorValue, error_name: str):
+    def check_all_true(self, cond: TensorValue, error_name: str, after_effects: bool):
         """`torch._check_tensor_all(cond)`: a node raising the builtin exception `error_name` when
         not every element of `cond` is true, in program order (side-effectful, so it is kept)."""
         node = self.graph.create_node("call_function", check_all_true, (cond.node, error_name), {})
         node.meta["example_value"] = None
+        self.checks_after_effects |= after_effects
+
+    def check_may_follow_effects(self, effects) -> bool:
+        """May a check on tensor values go into the graph with these Python side effects pending?
+        When it fails, the frame runs again eagerly, the effects in their place; the graph's writes
+        into its inputs before the check could not always be undone first (an input that
+        requires grad), so not after such writes."""
+        return not effects or not self.writes_into_inputs()
 
     def _run_fake(self, op, target, args, kwargs):
         fn: Callable = target if op == "call_function" else getattr(type(args[0]), target)

@@ -37,6 +37,10 @@ from .values import numpy_functions  # noqa: F401  (registers numpy functions as
 # entry under this key holds the sources of Python ints and floats seen changing: they become
 # graph inputs.
 SCALARS = "scalars"
+# ... and the entry under this key the sources whose tensors' sizes depend on tensor data (what a
+# break at nonzero, a boolean mask, unique ... left on a resume function's stack): every dim of a
+# tensor there or inside it is symbolic from the first capture on.
+DATA_DEPENDENT = "data-dependent"
 
 _INSTRUCTIONS_CACHE: dict[types.CodeType, tuple[list, dict]] = {}
 
@@ -152,6 +156,15 @@ class Frame:
         return (self.code.co_filename, line or self.code.co_firstlineno, self.code.co_name)
 
 
+def _is_expression(text: str) -> bool:
+    """Is `text` Python a guard function can evaluate (a source guards can name)?"""
+    try:
+        compile(text, "<source>", "eval")
+    except SyntaxError:
+        return False
+    return True
+
+
 class Tracer:
     """State of one capture: graph, guards, side effects, wrapped objects."""
 
@@ -220,16 +233,21 @@ class Tracer:
         is static). Parameters and buffers stay static; sizes 0 and 1 stay specialized."""
         if self.dynamic is False or source is None or (self.dynamic is None and not self.auto_dynamic):
             return set(), ""
-        is_parameter, chain = False, source
+        is_parameter, data_dependent, chain = False, False, source
+        seen_data_dependent = self.auto_dynamic.get(DATA_DEPENDENT, ())
         while chain is not None:
             if isinstance(chain, (ObjectRefSource, FromNumpySource)):
                 return set(), ""     # numpy arrays read from the frame keep static shapes
             if isinstance(chain, ModuleDictSource) and chain.table in ("_parameters", "_buffers"):
                 is_parameter = True
+            data_dependent |= chain in seen_data_dependent
             chain = getattr(chain, "owner", None)
-        dims = set(range(tensor.dim())) if self.dynamic else set(self.auto_dynamic.get(source, ()))
+        dims = set(range(tensor.dim())) if self.dynamic or data_dependent else set(self.auto_dynamic.get(source, ()))
         dims = set() if is_parameter else {d for d in dims if d < tensor.dim() and tensor.shape[d] >= 2}
-        return dims, self._guard_expr(source)
+        expr = self._guard_expr(source)
+        if not _is_expression(expr):
+            return set(), ""      # ShapeEnv writes its guards over this text: only a source guards can name
+        return dims, expr
 
     def _guard_expr(self, source) -> str:
         """How the guard function spells `source` (ShapeEnv's guards are written over this text)."""
@@ -251,11 +269,7 @@ class Tracer:
                 or source not in self.auto_dynamic.get(SCALARS, ()):
             return ""
         expr = self._guard_expr(source)
-        try:       # ShapeEnv writes its guards over this text: only a source guards can name qualifies
-            compile(expr, "<source>", "eval")
-        except SyntaxError:
-            return ""
-        return expr
+        return expr if _is_expression(expr) else ""   # ShapeEnv writes its guards over this text
 
     # ---- state changes --------------------------------------------------------------------
     def mutate(self, container: Value):

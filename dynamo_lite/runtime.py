@@ -71,7 +71,9 @@ class FrameRun:
     """What the replacement code of one frame needs when its graph, or the rebuilding of its
     Python values after the graph, raises: the frame's code and globals, to run it eagerly; which
     graph inputs the graph writes into (`written`: positions, or None when unknown), to undo those
-    writes first; whether the graph draws random numbers, to put the generators back.
+    writes first; whether the graph draws random numbers, to put the generators back;
+    `rerun_always`: a failure after the graph has once run to the end is rerun too (a check
+    made while Python side effects were pending, which must happen before its exception).
 
     The replacement code calls the graph inside an exception-table range whose handler calls
     `rerun` (no cost while nothing raises). Before the call it takes a `snapshot` only when the
@@ -79,8 +81,9 @@ class FrameRun:
     when the eager run succeeds where the graph failed: that failure was ours, not the user's."""
 
     def __init__(self, code: types.CodeType, globals_: dict, written: Optional[list], random: bool,
-                 on_internal_error=None):
+                 on_internal_error=None, rerun_always: bool = False):
         self.code = code
+        self.rerun_always = rerun_always
         self.globals = globals_
         self.written = written
         self.random = random
@@ -94,8 +97,8 @@ class FrameRun:
 
     def snapshot(self, *inputs):
         """(copies of the written inputs, their versions, random generator states); _PROVEN once the
-        graph has run to the end once (nothing is copied: a failure propagates)."""
-        if self.snapshots > self.failures:
+        graph has run to the end once (nothing is copied: a failure propagates) unless `rerun_always`."""
+        if self.snapshots > self.failures and not self.rerun_always:
             return _PROVEN
         self.snapshots += 1
         rng = _rng_states() if self.random else None

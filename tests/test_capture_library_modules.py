@@ -505,24 +505,6 @@ def test_assert_on_tensor_values_is_a_graph_node(fn, case):
     check(fn, x, t, graphs=Graphs(dl=expected, torch=None, why="TorchDynamo breaks on the `and`/`or` of an assert"))
 
 
-def test_assert_after_a_pending_side_effect_still_breaks():
-    class Counter:
-        calls = 0
-
-    counter = Counter()
-
-    def fn(x):
-        counter.calls += 1                   # replayed after the graph: must happen before a raise
-        return asserting.assert_positive(x)
-
-    for x in (torch.ones(2), -torch.ones(2)):
-        before = counter.calls
-        reset()
-        with pytest.raises(AssertionError) if x[0] < 0 else contextlib.nullcontext():
-            capture(fn, backend=CountingBackend())(x)
-        assert counter.calls == before + 1
-
-
 # -- torch._check_tensor_all -----------------------------------------------------------------------
 
 def _checked_scale(x, t):
@@ -580,19 +562,54 @@ def test_a_graph_of_checks_alone_runs_as_is(case):
     assert any(r.ops_as_is for r in RECORDS)
 
 
-def test_check_tensor_all_after_a_pending_side_effect_still_breaks():
-    calls = []
+class _State:
+    seen = False
 
-    def fn(x, t):
-        calls.append(1)                       # replayed after the graph: must happen before a raise
-        return _checked_scale(x, t)
 
-    for t in (torch.tensor([1, 2]), torch.tensor([-1, 2])):
-        reset()
-        calls.clear()
-        with pytest.raises(RuntimeError) if t[0] < 0 else contextlib.nullcontext():
-            capture(fn, backend=CountingBackend())(torch.ones(2), t)
-        assert calls == [1]
+def _counted_then_asserted(state, x, t):
+    state.seen = True                        # replayed after the graph: must happen before a raise
+    return asserting.assert_positive(x) * t
+
+
+def _counted_then_checked(state, x, t):
+    state.seen = True
+    return _checked_scale(x, t)
+
+
+def _counted_dropout_checked_written(state, x, t, buf):
+    state.seen = True
+    y = torch.nn.functional.dropout(x, 0.5, training=True)    # draws before the check
+    torch._check_tensor_all(t >= 0)
+    buf.add_(y)                                                 # written after it
+    return y * 2
+
+
+@pytest.mark.parametrize("fn", [_counted_then_asserted, _counted_then_checked, _counted_dropout_checked_written])
+def test_a_check_after_a_pending_side_effect_is_in_the_graph_and_raises_after_it(fn):
+    """A check on tensor values (an assert, torch._check_tensor_all) made while a Python side
+    effect is pending (it is replayed after the graph) is a graph node all the same: when it
+    fails, on the first call or any later one, the frame runs again eagerly (random generators and
+    written inputs put back first), so the effect happens before the exception as in eager."""
+    reset()
+    backend = CountingBackend()
+    captured = capture(fn, backend=backend)
+    good, bad = torch.tensor([1, 2]), torch.tensor([-1, 2])
+    for i, (x, t) in enumerate([(torch.ones(2), good), (torch.ones(2), good), (-torch.ones(2), good),
+                                (torch.ones(2), bad), (torch.ones(2), good), (torch.ones(2), bad)]):
+        extra = (torch.zeros(2),) if fn is _counted_dropout_checked_written else ()
+        outcomes = []
+        for run in (fn, captured):
+            state = _State()
+            args = (state, x.clone(), t) + tuple(e.clone() for e in extra)
+            torch.manual_seed(i)
+            try:
+                outcome = ("value", run(*args))
+            except (AssertionError, RuntimeError) as e:
+                outcome = (type(e), str(e))
+            # the effect, the written input, where the generator was left
+            outcomes.append(outcome + (state.seen, args[3:], torch.rand(1)))
+        assert_same(outcomes[0], outcomes[1], f"call {i}")
+    assert backend.count == 1                                 # no break at the check
 
 
 # -- modules made inside forward -------------------------------------------------------------------

@@ -39,7 +39,7 @@ def test_report_lists_graphs_breaks_and_locations(capsys):
     assert [fn for _, _, fn, _ in first.user_stack] == ["model_fn", "helper"]
     assert first.resumed and "print" in first.hint
     assert all("def forward" in g.code for g in report.graphs)
-    assert any("L['x'] is a Tensor" in guard for guard in report.graphs[0].guards)
+    assert any("x is a Tensor" in guard for guard in report.graphs[0].guards)
 
 
 def test_text_html_and_json_renderings():
@@ -216,7 +216,7 @@ def test_recapture_history_names_the_guard_that_failed_with_old_and_new_value(ca
     captures = history["scaled"]          # it breaks before reading x: only n is guarded
     assert len(captures) == 2 and captures[0].recapture is None
     assert captures[1].recapture == {"guard": "type(n) is int and n == 2", "old": "2", "new": "3",
-                                     "reason": "L['n'] changed: 2 -> 3"}
+                                     "reason": "n changed: 2 -> 3"}
     line = scaled.__code__.co_firstlineno + 1
     resumed = history[f"scaled.<resume at line {line}>"]      # after the print, x is read
     assert [c.recapture["guard"] for c in resumed[1:]] == ["type(n) is int and n == 2", resumed[2].recapture["guard"]]

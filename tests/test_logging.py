@@ -42,7 +42,7 @@ def test_environment_variable_prints_breaks_recompiles_guards_graphs_and_bytecod
     assert "graph break in f" in err and "[DL005 print-or-log]" in err
     assert "recapturing f" in err and "rank: expected 1, got 2" in err
     assert "replacement bytecode for f" in err and "CALL" in err
-    assert "guards for f" in err and "L['x'] is a Tensor(dtype=torch.float32" in err
+    assert "guards for f" in err and "x is a Tensor(dtype=torch.float32" in err
     assert "graph for f" in err and "def forward" in err
     assert proc.stdout.count("in the middle") == 2        # the user's print is untouched
 

@@ -602,3 +602,48 @@ def test_a_groupby_live_at_a_break_is_handed_on_in_its_state():
     check(groupby_loop_with_breaks, torch.randn(3), torch.tensor([0, 1, 1, 0, 1, 2, 2, 1]), grids, graphs=None)
     check(groupby_group_left_part_way, torch.randn(3), [1, 2, 3, 11, 12, 25, 31, 32], graphs=None)
     assert not [r for r in RECORDS if r.status == "fallback"], [r.detail for r in RECORDS]
+
+
+# ---- sizes that change from iteration to iteration ------------------------------------------------
+
+def routed_experts(x, ids, w):
+    """A mixture-of-experts loop (switch_transformers' shape): the experts hit come from nonzero,
+    each takes the rows routed to it (`torch.where`: a break whose sizes depend on the data)."""
+    out = torch.zeros_like(x)
+    hit = torch.greater(torch.bincount(ids, minlength=4), 0).nonzero()
+    for e in hit:
+        idx, = torch.where(ids == e)
+        out.index_add_(0, idx, torch.relu(x[idx] @ w) * 2)
+    return out
+
+
+def masked_rows_then_print(x, ids):
+    """Rows picked by a mask (a break), worked on, then a print (a break): the stretch after the
+    print gets a tensor whose rows were a symbolic size in the graph that made it."""
+    total = x.sum()
+    for k in ids.unique():
+        rows = x[ids == k]
+        y = rows * 2 + 1
+        print("expert")
+        total = total + (y.sin() * 3).sum()
+    return total
+
+
+def test_sizes_that_depend_on_data_are_symbolic_from_the_first_capture():
+    """What a break at nonzero / a boolean mask / torch.where leaves, and what a graph made from
+    it with a symbolic size, is handed to the resume function with those dims symbolic at once
+    (convert_frame._hand_on_dynamic_sizes): each stretch is captured once, not first for one
+    size and then again for all (every expert here gets a different number of rows)."""
+    def resized():
+        return [r.recompile_reason for r in RECORDS if r.recompile_reason and "size" in r.recompile_reason]
+    ids = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 1, 0])
+    # before bincount; after it up to nonzero; the loop's head through `ids == e`; the expert's
+    # stretch through the next head; the same stretch where the loop ends (one more before: the
+    # expert's stretch for 4 rows, then for any number)
+    check(routed_experts, torch.randn(16, 8), ids, torch.randn(8, 8), graphs=graphs(5))
+    assert not resized(), resized()
+    # before unique; the loop's head through `ids == k`; a mask's rows worked on; after the print
+    # through the next mask; the same where the loop ends (two more before: the two stretches
+    # after the mask for 4 rows, then for any number)
+    check(masked_rows_then_print, torch.randn(16, 8), ids, graphs=graphs(5))
+    assert not resized(), resized()

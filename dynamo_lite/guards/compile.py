@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..code_facts import STACK_ARG_PREFIX
+from ..code_facts import STACK_ARG_PREFIX, shown_local
 from ..runtime import items_left, iterator_ahead
 from ..sources import ITERATOR_AHEAD, GlobalSource, Scope, is_literal
 from .guards import ITEMS_LEFT, Guard, short_repr
@@ -120,10 +120,8 @@ def readable_arg_names(arg_names) -> dict[str, str]:
     (`___stack0`) become `stack0`, names that are no identifiers `argN`."""
     names: dict[str, str] = {}
     for i, arg in enumerate(arg_names):
-        shown = arg
-        if arg.startswith(STACK_ARG_PREFIX):
-            shown = "stack" + arg[len(STACK_ARG_PREFIX):]
-        elif not arg.isidentifier() or keyword.iskeyword(arg):
+        shown = shown_local(arg)
+        if not shown.isidentifier() or keyword.iskeyword(shown):
             shown = f"arg{i}"
         while shown in names.values():
             shown += "_"

@@ -54,16 +54,17 @@ def _tensor_conditional(jump_when: bool):
 
 def _assert_on_tensor(frame, inst, value: TensorValue, jump_when: bool):
     """Whether the jump is taken after the assert node, or None when this is no assert (or when
-    Python-level side effects are pending: they are replayed after the graph, and must have
-    happened when the assert raises)."""
-    if frame.tracer.effects:
+    Python-level side effects are pending after writes into the graph's inputs: they are replayed
+    after the graph, and must have happened when the assert raises, `check_may_follow_effects`)."""
+    if not frame.tracer.graph.check_may_follow_effects(frame.tracer.effects):
         return None
     fall_through = frame.instructions[frame.ip].offset
     for raises_at, taken in ((fall_through, True), (inst.argval, False)):
         message = _assertion_block(frame, raises_at)
         if message is not None:
             # the assert holds when the tensor's truth value sends control away from the raise
-            frame.tracer.graph.assertion(value, jump_when if taken else not jump_when, message)
+            frame.tracer.graph.assertion(value, jump_when if taken else not jump_when, message,
+                                         bool(frame.tracer.effects))
             return taken
     return None
 
