@@ -78,6 +78,28 @@ def test_the_training_check_allows_eagers_own_error_and_no_more(bench):
     assert not bench.compare_training(bench.Steps((2.0, 1.5), noise(0.01)), exact, exact, 1e-3)[1]
 
 
+def test_adamw_updates_are_compared_over_all_parameters(bench):
+    """AdamW's first updates are +-lr per element: signs flipped where a gradient is near 0 are
+    all or nothing, so a small tensor can be 10% off in one engine and exact in eager. Over all
+    parameters, flips as many as eager's pass; a wrong learning rate does not."""
+    torch.manual_seed(0)
+    lr = 1e-4
+    exact_updates = [torch.sign(torch.randn(192)) * lr for _ in range(20)]
+
+    def flipped(fraction, first):
+        out = [u.clone() for u in exact_updates]
+        for u in out[first:first + 10]:
+            u[torch.rand(192) < fraction] *= -1
+        return out
+    grads = [torch.ones(3)]
+    exact = bench.Steps((2.0, 1.5), grads, exact_updates)
+    eager = bench.Steps((2.0, 1.5), grads, flipped(0.02, 0))          # flips in the first ten tensors
+    ours = bench.Steps((2.0, 1.5), grads, flipped(0.03, 10))          # in the other ten
+    assert bench.compare_training(ours, exact, eager, 2e-2)[1]
+    wrong_lr = bench.Steps((2.0, 1.5), grads, [u * 2 for u in flipped(0.02, 10)])
+    assert not bench.compare_training(wrong_lr, exact, eager, 2e-2)[1]
+
+
 def test_a_wrong_gradient_makes_a_bf16_training_row_not_correct(bench, monkeypatch):
     """In the whole row (bf16 autocast on the CPU): a backend whose backward doubles one gradient fails."""
     real_grads = bench.grads
