@@ -862,9 +862,14 @@ _ONE_KERNEL_FUNCTIONS = {operator.add, operator.sub, operator.mul, operator.true
                          operator.setitem, torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge, torch.greater,
                          torch.less, torch.any, torch.all, torch.sum, torch.amax, torch.amin, torch.prod,
                          torch.count_nonzero}
+# ... and an elementwise function of one tensor (an activation, a math function): one kernel too
+_POINTWISE = ("relu", "sigmoid", "tanh", "exp", "log", "sin", "cos", "abs", "neg", "sqrt", "rsqrt", "square",
+              "reciprocal", "gelu", "silu", "mish", "elu", "leaky_relu", "softplus", "hardtanh", "relu6")
+_ONE_KERNEL_FUNCTIONS |= {f for name in _POINTWISE for module in (torch, torch.nn.functional)
+                          if callable(f := getattr(module, name, None))}
 _ONE_KERNEL_METHODS = {"add", "sub", "mul", "div", "float", "half", "bfloat16", "double", "bool", "int", "long",
                        "to", "type", "type_as", "contiguous", "clone", "matmul", "eq", "ne", "lt", "le", "gt", "ge",
-                       "any", "all", "sum", "amax", "amin", "prod", "count_nonzero"}
+                       "any", "all", "sum", "amax", "amin", "prod", "count_nonzero", *_POINTWISE}
 # A loop stretch of a few such ops each of whose results is used after the graph (nothing kept
 # from memory by fusing: a comparison and the reduction the break reads, `mask = ids == k` then
 # `if mask.any():`) runs as is too.
