@@ -27,6 +27,8 @@ STACK_ARG_PREFIX = "___stack"
 def shown_local(name: str) -> str:
     """A local variable as users read it: a resume function's stack item `___stack0` is `stack0`."""
     return "stack" + name[len(STACK_ARG_PREFIX):] if name.startswith(STACK_ARG_PREFIX) else name
+
+
 _FACTS: "weakref.WeakKeyDictionary[types.CodeType, CodeFacts]" = weakref.WeakKeyDictionary()
 
 

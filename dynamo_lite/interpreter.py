@@ -8,6 +8,7 @@ sources read, recorded side effects and the identity map of wrapped objects.
 from __future__ import annotations
 
 import dis
+import functools
 import types
 from typing import Any, Optional
 
@@ -156,8 +157,10 @@ class Frame:
         return (self.code.co_filename, line or self.code.co_firstlineno, self.code.co_name)
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_expression(text: str) -> bool:
-    """Is `text` Python a guard function can evaluate (a source guards can name)?"""
+    """Is `text` Python a guard function can evaluate (a source guards can name)? Asked for each
+    tensor input of every capture with dynamic sizes: the same few texts, parsed once."""
     try:
         compile(text, "<source>", "eval")
     except SyntaxError:

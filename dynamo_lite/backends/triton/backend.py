@@ -39,7 +39,7 @@ from ..graph_checks import checking_after, checks_hoisted
 from . import availability, precompile, settings
 from .codegen import KernelSource, generate
 from .decompose import grad_mode_after, to_aten
-from .graph_lowering import GraphLowering
+from .graph_lowering import GraphLowering, graph_outputs
 from .ir import ExternNode
 from .scheduler import schedule
 from .wrapper import KernelCall, WrapperCodegen
@@ -509,11 +509,6 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     return run
 
 
-def _output_nodes(gm: torch.fx.GraphModule) -> list:
-    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-    return list(out) if isinstance(out, (list, tuple)) else [out]
-
-
 class _SavedLayouts:
     """The activations a training forward saves for its backward get a layout of ours (a
     convolution's output stays channels-last), and the backward is compiled for them as they
@@ -533,12 +528,12 @@ class _SavedLayouts:
         return fw, bw
 
     def free_outputs(self, fw: torch.fx.GraphModule) -> frozenset:
-        outs = _output_nodes(fw)
+        outs = graph_outputs(fw)
         names = [o.name if isinstance(o, torch.fx.Node) else None for o in outs]
         return frozenset(i for i, n in enumerate(names) if n in self.saved and names.count(n) == 1)
 
     def note(self, fw: torch.fx.GraphModule, strides: list) -> None:
-        for node, st in zip(_output_nodes(fw), strides):
+        for node, st in zip(graph_outputs(fw), strides):
             if st is not None:
                 self.strides[node.name] = st
 

@@ -154,8 +154,7 @@ class GraphLowering:
 
     def run(self) -> "GraphLowering":
         placeholder_index = 0
-        output = next(n for n in self.gm.graph.nodes if n.op == "output")
-        returned = {n for i, n in enumerate(_flatten(output.args[0])) if i not in self.free_outputs}
+        returned = {n for i, n in enumerate(graph_outputs(self.gm)) if i not in self.free_outputs}
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 self.env[node] = self._placeholder(self.example_inputs[placeholder_index], placeholder_index)
@@ -531,7 +530,7 @@ class GraphLowering:
     def output_strides(self) -> list[Optional[tuple[int, ...]]]:
         """Per graph output: the strides of a free output that comes out in another layout than
         eager's (what the backward must be compiled for), else None (eager's)."""
-        fx_nodes = _flatten(next(n for n in self.gm.graph.nodes if n.op == "output").args[0])
+        fx_nodes = graph_outputs(self.gm)
         out = []
         for i, (n, v) in enumerate(zip(fx_nodes, self.outputs)):
             meta = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
@@ -639,6 +638,11 @@ def _lazy_of(buf, body) -> Value:
     names = [f"v{k}" for k in range(len(buf.sizes))]
     return Value(buf.sizes, buf.dtype, buf.device,
                  lambda index: substitute_index([body], dict(zip(names, index)))[0])
+
+
+def graph_outputs(gm: torch.fx.GraphModule) -> list:
+    """What `gm` returns, flattened, one item per output position (a node, or a constant)."""
+    return _flatten(next(n for n in gm.graph.nodes if n.op == "output").args[0])
 
 
 def _flatten(x) -> list:
