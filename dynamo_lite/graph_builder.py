@@ -148,6 +148,13 @@ class GraphBuilder:
                                                                   source=shape_source))
             self.named_inputs.append((example, shape_source, tuple(dynamic_dims)))
             self.has_symbolic_inputs |= bool(dynamic_dims)
+            value = getattr(example, "item_memo", None)
+            if isinstance(value, (torch.SymInt, torch.SymFloat)):
+                # A 0-d CPU integer (or float64) tensor with a name: FakeTensorMode gives its value a
+                # symbol, so ops that read it as a number (`x.view(n, -1)`) trace on. ShapeEnv's
+                # guards on that symbol are checked on `n.item()`.
+                self.named_inputs.append((value, ShapeSource(f"{guard_expr}.item()"), ()))
+                self.has_symbolic_inputs = True
         else:
             example = _fake_of(lambda: self.fake_mode.from_tensor(tensor, static_shapes=True))
         node.meta["example_value"] = example
@@ -364,8 +371,10 @@ class GraphBuilder:
 
     def shape_guards(self) -> list[str]:
         """ShapeEnv's guards on the symbolic inputs, as Python over guard-function names."""
-        if not self.has_symbolic_inputs:
+        if not self.has_symbolic_inputs and not self.shape_env.var_to_val:
             return []
+        # (a symbol no input names makes produce_guards fail: an internal error, the frame eager,
+        # never a guard left out)
         fakes, sources, _ = zip(*self.named_inputs)
         guards = list(self.shape_env.produce_guards(list(fakes), list(sources)))
         # A dynamic dim that tracing specialized (`if x.size(0) > 2` seen with 2 gives s0 == 2) ends

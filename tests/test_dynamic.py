@@ -360,3 +360,24 @@ def test_an_int_that_indexes_a_tensor_stays_a_graph_input():
         torch.testing.assert_close(got, expected)
     with pytest.raises(IndexError):
         captured(x, 6)
+
+
+def _view_by_a_0d_tensor(x, n, a):
+    s = a.sum()
+    y = x.view(n, -1)              # reads n's value: under dynamic sizes a symbol for it
+    if y.shape[0] > 2:
+        return y * 2 + s
+    return y * 3 + s
+
+
+def test_the_value_of_a_0d_tensor_an_op_reads_is_guarded():
+    # Once `a`'s size was seen changing the frame is captured with dynamic sizes, and FakeTensorMode
+    # gives the value of the 0-d int tensor `n` a symbol: the branch on it must be guarded (it was
+    # left out when no dim of this call was symbolic: a wrong result), and a guard on it must be
+    # expressible (it was an internal error where a dim was symbolic)
+    from harness import call_both
+    backend = CountingBackend()
+    captured = dl.capture(_view_by_a_0d_tensor, backend=backend)
+    x = torch.ones(4)
+    for v, m in ((4, 3), (4, 1), (2, 1), (1, 1), (4, 5), (2, 5), (2, 1)):
+        call_both(_view_by_a_0d_tensor, captured, (x, torch.tensor(v), torch.ones(m)), {}, f"n={v}, a of {m}")
