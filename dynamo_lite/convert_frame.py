@@ -655,15 +655,15 @@ def _moved_break(code, failed: Tracer, record: FrameRecord) -> str:
 def _split_at_loop_head(code, func, args, options, failed: Tracer, record: FrameRecord):
     """A break inside a `for` loop whose FOR_ITER this trace ran (the loop was entered here, or
     came round again after a resume), with nothing worth a graph of its own before that FOR_ITER
-    (no op, or in a loop stretch one op run as is): the stretch ends right before the FOR_ITER
-    instead, which then runs as Python. The loop body's stretches start at the loop head each
-    iteration, so their graph is the same for every iteration rather than one glued to the code
-    before the loop and another to the end of the previous iteration (TorchDynamo runs such a
-    frame eagerly and captures only its calls). Where real ops come before the head they stay
-    glued to the body (one graph call fewer per iteration, and no graph of their own; the last
-    iteration's end is another graph, glued to the code after the loop). Splitting there too
-    when the head's ops would run as is saves that graph, but made ShapeEnv meet symbols without
-    a source in a later stretch (transformers' Mistral3 patch merger): not done.
+    (no op, or in a loop stretch one op run as is) or after it (the ops from the head to the
+    break would run as is): the stretch ends right before the FOR_ITER instead, which then runs
+    as Python. The loop body's stretches start at the loop head each iteration, so their graph is
+    the same for every iteration rather than one glued to the code before the loop and another
+    to the end of the previous iteration, and the end of an iteration is the same graph whether
+    the loop goes round again or ends (glued to the next head, the last iteration's end is
+    another graph, glued to the code after the loop). TorchDynamo runs such a frame eagerly and
+    captures only its calls. Where real ops come both before the head and after it they stay
+    glued (one graph call fewer per iteration, and no more graphs).
 
     None, and nothing compiled, where that cannot be done (the iterator cannot be rebuilt for
     real, the head sits in a `with` or try block): the break stays where it is."""
@@ -672,7 +672,9 @@ def _split_at_loop_head(code, func, args, options, failed: Tracer, record: Frame
     if head is None or head == failed.failed_at or head not in failed.root_for_iters:
         return None
     ops_before = failed.root_for_iters[head]
-    if ops_before and not _runs_as_is(code, failed.graph.ops()[:ops_before]):
+    ops = failed.graph.ops()
+    if ops_before and not _runs_as_is(code, ops[:ops_before]) \
+            and not (config.loop_single_ops_as_is and _kernels(ops[ops_before:]) <= 1):
         return None
     why = _moved_break(code, failed, record)
     saved = (record.kind, record.detail, record.user_stack)

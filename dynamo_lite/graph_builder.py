@@ -138,7 +138,7 @@ class GraphBuilder:
         specialized); `guard_expr` is how the guard function reaches the tensor."""
         name = self._placeholder_name("l_" + source.name() if source is not None else "input")
         node = self.graph.placeholder(name)
-        if guard_expr:
+        if guard_expr and tensor.dim() > 0:
             # Named for ShapeEnv even when static: its guards may relate a symbolic size to this
             # tensor's sizes (`4 * x.size()[1] <= w.size()[0]`).
             context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC if d in dynamic_dims
@@ -148,14 +148,10 @@ class GraphBuilder:
                                                                   source=shape_source))
             self.named_inputs.append((example, shape_source, tuple(dynamic_dims)))
             self.has_symbolic_inputs |= bool(dynamic_dims)
-            value = getattr(example, "item_memo", None)
-            if isinstance(value, (torch.SymInt, torch.SymFloat)):
-                # A 0-d CPU integer (or float64) tensor with a name: FakeTensorMode gives its value a
-                # symbol, so ops that read it as a number (`x.view(n, -1)`) trace on. ShapeEnv's
-                # guards on that symbol are checked on `n.item()`.
-                self.named_inputs.append((value, ShapeSource(f"{guard_expr}.item()"), ()))
-                self.has_symbolic_inputs = True
         else:
+            # (a 0-d tensor has no size to name; named, FakeTensorMode would give an integer one's
+            # value a symbol, and an op reading it (`w[i]`, `x.view(n, -1)`) would specialize the
+            # graph to that value where the graph itself reads it on every call)
             example = _fake_of(lambda: self.fake_mode.from_tensor(tensor, static_shapes=True))
         node.meta["example_value"] = example
         node.meta["source"] = source

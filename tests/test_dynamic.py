@@ -371,10 +371,11 @@ def _view_by_a_0d_tensor(x, n, a):
 
 
 def test_the_value_of_a_0d_tensor_an_op_reads_is_guarded():
-    # Once `a`'s size was seen changing the frame is captured with dynamic sizes, and FakeTensorMode
-    # gives the value of the 0-d int tensor `n` a symbol: the branch on it must be guarded (it was
-    # left out when no dim of this call was symbolic: a wrong result), and a guard on it must be
-    # expressible (it was an internal error where a dim was symbolic)
+    # Once `a`'s size was seen changing the frame is captured with dynamic sizes. Named for
+    # ShapeEnv, the 0-d int tensor `n` got a symbol for its value from FakeTensorMode, whose guards
+    # no input named: left out where no dim of the call was symbolic (a wrong result: the branch on
+    # the view's size), an internal error where one was. A 0-d tensor is not named now: the view
+    # reads n's value as in a static capture
     from harness import call_both
     backend = CountingBackend()
     captured = dl.capture(_view_by_a_0d_tensor, backend=backend)

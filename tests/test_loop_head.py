@@ -51,6 +51,49 @@ def test_the_body_graph_is_the_same_for_every_iteration():
     assert heads and all("DL005 print-or-log" in r.detail for r in heads), [r.detail for r in heads]
 
 
+def experts_over_the_rows_they_got(x, ids, ws):
+    """A mixture-of-experts loop: the loop's head picks an expert's rows (one op, then a break:
+    nonzero), the rest of the iteration is real work (a graph)."""
+    out = torch.zeros_like(x)
+    for e, w in enumerate(ws):
+        idx, = torch.where(ids == e)
+        out.index_add_(0, idx, torch.relu(x[idx] @ w) * 2)
+    return out
+
+
+def test_the_end_of_an_iteration_is_one_graph_whether_the_loop_goes_on_or_ends():
+    # before the loop (zeros_like); an iteration's end (a graph, for every iteration and also the
+    # last: the head after it, one op to the break, is not glued to it, so neither is the code
+    # after the loop); the head (ids == e: a single op, run as is); after the loop (no op)
+    ids = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 1])
+    ws = [torch.randn(4, 4) for _ in range(3)]
+    check(experts_over_the_rows_they_got, torch.randn(10, 4), ids, ws, graphs=graphs(2))
+    check(experts_over_the_rows_they_got, torch.randn(5, 4), ids[:5], ws[:2], graphs=graphs(2))
+    ends = [r for r in RECORDS if r.graphs and any(n.target == "index_add_" for n in r.graphs[0].graph.nodes)]
+    assert len(ends) == 1, [r.recompile_reason for r in ends]
+
+
+def _patches_merged_by_their_sizes(x, sizes, w):
+    """Mistral3's patch merger: a loop over images whose sizes are 0-d tensors read by view()
+    (under dynamic sizes, symbols for their values), after a break at the loop's head."""
+    out = []
+    start = 0
+    for i, (h, wd) in enumerate(sizes):
+        n = h * wd
+        patch = x[start:start + n].view(h, wd, -1)
+        print("image", i)
+        out.append(patch.permute(2, 0, 1).flatten(1).t() @ w)
+        start = start + n
+    return torch.cat(out)
+
+
+def test_sizes_read_from_0d_tensors_in_a_split_loop_are_guarded():
+    x, w = torch.randn(40, 4), torch.randn(4, 3)
+    sizes = [(torch.tensor(2), torch.tensor(4)), (torch.tensor(4), torch.tensor(8))]
+    check(_patches_merged_by_their_sizes, x, sizes, w, graphs=None)
+    check(_patches_merged_by_their_sizes, x, sizes[::-1], w, graphs=None)
+
+
 def _long_loop():
     """A loop with a break inside whose body is long enough that its FOR_ITER's jump needs an
     EXTENDED_ARG prefix, which the backward jump lands on."""
