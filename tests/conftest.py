@@ -16,6 +16,25 @@ def pytest_report_header(config):
     return f"dynamo_lite differential suite, engine under test: {harness.ENGINE}"
 
 
+# Tests marked `once` drive the report CLI and its HTML page end to end: Python over the engine's
+# records, the same on every Python version (the engine under them is tested per version by the
+# rest of the suite). CI runs them on one version (.ci/run: DL_ONCE_TESTS=skip on the others).
+SKIP_ONCE = os.environ.get("DL_ONCE_TESTS") == "skip"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "once: the report CLI and its HTML page end to end (DL_ONCE_TESTS=skip skips)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not SKIP_ONCE:
+        return
+    skip = pytest.mark.skip(reason="DL_ONCE_TESTS=skip: the report CLI's end-to-end tests run on one Python version")
+    for item in items:
+        if item.get_closest_marker("once"):
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def fresh_engine_caches():
     harness.reset()

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.once     # CI runs these on one Python version (conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 USER_MODELS = textwrap.dedent('''

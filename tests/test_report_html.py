@@ -22,6 +22,8 @@ import pytest
 from dynamo_lite import breaks
 from dynamo_lite.report.html import write_html
 
+pytestmark = pytest.mark.once     # CI runs these on one Python version (conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 TINY_MODELS = textwrap.dedent('''
