@@ -22,7 +22,7 @@ import torch.nn.functional as F                            # noqa: E402
 
 import dynamo_lite as dl                                   # noqa: E402
 from dynamo_lite.backends.triton import backend as triton_backend_module   # noqa: E402
-from dynamo_lite.backends.triton import graph_lowering, layouts, settings  # noqa: E402
+from dynamo_lite.backends.triton import graph_lowering, layouts, settings, wrapper  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore::DeprecationWarning")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available() or INTERPRET, reason="needs a CUDA GPU")
@@ -44,7 +44,11 @@ def poisoned(monkeypatch):
     def empty_strided(*args, **kwargs):
         out = original(*args, **kwargs)
         return out.fill_(float("nan")) if out.is_floating_point() else out
+
+    def allocator(device):
+        return lambda sizes, strides, dtype: empty_strided(sizes, strides, dtype=dtype, device=device)
     monkeypatch.setattr(torch, "empty_strided", empty_strided)
+    monkeypatch.setattr(wrapper, "ALLOCATOR", allocator)
 
 
 def wrapper_source() -> str:
@@ -224,7 +228,7 @@ def test_training_lm_head_gradients_match_eager(forced, poisoned):
     source = wrapper_source()
     assert "empty_strided((32, 1024), (1, 32)" in source and "empty_strided((24, 1024), (1024, 1)" in source, source
     assert "empty_strided((2, 12, 1024)" in source, source                  # the logits gradient
-    assert ".as_strided((24, 1024), (1024, 1))" in source and ".as_strided((1024, 24), (1, 1024))" in source, source  # read padded
+    assert "(24, 1024), (1024, 1))" in source and "(1024, 24), (1, 1024))" in source, source  # read padded
     assert "empty_strided((1024, 32), (32, 1)" in source, source            # weight rows, and its gradient
 
 
