@@ -23,7 +23,9 @@ Engines (Inductor first: the others' ratios are to it):
 Per row: first call (s; the median over --repeat fresh processes), its ratio to Inductor's, the
 second call (s; what the first left undone), graphs and kernels, the compile pool's counters
 (ours: jobs compiled by workers, taken back by the parent, failed; seconds launches waited for
-workers), the whole subprocess's wall time, and whether the output matched eager's (the tolerance
+workers; when the workers were ready, the graphs submitted and jobs taken back, in seconds from
+the pool's start; the workers' seconds compiling and building launchers, the parent's compiling
+and loading, and timing launch configs), the whole subprocess's wall time, and whether the output matched eager's (the tolerance
 of bench/models_gpu.py). `--child` is the subprocess's entry point.
 """
 from __future__ import annotations
@@ -96,6 +98,10 @@ def child(model_name: str, engine: str, device: str, quick: bool) -> dict:
         from dynamo_lite.backends.triton import cache, precompile, settings
         result["workers"] = settings.compile_workers
         result["pool"] = dict(precompile.stats)
+        result["pool_timeline"] = {k: [round(t, 2) for t in v] for k, v in precompile.timeline.items()}
+        result["worker_seconds"] = dict(precompile.worker_seconds)
+        result["parent_compile_s"] = sum(launcher.compile_seconds for c in infos for launcher in c.launchers)
+        result["tune_s"] = sum(launcher.tune_seconds for c in infos for launcher in c.launchers)
         result["kernel_cache"] = dict(cache.stats)          # disk_hits 0: the caches were empty
     return result
 
@@ -149,6 +155,16 @@ def format_row(row: dict, inductor_s) -> str:
     pool = row.get("pool")
     pool_text = (f"workers {row['workers']}: {pool['compiled']} compiled, {pool['taken_back']} taken back, "
                  f"{pool['failed']} failed, waited {row['wait_s']:.1f}s") if pool else ""
+    times = row.get("pool_timeline")
+    if times and times["ready"]:
+        # when the workers were ready and the parent compiled jobs itself, from the pool's start
+        taken = times["taken_back"]
+        pool_text += (f"; ready {min(times['ready']):.1f}-{max(times['ready']):.1f}s, "
+                      f"submitted {', '.join(f'{t:.1f}' for t in times['submitted'][:3])}s, taken back "
+                      + (f"{taken[0]:.1f}-{taken[-1]:.1f}s" if taken else "none")
+                      + f"; workers compiling {row['worker_seconds']['compile']:.1f}s + launchers "
+                      f"{row['worker_seconds']['launcher']:.1f}s; parent compile+load {row['parent_compile_s']:.1f}s, "
+                      f"tuning {row['tune_s']:.1f}s")
     kernels = f"{row.get('graphs', '-')}/{row.get('kernels', '-')}"
     return (f"{row['model']:<12} {row['engine']:<9} {_s(first)} {_s(ratio)} {_s(row['second_call_s'])} "
             f"{_s(row['process_s'])} {kernels:>9} {'yes' if row['correct'] else 'NO':>7}  {pool_text}")

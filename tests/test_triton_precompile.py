@@ -277,3 +277,77 @@ def test_a_forked_child_neither_uses_nor_stops_the_parents_workers(pool_for_sm90
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert not pool._closed and all(p is None or p.poll() is None for p in pool.processes)
+
+
+MIXED_KERNEL = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def mixed_kernel(a_ptr, b_ptr, c_ptr, d_ptr, e_ptr, s0, s1, s2, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    x = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    tl.store(a_ptr + x, tl.load(b_ptr + x) * s0 + s1 + s2 + tl.load(c_ptr + x) + tl.load(d_ptr + x) + RBLOCK)
+"""
+
+
+@needs_ptxas
+def test_a_worker_specializes_arguments_as_tritons_binder_does(tmp_path):
+    """compile_worker specializes a job's arguments by hand (Triton's binder would import torch, the
+    slow part of a worker's start): the same as the binder, for tensors of each dtype and scalars."""
+    from dynamo_lite.backends.triton import compile_worker
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+    path = tmp_path / "mixed_kernel.py"
+    path.write_text(MIXED_KERNEL)
+    import triton
+    source = compile_worker._load_kernel(str(path), "mixed_kernel")
+    fn = source if isinstance(source, triton.runtime.JITFunction) else triton.JITFunction(source.fn)  # (interpreted)
+    backend = make_backend(GPUTarget(*SM90))
+    kwargs = {"XBLOCK": 128, "RBLOCK": 4, "num_warps": 4, "debug": False, "instrumentation_mode": ""}
+    for pointers in (["*bfloat16", "*float16", "*float32", "*int64", "*bool"], ["*int32", "*uint8", "*int8",
+                                                                                 "*float64", "*int16"]):
+        args = pointers + ["float", "int", "bool"]
+        ours = compile_worker.specialization(fn, args, kwargs)
+        binders = compile_worker._binder_specialization(fn, backend, args, kwargs)
+        assert ours[1] == binders[1]
+        # what the compile is keyed by: the signature, the constexprs' values and the attributes
+        packed = [fn._pack_args(backend, dict(kwargs), *made, None)[1:] for made in (ours, binders)]
+        assert packed[0] == packed[1]
+
+
+@needs_ptxas
+def test_a_worker_compiles_without_importing_torch(tmp_path):
+    path = tmp_path / "mixed_kernel.py"
+    path.write_text(MIXED_KERNEL)
+    job = {"path": str(path), "name": "mixed_kernel", "args": ["*float32"] * 5 + ["float", "int", "bool"],
+           "constexprs": {"XBLOCK": 128, "RBLOCK": 4}, "num_warps": 4, "target": SM90,
+           "cache_dir": str(tmp_path / "bin")}
+    from dynamo_lite.backends.triton import precompile
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    out = subprocess.run([sys.executable, "-P", "-c", textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {os.path.dirname(precompile.WORKER_SCRIPT)!r})
+        import compile_worker
+        compile_worker.compile_job(json.loads(sys.argv[1]))
+        print("TORCH", "torch" in sys.modules)
+    """), json.dumps(job)], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "TORCH False" in out.stdout, out.stdout
+    assert list((tmp_path / "bin").rglob("*.cubin"))
+
+
+def test_one_job_per_launcher_kind_builds_the_launcher(pool_for_sm90, tmp_path, monkeypatch):
+    """Triton's C launcher depends on which arguments are pointers or scalars, not on dtypes or
+    constexpr values: only the first job of each kind asks its worker to build one."""
+    precompile = pool_for_sm90
+    _workers_run(precompile, "import time\ntime.sleep(60)\n", tmp_path, monkeypatch)
+    pool = precompile.shared_pool()
+
+    def job(name, args, **constexprs):
+        return pool.submit({"name": name, "args": args, "constexprs": constexprs}).request["launcher"]
+    assert job("a", ["*float32", "*float32"], XBLOCK=1024)
+    assert not job("a", ["*float32", "*float32"], XBLOCK=2048)      # another config
+    assert not job("b", ["*bfloat16", "*int64"], XBLOCK=64)         # other dtypes
+    assert job("c", ["*float32", "float"], XBLOCK=64)               # a scalar
+    assert job("d", ["*float32", "*float32"], XBLOCK=64, RBLOCK=8)  # another constexpr

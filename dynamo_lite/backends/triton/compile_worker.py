@@ -2,18 +2,22 @@
 parent's first launch to find there (precompile.py starts a few of these and feeds them).
 
 It runs as a script (`python -P compile_worker.py`), not as part of the dynamo_lite package: a
-worker imports only triton and torch (no dynamo_lite, no user `__main__`), touches no GPU (it
+worker imports only triton (no torch, no dynamo_lite, no user `__main__`), touches no GPU (it
 compiles for the target the parent names), and exits when its stdin closes (the parent exited).
+Not importing torch is what makes a worker ready soon: on an H200 host, eight workers importing
+torch were ready 3.9-5.3 s after they started, while a GPT-2's graph was submitted at 1.0 s and
+the parent compiled what it reached first itself.
 
 Protocol: `{"ready": true}` once imported, then one JSON job per line on stdin and one JSON reply
 per line on the original stdout (anything else printed goes to stderr):
 
     job:   {"path": kernel file, "name": kernel, "args": ["*float32", "float", ...],
             "constexprs": {"XBLOCK": 1024}, "num_warps": 4, "target": ["cuda", 90, 32],
-            "cache_dir": Triton's cache dir or null (Triton's default)}
-    reply: {"ok": true, "seconds": 1.2} or {"ok": false, "error": "...", "seconds": 0.1}
+            "cache_dir": Triton's cache dir or null (Triton's default), "launcher": build it (default true)}
+    reply: {"ok": true, "seconds": 1.2, "launcher_seconds": 0.4} or {"ok": false, "error": "...", "seconds": 0.1}
 
-Besides the kernel's binary, a job builds its launcher (`_warm_launcher`): still no GPU touched.
+Besides the kernel's binary, a job builds its launcher (`_warm_launcher`) unless it says not to
+(another job builds the same one): still no GPU touched.
 
 `args` describe the kernel's parameters as the parent will pass them: "*<torch dtype>" a tensor
 (assumed 16-byte aligned, as fresh allocations are), "float" / "int" / "bool" a scalar by value.
@@ -26,6 +30,9 @@ import time
 
 #: example values of scalars passed by value (an int's specialization depends on its value: a guess)
 _SCALARS = {"float": 0.5, "int": 2, "bool": True}
+#: how Triton's binder (triton 3.6/3.7: `native_specialize_impl`) specializes a scalar of each kind
+#: with its example value above; a tensor is ("*<dtype>", "D"): 16-byte aligned
+_SCALAR_SPECIALIZATION = {"float": ("fp32", None), "int": ("i32", ""), "bool": ("u1", None)}
 
 
 def _load_kernel(path: str, name: str):
@@ -52,16 +59,45 @@ def _example_arg(desc: str):
     return _SCALARS[desc]
 
 
-def compile_job(job: dict) -> None:
+def specialization(fn, args: list[str], kwargs: dict) -> tuple[dict, list]:
+    """(bound arguments, specialization) as Triton's binder makes them for `fn` called with
+    example arguments described by `args` and the constexprs in `kwargs`, without the binder:
+    its native specializer imports torch. tests/test_triton_precompile.py checks this against
+    the binder for every kind of argument."""
+    from triton._utils import canonicalize_ptr_dtype
+    described = iter(args)
+    bound, specialized = {}, []
+    for param in fn.params:
+        if param.is_constexpr:
+            bound[param.name] = kwargs[param.name]
+            specialized.append(("constexpr", kwargs[param.name]))
+            continue
+        desc = next(described)
+        bound[param.name] = None                  # (only the constexprs' values are read)
+        specialized.append((canonicalize_ptr_dtype(desc[1:], False), "D") if desc.startswith("*")
+                           else _SCALAR_SPECIALIZATION[desc])
+    return bound, specialized
+
+
+def _binder_specialization(fn, backend, args: list[str], kwargs: dict) -> tuple[dict, list]:
+    """What `specialization` makes, by Triton's binder (for a Triton that `specialization` does not
+    know: this imports torch)."""
+    from triton.runtime.jit import create_function_from_signature
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, specialized, _ = binder(*[_example_arg(a) for a in args], **kwargs)
+    return bound, specialized
+
+
+def compile_job(job: dict) -> float:
     """Compile one kernel for one launch config. This mirrors what `JITFunction.run` does before it
     compiles (triton 3.6/3.7: bind, specialize, pack the arguments, parse the options), so the
     binary lands under the cache key the parent's launch looks up; where a Triton version differs,
-    the key differs and the parent compiles the kernel itself, as without workers."""
+    the key differs and the parent compiles the kernel itself, as without workers. Returns the
+    seconds spent building the launcher."""
     import triton
     from triton import knobs
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import ASTSource, make_backend
-    from triton.runtime.jit import create_function_from_signature
 
     if job.get("cache_dir"):
         knobs.cache.dir = job["cache_dir"]
@@ -71,21 +107,35 @@ def compile_job(job: dict) -> None:
     kwargs = dict(job["constexprs"], num_warps=job["num_warps"])
     kwargs["debug"] = kwargs.get("debug", fn.debug) or knobs.runtime.debug
     kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
-    bound, specialization, options = binder(*[_example_arg(a) for a in job["args"]], **kwargs)
-    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialization, options)
+    try:
+        bound, specialized = specialization(fn, job["args"], kwargs)
+    except (ImportError, KeyError):
+        bound, specialized = _binder_specialization(fn, backend, job["args"], kwargs)
+    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialized, None)
     kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
-    _warm_launcher(kernel)
+    start = time.perf_counter()
+    if job.get("launcher", True):        # (the pool asks the first job of each launcher kind)
+        _warm_launcher(kernel, target)
+    return time.perf_counter() - start
 
 
-def _warm_launcher(kernel) -> None:
+_drivers: dict = {}                   # target backend -> its Triton driver, made once
+
+
+def _warm_launcher(kernel, target) -> None:
     """Build the kernel's launcher into Triton's cache as well: Triton 3.6 compiles a C launcher
     per kernel signature with the host compiler at the first launch (in the parent, one after
-    another: 3.8 s of a LLaMA forward's first call); built here, the parent only loads it. A
-    Triton whose launcher is generic builds nothing; any failure leaves it to the parent."""
+    another: 3.8 s of a LLaMA forward's first call); built here, the parent only loads it. The
+    driver is the target's own (`triton.runtime.driver.active` would ask torch which is active,
+    importing it). A Triton whose launcher is generic builds nothing; any failure leaves it to
+    the parent."""
     try:
-        from triton.runtime import driver
-        driver.active.launcher_cls(kernel.src, kernel.metadata)
+        driver = _drivers.get(target.backend)
+        if driver is None:
+            from triton.backends import backends
+            driver_cls = next(b.driver for b in backends.values() if b.compiler.supports_target(target))
+            driver = _drivers[target.backend] = driver_cls()
+        driver.launcher_cls(kernel.src, kernel.metadata)
     except Exception:                 # noqa: BLE001 -- an optimisation only
         pass
 
@@ -94,15 +144,14 @@ def main() -> None:
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)                     # prints of triton or ptxas must not corrupt the replies
     os.environ.pop("TRITON_INTERPRET", None)    # a worker compiles (tests of the pool run interpreted)
-    import torch  # noqa: F401        imported before the first job arrives (the parent is still lowering)
-    import triton  # noqa: F401
+    import triton  # noqa: F401       imported before the first job arrives (the parent is still lowering)
+    import triton.compiler.compiler  # noqa: F401
     replies.write(json.dumps({"ready": True}) + "\n")
     replies.flush()
     for line in sys.stdin:
         start = time.perf_counter()
         try:
-            compile_job(json.loads(line))
-            reply = {"ok": True}
+            reply = {"ok": True, "launcher_seconds": compile_job(json.loads(line))}
         except Exception as e:        # reported to the parent, which compiles the kernel itself
             reply = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000]}
         reply["seconds"] = time.perf_counter() - start

@@ -31,6 +31,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from typing import Optional
 
 import torch
@@ -46,13 +47,19 @@ MAX_STARTS_FAILED = 3
 WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compile_worker.py")
 
 stats = {"submitted": 0, "compiled": 0, "failed": 0, "taken_back": 0, "waited": 0}
+#: when things happened, in seconds since the pool started (bench/compile_latency.py prints them):
+#: "ready" each worker's start, "submitted" each graph's submission, "taken_back" each job the
+#: parent compiled itself; and the workers' time per job, compiling and building launchers
+timeline: dict[str, list[float]] = {"ready": [], "submitted": [], "taken_back": []}
+worker_seconds = {"compile": 0.0, "launcher": 0.0}
 
 
 class Job:
     """One kernel for one launch config, compiled by a worker unless the launcher takes it back."""
 
-    def __init__(self, request: dict):
+    def __init__(self, request: dict, pool: Optional["CompilePool"] = None):
         self.request = request
+        self.pool = pool
         self.future: concurrent.futures.Future = concurrent.futures.Future()
         self.error: Optional[str] = None
 
@@ -61,6 +68,8 @@ class Job:
         compiles it: no worker had started it (it is withdrawn now), it failed, or took too long."""
         if self.future.cancel():
             stats["taken_back"] += 1
+            if self.pool is not None:
+                timeline["taken_back"].append(self.pool.elapsed())
             return False
         if not self.future.done():
             stats["waited"] += 1
@@ -78,19 +87,28 @@ class CompilePool:
         self.command = command or [sys.executable, "-P", WORKER_SCRIPT]
         self.jobs: "queue.Queue[Optional[Job]]" = queue.Queue()
         self.submitted: dict[str, Job] = {}          # one job per kernel, config and target
+        self.launchers: set[tuple] = set()           # launcher_kind of the jobs that build one
         self.processes: list[Optional[subprocess.Popen]] = [None] * workers
         self.threads = [threading.Thread(target=self._serve, args=(i,), daemon=True,
                                          name=f"dynamo_lite-compile-{i}") for i in range(workers)]
         self._closed = False
         self.pid = os.getpid()                       # a forked child neither uses nor stops these workers
+        self.started = time.perf_counter()
         for thread in self.threads:
             thread.start()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
 
     def submit(self, request: dict) -> Job:
         key = json.dumps(request, sort_keys=True)
         job = self.submitted.get(key)
         if job is None:
-            job = self.submitted[key] = Job(request)
+            # one launcher build per launcher: the first job of its kind builds it
+            launcher = launcher_kind(request)
+            request = dict(request, launcher=launcher not in self.launchers)
+            self.launchers.add(launcher)
+            job = self.submitted[key] = Job(request, self)
             stats["submitted"] += 1
             self.jobs.put(job)
         return job
@@ -102,6 +120,7 @@ class CompilePool:
                 self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=None if settings.debug else subprocess.DEVNULL, text=True, bufsize=1)
             if json.loads(process.stdout.readline() or "{}").get("ready"):
+                timeline["ready"].append(self.elapsed())
                 return True
         except (OSError, ValueError) as e:
             log.info("compile worker could not start: %s", e)
@@ -134,6 +153,8 @@ class CompilePool:
 
     def _finish(self, job: Job, reply: dict) -> None:
         stats["compiled" if reply.get("ok") else "failed"] += 1
+        worker_seconds["launcher"] += reply.get("launcher_seconds", 0.0)
+        worker_seconds["compile"] += reply.get("seconds", 0.0) - reply.get("launcher_seconds", 0.0)
         if not reply.get("ok"):
             job.error = reply.get("error")
             log.info("compile worker failed on %s: %s", job.request.get("name"), job.error)
@@ -232,6 +253,7 @@ def submit_graph(launchers: list) -> None:
         if pool is None:
             return
         device = None if availability.interpreting() else torch.device("cuda", torch.cuda.current_device())
+        timeline["submitted"].append(pool.elapsed())
         for launcher in launchers:
             launcher.precompile(pool, target, device)
     except Exception:                       # nothing submitted is compiled at its first launch
@@ -243,6 +265,15 @@ def request(ks, arg_types: tuple[str, ...], cfg: dict, target: list) -> dict:
     return {"path": str(cache.loaded_from(ks.name)), "name": ks.name, "args": list(arg_types),
             "constexprs": {k: v for k, v in cfg.items() if k != "num_warps"},
             "num_warps": cfg["num_warps"], "target": list(target), "cache_dir": cache.binary_dir()}
+
+
+def launcher_kind(request: dict) -> tuple:
+    """What Triton's C launcher of a job's kernel depends on (triton 3.6): which arguments are
+    pointers and which scalars of what type, and how many constexprs follow. Not the pointers'
+    dtypes nor the constexprs' values: all configs of a kernel, and most kernels of a graph, share
+    a few launchers, and a worker builds one (gcc, ~1 s) only for the first job of its kind."""
+    args = tuple("*" if a.startswith("*") else a for a in request.get("args", ()))
+    return args + (len(request.get("constexprs", ())),)
 
 
 def arg_type(dtype: torch.dtype, by_value: bool) -> str:
