@@ -5,6 +5,10 @@ C++ against the installed torch's headers: it is built when torch is importable 
 (our set-up scripts install with --no-build-isolation) and skipped otherwise; dynamo_lite then
 uses generated Python for tensor guards.
 
+`_launcher` (the triton backend's one launcher for all kernels) is plain C that finds the CUDA
+driver at run time (dlopen): it builds without CUDA and without a GPU. It is optional: where it
+does not build, the backend launches through Triton's own launchers.
+
 On a Python the hook does not support (dynamo_lite/compat.py says which: 3.14, free-threaded
 builds) neither is built: the package installs, and `capture` says so once and runs code eagerly.
 """
@@ -46,5 +50,9 @@ else:
     print(f"dynamo_lite: Python {sys.version.split()[0]} is not supported: no frame hook is built, "
           "capture() will run code eagerly", file=sys.stderr)
     extensions = []
+
+# built on every Python: it does not depend on the frame hook
+extensions.append(Extension("dynamo_lite._launcher", sources=["dynamo_lite/_launcher.c"], libraries=["dl"],
+                            extra_compile_args=["-O2", "-Wall"], optional=True))
 
 setup(ext_modules=extensions)

@@ -25,7 +25,8 @@ second call (s; what the first left undone), graphs and kernels, the compile poo
 (ours: jobs compiled by workers, taken back by the parent, failed; seconds launches waited for
 workers; when the workers were ready, the graphs submitted and jobs taken back, in seconds from
 the pool's start; the workers' seconds compiling and building launchers, the parent's compiling
-and loading, and timing launch configs), the whole subprocess's wall time, and whether the output matched eager's (the tolerance
+and loading, and timing launch configs; kernels launched through our generic launcher and through Triton's
+C launchers), the whole subprocess's wall time, and whether the output matched eager's (the tolerance
 of bench/models_gpu.py). `--child` is the subprocess's entry point.
 """
 from __future__ import annotations
@@ -95,8 +96,10 @@ def child(model_name: str, engine: str, device: str, quick: bool) -> dict:
         result["eager_graphs"] = sum(1 for c in infos if c.fallback_reason)
         result["wait_s"] = sum(launcher.wait_seconds for c in infos for launcher in c.launchers)
     if engine.startswith("ours") and counting is not None and counting.compiled:
-        from dynamo_lite.backends.triton import cache, precompile, settings
+        from dynamo_lite.backends.triton import cache, generic_launch, precompile, settings
         result["workers"] = settings.compile_workers
+        result["launchers"] = {"generic": generic_launch.stats["generic"], "triton": generic_launch.stats["triton"],
+                               "why_not_generic": dict(generic_launch.stats["reasons"])}
         result["pool"] = dict(precompile.stats)
         result["pool_timeline"] = {k: [round(t, 2) for t in v] for k, v in precompile.timeline.items()}
         result["worker_seconds"] = dict(precompile.worker_seconds)
@@ -165,6 +168,12 @@ def format_row(row: dict, inductor_s) -> str:
                       + f"; workers compiling {row['worker_seconds']['compile']:.1f}s + launchers "
                       f"{row['worker_seconds']['launcher']:.1f}s; parent compile+load {row['parent_compile_s']:.1f}s, "
                       f"tuning {row['tune_s']:.1f}s")
+    launchers = row.get("launchers")
+    if launchers:
+        # kernels launched through our generic launcher / Triton's C launcher per signature
+        pool_text += f"; launchers generic {launchers['generic']}, triton {launchers['triton']}"
+        if launchers["why_not_generic"]:
+            pool_text += f" ({launchers['why_not_generic']})"
     kernels = f"{row.get('graphs', '-')}/{row.get('kernels', '-')}"
     return (f"{row['model']:<12} {row['engine']:<9} {_s(first)} {_s(ratio)} {_s(row['second_call_s'])} "
             f"{_s(row['process_s'])} {kernels:>9} {'yes' if row['correct'] else 'NO':>7}  {pool_text}")

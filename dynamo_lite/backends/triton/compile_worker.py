@@ -13,11 +13,14 @@ per line on the original stdout (anything else printed goes to stderr):
 
     job:   {"path": kernel file, "name": kernel, "args": ["*float32", "float", ...],
             "constexprs": {"XBLOCK": 1024}, "num_warps": 4, "target": ["cuda", 90, 32],
-            "cache_dir": Triton's cache dir or null (Triton's default), "launcher": build it (default true)}
+            "cache_dir": Triton's cache dir or null (Triton's default), "launcher": build it (default true),
+            "generic_launch": the parent launches through our generic launcher (default false)}
     reply: {"ok": true, "seconds": 1.2, "launcher_seconds": 0.4} or {"ok": false, "error": "...", "seconds": 0.1}
 
-Besides the kernel's binary, a job builds its launcher (`_warm_launcher`) unless it says not to
-(another job builds the same one): still no GPU touched.
+Besides the kernel's binary, a job builds Triton's launcher for it (`_warm_launcher`) unless it
+says not to (another job builds the same one) or the parent launches through our generic launcher
+(generic_launch.py, loaded from its file: it imports only the standard library) and that one can
+launch this kernel, which is the rule: then no launcher is built at all. Still no GPU touched.
 
 `args` describe the kernel's parameters as the parent will pass them: "*<torch dtype>" a tensor
 (assumed 16-byte aligned, as fresh allocations are), "float" / "int" / "bool" a scalar by value.
@@ -114,9 +117,24 @@ def compile_job(job: dict) -> float:
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialized, None)
     kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
     start = time.perf_counter()
-    if job.get("launcher", True):        # (the pool asks the first job of each launcher kind)
+    # (the pool asks the first job of each launcher kind)
+    if job.get("launcher", True) and (not job.get("generic_launch") or _launch_rules().needs_tritons_launcher(kernel)):
         _warm_launcher(kernel, target)
     return time.perf_counter() - start
+
+
+_GENERIC_LAUNCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "generic_launch.py")
+
+
+def _launch_rules():
+    """generic_launch.py, loaded from its file (importing the dynamo_lite package would import torch)."""
+    module = sys.modules.get("dynamo_lite_generic_launch_rules")
+    if module is None:
+        spec = importlib.util.spec_from_file_location("dynamo_lite_generic_launch_rules", _GENERIC_LAUNCH)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[spec.name] = module
+    return module
 
 
 _drivers: dict = {}                   # target backend -> its Triton driver, made once

@@ -16,6 +16,9 @@ as Inductor does, unless the pointer-alignment specialization of the inputs chan
 address, an int: the C launcher then neither calls `data_ptr()` nor asks the driver about each
 pointer (`cuPointerGetAttribute`), and Triton's Python `CudaLauncher.__call__` (scratch buffers,
 here none) is skipped; the same addresses give the alignment check.
+
+With `settings.generic_launch` on, the C launcher is our one generic launcher (generic_launch.py:
+no launcher built per kernel signature) wherever it can launch the kernel, else Triton's own.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from typing import Optional
 
 import torch
 
-from . import cache
+from . import cache, generic_launch
 from .codegen import KernelSource
 
 #: kernels with fewer elements than this are not benchmarked (launch-bound anyway)
@@ -196,6 +199,7 @@ class Launcher:
         if not _interpreting():
             kwargs["num_warps"] = self.config["num_warps"]
             start = time.perf_counter()
+            generic_launch.install()
             with cache.triton_binary_cache():
                 compiled = self.fn[self.grid](*args, **kwargs)
             self.compile_seconds += time.perf_counter() - start
@@ -233,6 +237,7 @@ class Launcher:
         grid = grid_for(self.ks, cfg)
         kwargs = {k: v for k, v in cfg.items()}
         self._take_precompiled(cfg)
+        generic_launch.install()
         with cache.triton_binary_cache():
             self.fn[grid](*args, **kwargs)                  # compile + warm up
         torch.cuda.synchronize()
@@ -293,22 +298,39 @@ def _fast_launcher(compiled, grid, device: torch.device, constexprs: tuple):
 def _direct_launch(launcher: Launcher, compiled, device: torch.device):
     """`run(*args)` for this kernel: its arguments' addresses checked for the alignment the
     kernel was compiled for (else `launcher._call`, which compiles the other specialization),
-    then Triton's C launcher called with them; or None where its launcher is not the one this
-    is written for (scratch buffers to allocate, tensor descriptors)."""
+    then the kernel's C launcher called with them (ours or Triton's); or None where its launcher
+    is not one this is written for (Triton's with scratch buffers to allocate, tensor descriptors)."""
     try:
         run = compiled.run
-        c_launch = run.launch
-        if run.global_scratch_size or run.profile_scratch_size or isinstance(c_launch, types.FunctionType):
-            return None                         # (a Python function: the tensor-descriptor wrapper)
-        cooperative, pdl = bool(run.launch_cooperative_grid), bool(run.launch_pdl)
         function, packed = compiled.function, compiled.packed_metadata
     except AttributeError:
         return None
     n = len(launcher.ks.args)
     by_value = set(launcher.ks.scalars)
+    passed = [f"a{k}" if k in by_value else f"p{k}" for k in range(n)]
+    constexprs = [repr(v) for v in launcher._constexprs().values()]
+    g0, g1, g2 = launcher.grid
+    stream = f"get_stream({_device_index(device)})"
+    if isinstance(run, generic_launch.GenericLauncher):
+        kinds = run.kinds.decode()
+        if len(kinds) != n + len(constexprs) or kinds[n:].strip("x"):
+            return None                         # (our constexprs are last, and none is passed)
+        kept = [k for k in range(n) if kinds[k] != "x"]
+        c_launch = run.native_launch
+        call = (f"c_launch(function, {g0}, {g1}, {g2}, {run.threads}, {run.shared}, {stream}, "
+                f"{''.join(kinds[k] for k in kept).encode()!r}{''.join(', ' + passed[k] for k in kept)})")
+    else:
+        try:
+            c_launch = run.launch
+            if run.global_scratch_size or run.profile_scratch_size or isinstance(c_launch, types.FunctionType):
+                return None                     # (a Python function: the tensor-descriptor wrapper)
+            cooperative, pdl = bool(run.launch_cooperative_grid), bool(run.launch_pdl)
+        except AttributeError:
+            return None
+        call = (f"c_launch({g0}, {g1}, {g2}, {stream}, function, {cooperative}, {pdl}, None, None, packed, "
+                f"None, None, None{''.join(', ' + a for a in passed + constexprs)})")
     params = ", ".join(f"a{k}" for k in range(n))
     as_tuple = f"({params}{',' if n == 1 else ''})"
-    passed = [f"a{k}" if k in by_value else f"p{k}" for k in range(n)]
     lines = [f"def run({params}):", "    try:"]
     lines += [f"        p{k} = a{k}.data_ptr()" for k in range(n) if k not in by_value]
     lines += ["    except AttributeError:", f"        return unusable({as_tuple})"]
@@ -319,11 +341,8 @@ def _direct_launch(launcher: Launcher, compiled, device: torch.device):
     tests += [f"not p{k} & 15" for k, ok in alignment if not ok]
     if tests:
         lines += [f"    if {' or '.join(tests)}:", f"        return slow({params})"]
-    g0, g1, g2 = launcher.grid
-    constexprs = "".join(f", {v!r}" for v in launcher._constexprs().values())
     lines += ["    try:",
-              f"        c_launch({g0}, {g1}, {g2}, get_stream({_device_index(device)}), function, {cooperative}, "
-              f"{pdl}, None, None, packed, None, None, None{''.join(', ' + a for a in passed)}{constexprs})",
+              f"        {call}",
               "    except (TypeError, ValueError, OverflowError):   # raised before launching: another API",
               f"        return unusable({as_tuple})"]
     namespace = {"c_launch": c_launch, "get_stream": torch._C._cuda_getCurrentRawStream, "function": function,

@@ -36,7 +36,7 @@ from typing import Optional
 
 import torch
 
-from . import availability, cache, settings
+from . import availability, cache, generic_launch, settings
 
 log = logging.getLogger("dynamo_lite.triton")
 
@@ -264,14 +264,22 @@ def request(ks, arg_types: tuple[str, ...], cfg: dict, target: list) -> dict:
     """The job for kernel `ks` (its source is in our kernel cache) with launch config `cfg`."""
     return {"path": str(cache.loaded_from(ks.name)), "name": ks.name, "args": list(arg_types),
             "constexprs": {k: v for k, v in cfg.items() if k != "num_warps"},
-            "num_warps": cfg["num_warps"], "target": list(target), "cache_dir": cache.binary_dir()}
+            "num_warps": cfg["num_warps"], "target": list(target), "cache_dir": cache.binary_dir(),
+            "generic_launch": _generic_launch_usable()}
+
+
+def _generic_launch_usable() -> bool:
+    """Whether this process launches our kernels through the generic launcher (generic_launch.py):
+    then a worker builds Triton's launcher only for a kernel the generic one cannot launch."""
+    return settings.generic_launch and generic_launch.unavailable() is None
 
 
 def launcher_kind(request: dict) -> tuple:
     """What Triton's C launcher of a job's kernel depends on (triton 3.6): which arguments are
     pointers and which scalars of what type, and how many constexprs follow. Not the pointers'
     dtypes nor the constexprs' values: all configs of a kernel, and most kernels of a graph, share
-    a few launchers, and a worker builds one (gcc, ~1 s) only for the first job of its kind."""
+    a few launchers, and a worker builds one (gcc, ~1 s) only for the first job of its kind (and,
+    where the parent launches through the generic launcher, only if that one cannot launch it)."""
     args = tuple("*" if a.startswith("*") else a for a in request.get("args", ()))
     return args + (len(request.get("constexprs", ())),)
 
