@@ -43,6 +43,20 @@ class Scope:
         self.fn_name = fn_name
         self._const = const
         self.readable = readable        # spell values as the user's code does, not the fastest way
+        # Sources already held in a local of the generated code (guards.compile: a module path
+        # many guards go through is walked once), by the local's name.
+        self.cached: dict = {}
+
+    def expr(self, source: "Source") -> str:
+        """How generated code reaches `source`: the local holding it, else its expression."""
+        if self.cached:
+            try:
+                name = self.cached.get(source)
+            except TypeError:           # a source holding an unhashable key: never cached
+                name = None
+            if name is not None:
+                return name
+        return source.expr(self)
 
     def const(self, value) -> str:
         """Name under which generated code can reach `value` (guards pass a pool)."""
@@ -105,7 +119,7 @@ class AttrSource(Source):
     attr: str
 
     def expr(self, scope):
-        return f"{self.owner.expr(scope)}.{self.attr}"
+        return f"{scope.expr(self.owner)}.{self.attr}"
 
     def reload(self, em):
         em.load_source(self.owner)
@@ -127,8 +141,8 @@ class GenericAttrSource(Source):
 
     def expr(self, scope):
         if scope.readable:
-            return f"{self.owner.expr(scope)}.{self.attr}"
-        return f"{scope.const(object.__getattribute__)}({self.owner.expr(scope)}, {self.attr!r})"
+            return f"{scope.expr(self.owner)}.{self.attr}"
+        return f"{scope.const(object.__getattribute__)}({scope.expr(self.owner)}, {self.attr!r})"
 
     def reload(self, em):
         em.call_const(object.__getattribute__, [lambda: em.load_source(self.owner), lambda: em.const(self.attr)])
@@ -150,8 +164,8 @@ class ModuleDictSource(Source):
 
     def expr(self, scope):
         if scope.readable and self.key.isidentifier():
-            return f"{self.owner.expr(scope)}.{self.key}"
-        return f"{self.owner.expr(scope)}.{self.table}[{self.key!r}]"
+            return f"{scope.expr(self.owner)}.{self.key}"
+        return f"{scope.expr(self.owner)}.{self.table}[{self.key!r}]"
 
     def reload(self, em):
         em.load_source(self.owner)
@@ -175,7 +189,7 @@ class ItemSource(Source):
 
     def expr(self, scope):
         key = repr(self.key) if is_literal(self.key) else scope.const(self.key)
-        return f"{self.owner.expr(scope)}[{key}]"
+        return f"{scope.expr(self.owner)}[{key}]"
 
     def reload(self, em):
         em.load_source(self.owner)
@@ -198,10 +212,10 @@ class KeyedItemSource(Source):
     key: object = None
 
     def _key_expr(self, scope):
-        return self.key_source.expr(scope) if self.key_source is not None else scope.const(self.key)
+        return scope.expr(self.key_source) if self.key_source is not None else scope.const(self.key)
 
     def expr(self, scope):
-        return f"{self.owner.expr(scope)}[{self._key_expr(scope)}]"
+        return f"{scope.expr(self.owner)}[{self._key_expr(scope)}]"
 
     def reload(self, em):
         em.load_source(self.owner)
@@ -232,7 +246,7 @@ class IteratorAheadSource(Source):
 
     def expr(self, scope):
         fn = "iterator_ahead" if scope.readable else ITERATOR_AHEAD      # a name every guard function has
-        return f"{fn}({self.owner.expr(scope)}, {self.ahead})"
+        return f"{fn}({scope.expr(self.owner)}, {self.ahead})"
 
     def reload(self, em):
         em.call_const(iterator_ahead, [lambda: em.load_source(self.owner), lambda: em.const(self.ahead)])
@@ -257,7 +271,7 @@ class WeakRefTargetSource(Source):
     owner: Source
 
     def expr(self, scope):
-        return f"{self.owner.expr(scope)}()"
+        return f"{scope.expr(self.owner)}()"
 
     def reload(self, em):
         em.call_const(dereference, [lambda: em.load_source(self.owner)])
@@ -276,7 +290,7 @@ class FromNumpySource(Source):
 
     def expr(self, scope):
         import torch
-        return f"{scope.const(torch.from_numpy)}({self.owner.expr(scope)})"
+        return f"{scope.const(torch.from_numpy)}({scope.expr(self.owner)})"
 
     def reload(self, em):
         import torch
@@ -298,8 +312,8 @@ class DictItemSource(Source):
 
     def expr(self, scope):
         if scope.readable:
-            return f"{self.owner.expr(scope)}[{self.key!r}]"
-        return f"{scope.const(dict.__getitem__)}({self.owner.expr(scope)}, {self.key!r})"
+            return f"{scope.expr(self.owner)}[{self.key!r}]"
+        return f"{scope.const(dict.__getitem__)}({scope.expr(self.owner)}, {self.key!r})"
 
     def reload(self, em):
         em.call_const(dict.__getitem__, [lambda: em.load_source(self.owner), lambda: em.const(self.key)])
@@ -316,7 +330,7 @@ class TypeSource(Source):
     owner: Source
 
     def expr(self, scope):
-        return f"type({self.owner.expr(scope)})"
+        return f"type({scope.expr(self.owner)})"
 
     def reload(self, em):
         em.call_const(type, [lambda: em.load_source(self.owner)])

@@ -112,6 +112,43 @@ def test_replaced_parameter_is_used_and_metadata_change_recaptures():
     assert backend.count == 3
 
 
+def _deep_model():
+    block = lambda: nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), nn.ReLU())   # noqa: E731
+    return nn.Sequential(nn.Sequential(block(), block()), nn.Sequential(block(), block()))
+
+
+def test_changes_deep_in_a_module_tree_are_seen_where_guards_share_its_paths():
+    # The check reads a path many guards go through (`self._modules['0']._modules['1']`) once into
+    # a local: each change below, at the end of such a path, must still be seen
+    model = _deep_model().eval()
+    backend = CountingBackend()
+    captured = dl.capture(model, backend=backend)
+    x = torch.randn(2, 4)
+    run(captured, model, x)
+    check = _evalframe_entries(model)[0].guards.source_code
+    assert check.count("_modules['0']._modules['1']") <= 1, check
+    model[1][0][1].eps = 0.5                                       # a constant, three levels down
+    run(captured, model, x)
+    assert "eps changed" in reasons("forward")[-1]
+    model[0][1][0].weight = nn.Parameter(torch.randn(4, 3))       # shape of a deep parameter (an error)
+    with pytest.raises(RuntimeError):
+        captured(x)
+    with pytest.raises(RuntimeError):
+        model(x)
+    model[0][1][0].weight = nn.Parameter(torch.randn(4, 4))
+    seen = []
+    model[1][1][2].register_forward_hook(lambda m, i, o: seen.append(o.shape))   # a hook on a leaf
+    run(captured, model, x)
+    assert len(seen) == 2
+    model[0][0] = nn.Sequential(nn.Linear(4, 4), nn.Tanh())            # a subtree replaced
+    run(captured, model, x)
+
+
+def _evalframe_entries(model):
+    from dynamo_lite.convert_frame import cache_entries
+    return cache_entries(type(model).forward.__code__)
+
+
 def test_requires_grad_dtype_and_constant_argument_changes():
     def f(x, n):
         return x * n + 1

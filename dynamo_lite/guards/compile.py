@@ -1,7 +1,9 @@
 """Compile a guard set into one fast check function.
 
-The check is generated Python: `def ___guard(___fn, <frame args>): return g1 and g2 and ...`, with
-its source kept for explain. The C hook calls it with the frame's function and arguments as
+The check is generated Python, `def ___guard(___fn, <frame args>)` with one `if not (g): return
+False` per guard in order, its source kept; a path several guards go through (a big model's
+submodules and parameters share a few: `self._modules['layer1']._modules['0']`) is read once into
+a local before the first guard whose subject it leads to (`_check_lines`). The C hook calls it with the frame's function and arguments as
 positional arguments (no dict is built). `first_failure` evaluates the guards one by one to name
 the first that fails: that is the recompile reason; `old_and_new` words what that guard held on
 to and what it met. `readable` renders the same guards as the function a user reads, with the
@@ -226,6 +228,47 @@ def guard_local_names(arg_names: list[str]) -> dict[str, str]:
     return names
 
 
+def _owners(source) -> list:
+    """`source` and the sources it is reached through, outermost first (`self`, `self._modules['a']`,
+    ...), up to and without the frame's own variable."""
+    chain = []
+    while source is not None and getattr(source, "owner", None) is not None:
+        chain.append(source)
+        source = source.owner
+    return chain[::-1]
+
+
+def _check_lines(guards: list[Guard], scope: Scope, const) -> list[str]:
+    """The check's statements: each guard an `if not (...): return False`, in order. A path that
+    more than one guard goes through (`self._modules['layer1']._modules['0']`: a big model's
+    parameters and submodules share a few) is read once into a local, right before the first guard
+    whose subject it leads to — which reads it then anyway: a guard evaluates its subject first,
+    so the reads happen where and in the order they did inline, only not again."""
+    uses: dict = {}
+    for guard in guards:
+        subjects = [getattr(guard, "source", None), *getattr(guard, "sources", ())]   # (DistinctMatch: many)
+        for subject in subjects:
+            for source in _owners(subject):
+                try:
+                    uses[source] = uses.get(source, 0) + 1
+                except TypeError:        # an unhashable key in the path: spelt out each time
+                    break
+    lines = []
+    for guard in guards:
+        for source in _owners(getattr(guard, "source", None)):
+            try:
+                shared = uses.get(source, 0) > 1 and source not in scope.cached
+            except TypeError:
+                break
+            if shared:
+                name = f"___s{len(scope.cached)}"
+                lines.append(f"{name} = {scope.expr(source)}")
+                scope.cached[source] = name
+        lines.append(f"if not ({guard.code(scope, const)}): return False")
+    scope.cached.clear()              # (the scope also spells the guards one by one, without locals)
+    return lines
+
+
 def compile_guards(guards: list[Guard], arg_names: list[str], globals_dict: dict, name: str = "") -> CompiledGuards:
     local_names = guard_local_names(arg_names)
     consts: dict[str, Any] = {}
@@ -241,11 +284,12 @@ def compile_guards(guards: list[Guard], arg_names: list[str], globals_dict: dict
     scope = Scope(local_names, globals_name="___G", fn_name="___fn", const=const)
 
     exprs = [g.code(scope, const) for g in guards]
-    if any(isinstance(getattr(g, "source", None), GlobalSource) or "___G[" in e for g, e in zip(guards, exprs)):
-        exprs.insert(0, "___fn.__globals__ is ___G")
     params = ", ".join(["___fn", *local_names.values()])
-    body = "\n        and ".join(f"({e})" for e in exprs) or "True"
-    src = f"def ___guard({params}):\n    return (\n        {body}\n    )\n"
+    lines = _check_lines(guards, scope, const)
+    if any(isinstance(getattr(g, "source", None), GlobalSource) or "___G[" in e for g, e in zip(guards, exprs)):
+        lines.insert(0, "if not (___fn.__globals__ is ___G): return False")
+    body = "".join(f"    {line}\n" for line in lines)
+    src = f"def ___guard({params}):\n{body}    return True\n"
     namespace = {"___G": globals_dict, **_GUARD_MODULES, **consts}
     exec(compile(src, f"<dynamo_lite guards for {name}>", "exec"), namespace)
     check = namespace["___guard"]

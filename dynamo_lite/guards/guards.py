@@ -87,7 +87,7 @@ class TensorMatch(Guard):
         return TensorMatch(source, type(t), t.dtype, t.device, shape, stride, t.requires_grad)
 
     def code(self, scope, const):
-        x = self.source.expr(scope)
+        x = scope.expr(self.source)
         if TensorCheck is not None and not scope.readable:     # the C++ check: one call instead of ~6 attribute reads
             check = TensorCheck(self.cls, self.dtype, self.device, self.shape, self.stride, self.requires_grad)
             return f"{const(check)}({x})"
@@ -169,7 +169,7 @@ class DistinctMatch(Guard):
     source: Source = field(default=None)
 
     def code(self, scope, const):
-        ids = ", ".join(f"id({s.expr(scope)})" for s in self.sources)
+        ids = ", ".join(f"id({scope.expr(s)})" for s in self.sources)
         return f"len({{{ids}}}) == {len(self.sources)}"
 
     def describe(self):
@@ -185,7 +185,7 @@ class TypeMatch(Guard):
     cls: type
 
     def code(self, scope, const):
-        return f"type({self.source.expr(scope)}) is {const(self.cls)}"
+        return f"type({scope.expr(self.source)}) is {const(self.cls)}"
 
     def describe(self):
         return f"type({self.source.name()}) is {self.cls.__qualname__}"
@@ -222,8 +222,8 @@ class IdMatch(Guard):
 
     def code(self, scope, const):
         if self.weak:
-            return f"id({self.source.expr(scope)}) == {self.obj_id}"
-        return f"{self.source.expr(scope)} is {const(self.obj)}"
+            return f"id({scope.expr(self.source)}) == {self.obj_id}"
+        return f"{scope.expr(self.source)} is {const(self.obj)}"
 
     def describe(self):
         obj = self.obj
@@ -247,7 +247,7 @@ class ConstantMatch(Guard):
     value: Any
 
     def code(self, scope, const):
-        x = self.source.expr(scope)
+        x = scope.expr(self.source)
         if self.value is None or isinstance(self.value, bool) or self.value is Ellipsis:
             return f"{x} is {self.value!r}"
         equal = f"{x} == {const(self.value)}"
@@ -272,7 +272,7 @@ class LengthMatch(Guard):
     length: int
 
     def code(self, scope, const):
-        x = self.source.expr(scope)
+        x = scope.expr(self.source)
         return f"type({x}) is {const(self.cls)} and len({x}) == {self.length}"
 
     def describe(self):
@@ -307,7 +307,7 @@ class RemainingMatch(Guard):
 
     def code(self, scope, const):
         fn = "items_left" if scope.readable else ITEMS_LEFT
-        return f"{fn}({self.source.expr(scope)}) {'==' if self.exact else '>='} {self.key}"
+        return f"{fn}({scope.expr(self.source)}) {'==' if self.exact else '>='} {self.key}"
 
     def describe(self):
         return f"{self.source.name()} has {'exactly' if self.exact else 'at least'} {self.key} items left"
@@ -334,7 +334,7 @@ class DictKeysMatch(Guard):
     keys: tuple
 
     def code(self, scope, const):
-        x = self.source.expr(scope)
+        x = scope.expr(self.source)
         check = f"type({x}) is {const(self.cls)} and tuple({x}) == {const(self.keys)}"
         if any(isinstance(k, (int, float, complex)) for k in self.keys):
             # 1 == 1.0 == True: an equal key of another type must not pass for this one
@@ -370,10 +370,10 @@ class KeyInMatch(Guard):
     found: bool
 
     def _key(self, scope, const):
-        return self.other.expr(scope) if self.other is not None else const(self.key)
+        return scope.expr(self.other) if self.other is not None else const(self.key)
 
     def code(self, scope, const):
-        return f"({self._key(scope, const)} in {self.source.expr(scope)}) is {self.found}"
+        return f"({self._key(scope, const)} in {scope.expr(self.source)}) is {self.found}"
 
     def describe(self):
         key = self.other.name() if self.other is not None else _display_const(self.key)
@@ -392,7 +392,7 @@ class MembershipMatch(Guard):
     found: bool
 
     def code(self, scope, const):
-        x = self.source.expr(scope)
+        x = scope.expr(self.source)
         return f"type({x}) in (set, frozenset) and ({const(self.key)} in {x}) is {self.found}"
 
     def describe(self):
@@ -426,7 +426,7 @@ class SubclassesMatch(Guard):
         return SubclassesMatch(source, _SameSubclasses(classes))
 
     def code(self, scope, const):
-        return f"{const(self.check)}({self.source.expr(scope)})"
+        return f"{const(self.check)}({scope.expr(self.source)})"
 
     def describe(self):
         names = ", ".join(getattr(r(), "__qualname__", "?") for r in self.check.refs)
@@ -454,7 +454,7 @@ class CachedCallMatch(Guard):
     def code(self, scope, const):
         kwargs = "".join(f", {k}={const(v)}" for k, v in self.kwargs)
         args = ", ".join(const(a) for a in self.args)
-        return f"{const(self.fn)}({args}{kwargs}) is {self.source.expr(scope)}"
+        return f"{const(self.fn)}({args}{kwargs}) is {scope.expr(self.source)}"
 
     def describe(self):
         call = ", ".join([*map(repr, self.args), *(f"{k}={v!r}" for k, v in self.kwargs)])
@@ -555,7 +555,7 @@ class NoHooksMatch(Guard):
     source: Source
 
     def code(self, scope, const):
-        m = self.source.expr(scope)
+        m = scope.expr(self.source)
         return (f"not ({m}._forward_hooks or {m}._forward_pre_hooks or {m}._backward_hooks "
                 f"or {m}._backward_pre_hooks)")
 
@@ -572,7 +572,7 @@ class AliasMatch(Guard):
     other: Source
 
     def code(self, scope, const):
-        return f"{self.source.expr(scope)} is {self.other.expr(scope)}"
+        return f"{scope.expr(self.source)} is {scope.expr(self.other)}"
 
     def describe(self):
         return f"{self.source.name()} is {self.other.name()}"
@@ -600,7 +600,7 @@ class AttrAbsent(Guard):
 
     def code(self, scope, const):
         check = const(_has_generic_attr if self.generic else hasattr)
-        return f"not {check}({self.source.expr(scope)}, {self.attr!r})"
+        return f"not {check}({scope.expr(self.source)}, {self.attr!r})"
 
     def describe(self):
         return f"{self.source.name()} has no attribute {self.attr!r}"
@@ -623,7 +623,7 @@ class FunctionMatch(Guard):
     seen: Any = None        # weakref.ref to the function seen while tracing: the usual case is the same one
 
     def code(self, scope, const):
-        x = self.source.expr(scope)
+        x = scope.expr(self.source)
         made_of = (f"type({x}) is {const(types.FunctionType)} and {x}.__code__ is {const(self.code_obj)} "
                    f"and id({x}.__globals__) == {self.globals_id} and not {x}.__dict__ "
                    f"and len({x}.__defaults__ or ()) == {self.n_defaults} "
