@@ -10,11 +10,11 @@
                                   processes that compile a graph's kernels ahead of its first call
                                   (precompile.py); 0: each kernel compiles at its first launch.
                                   Default: min(CPUs, 8)
-    DYNAMO_LITE_TRITON_GENERIC_LAUNCH=1
-                                  kernels launch through our one generic launcher (generic_launch.py)
-                                  instead of Triton's C launcher per signature (built with gcc).
-                                  Off by default until the triton tests have passed with it on a GPU
-                                  (README, "Compile latency")
+    DYNAMO_LITE_TRITON_GENERIC_LAUNCH=0
+                                  kernels launch through Triton's C launcher per signature (built
+                                  with gcc) instead of our one generic launcher (generic_launch.py,
+                                  the default: no gcc run per kernel signature; README, "Compile
+                                  latency")
     DYNAMO_LITE_TRITON_HOST_MATH=0  ops on host scalars stay aten calls (host_math.py; to compare)
     DYNAMO_LITE_TRITON_TILE_2D=0    pointwise kernels keep a 1-D tile even with a transposed operand
                                   (codegen.KernelBuilder._transposed_dim; to compare)
@@ -36,7 +36,7 @@ strict: bool = os.environ.get("DYNAMO_LITE_TRITON_STRICT", "") == "1"
 debug: bool = os.environ.get("DYNAMO_LITE_TRITON_DEBUG", "") == "1"
 extern_layouts: str = os.environ.get("DYNAMO_LITE_TRITON_LAYOUTS", "auto")
 compile_workers: int = _workers_from_env()
-generic_launch: bool = os.environ.get("DYNAMO_LITE_TRITON_GENERIC_LAUNCH", "0") == "1"
+generic_launch: bool = os.environ.get("DYNAMO_LITE_TRITON_GENERIC_LAUNCH", "1") != "0"
 host_math: bool = os.environ.get("DYNAMO_LITE_TRITON_HOST_MATH", "1") != "0"
 tile_2d: bool = os.environ.get("DYNAMO_LITE_TRITON_TILE_2D", "1") != "0"
 recompute: bool = os.environ.get("DYNAMO_LITE_TRITON_RECOMPUTE", "1") != "0"
