@@ -276,8 +276,7 @@ def convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOptio
     the frame as it is. Nothing raised inside reaches the user's program, but GraphBreakError
     (fullgraph=True) and KeyboardInterrupt: an error of ours makes the frame run eagerly."""
     try:
-        with _saved_tensor_hooks_see_no_tracing():
-            return _convert_frame(code, func, args, options)
+        return _convert_frame(code, func, args, options)
     except (GraphBreakError, KeyboardInterrupt, SystemExit):
         raise
     except RecursionError:   # captured from deep in the user's stack: run eagerly now, capture another time
@@ -407,7 +406,9 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
     # One capture at a time across threads: tracing touches process-wide state that is not
     # thread-safe (sympy's caches under ShapeEnv, warnings filters, torch loggers). Captures
     # are rare; calls of captured code never take this lock.
-    with _CAPTURE_LOCK, warnings.catch_warnings(), _quiet_torch_logs():
+    # (the saved-tensor hooks only around capturing: a frame asked about and left as it is, every
+    # call, costs no hooks pushed and popped)
+    with _CAPTURE_LOCK, warnings.catch_warnings(), _quiet_torch_logs(), _saved_tensor_hooks_see_no_tracing():
         warnings.simplefilter("ignore")    # tracing must not print into the user's program
         return _capture(code, func, args, options, entries, recompile_reason, recapture)
 
