@@ -357,12 +357,13 @@ _TENSOR_METHODS_UNSUPPORTED = {"backward", "register_hook", "retain_grad", "shar
 # torch.distributed's state; the devices foreach and fused kernels support (torch.optim asks when
 # it picks its implementation: they include the registered privateuse1 backend's name).
 _FOREACH_UTILS = getattr(torch.utils, "_foreach_utils", None)
-_GLOBAL_QUERIES = {torch.distributed.is_available, getattr(torch.distributed, "is_initialized", None),
-                   getattr(torch.distributed, "is_torchelastic_launched", None),
-                   getattr(_FOREACH_UTILS, "_get_foreach_kernels_supported_devices", None),
-                   getattr(_FOREACH_UTILS, "_get_fused_kernels_supported_devices", None)} - {None}
-_COMPILING_QUERIES = {torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling,
-                      getattr(torch._utils, "is_compiling", None)} - {None}
+# (tuples, these two: the callable asked about may be unhashable, a torch._C._instancemethod)
+_GLOBAL_QUERIES = tuple({torch.distributed.is_available, getattr(torch.distributed, "is_initialized", None),
+                         getattr(torch.distributed, "is_torchelastic_launched", None),
+                         getattr(_FOREACH_UTILS, "_get_foreach_kernels_supported_devices", None),
+                         getattr(_FOREACH_UTILS, "_get_fused_kernels_supported_devices", None)} - {None})
+_COMPILING_QUERIES = tuple({torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling,
+                            getattr(torch._utils, "is_compiling", None)} - {None})
 
 
 def _flat(args, kwargs):
