@@ -191,3 +191,25 @@ def test_exception_caught_inside_the_function():
         dl=None, torch=1,
         why="try/except support in dynamo_lite is not specified yet (either count is fine as long as "
             "the result is right); TorchDynamo traces it into one graph"))
+
+
+def test_a_skip_path_added_after_its_file_was_seen_is_honoured(tmp_path, monkeypatch):
+    # is_skipped_file remembers its answer per file: adding a skip path must make it ask again
+    import importlib.util
+    import dynamo_lite as dl
+    from dynamo_lite.fallback import skip
+    from harness import CountingBackend
+    path = tmp_path / "user_helpers.py"
+    path.write_text("def f(x):\n    return x.sin() + 1\n\n\ndef g(x):\n    return x.cos() * 2\n")
+    spec = importlib.util.spec_from_file_location("user_helpers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(skip, "_skip_paths", list(skip._skip_paths))
+    monkeypatch.setattr(skip, "_skipped_files", {})
+    backend = CountingBackend()
+    x = torch.randn(3)
+    torch.testing.assert_close(dl.capture(module.f, backend=backend)(x), module.f(x))
+    assert backend.count == 1 and skip.is_skipped_file(str(path)) is False
+    skip.add_skip_path(str(tmp_path))
+    torch.testing.assert_close(dl.capture(module.g, backend=backend)(x), module.g(x))
+    assert backend.count == 1 and skip.is_skipped_file(str(path)) is True

@@ -83,6 +83,12 @@ _allowed_in_graph: dict[int, object] = {}
 def add_skip_path(path: str) -> None:
     """Never capture frames of code under `path` (a directory or file)."""
     _skip_paths.append(os.path.abspath(path))
+    _skipped_files.clear()
+
+
+# is_skipped_file's answers by file name (asked on every call of a frame that is left as it is and
+# not cached: a key function run from eager code); cleared when a skip path is added
+_skipped_files: dict[str, bool] = {}
 
 
 def _site_package(filename: str) -> str:
@@ -97,6 +103,15 @@ def _site_package(filename: str) -> str:
 
 
 def is_skipped_file(filename: str) -> bool:
+    known = _skipped_files.get(filename)
+    if known is None:
+        if len(_skipped_files) > 10_000:       # (code made with ever new file names: stay bounded)
+            _skipped_files.clear()
+        known = _skipped_files[filename] = _is_skipped_file(filename)
+    return known
+
+
+def _is_skipped_file(filename: str) -> bool:
     if filename.startswith("<frozen "):
         return True
     if filename.startswith(_DYNAMO_LITE_DIR) or filename.startswith(_STDLIB_DIRS) and "site-packages" not in filename:
