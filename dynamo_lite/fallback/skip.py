@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import inspect
 import os
 import sys
@@ -83,12 +84,7 @@ _allowed_in_graph: dict[int, object] = {}
 def add_skip_path(path: str) -> None:
     """Never capture frames of code under `path` (a directory or file)."""
     _skip_paths.append(os.path.abspath(path))
-    _skipped_files.clear()
-
-
-# is_skipped_file's answers by file name (asked on every call of a frame that is left as it is and
-# not cached: a key function run from eager code); cleared when a skip path is added
-_skipped_files: dict[str, bool] = {}
+    is_skipped_file.cache_clear()
 
 
 def _site_package(filename: str) -> str:
@@ -102,16 +98,10 @@ def _site_package(filename: str) -> str:
     return filename[i + len(marker):].split(os.sep, 1)[0]
 
 
+@functools.lru_cache(maxsize=10_000)
 def is_skipped_file(filename: str) -> bool:
-    known = _skipped_files.get(filename)
-    if known is None:
-        if len(_skipped_files) > 10_000:       # (code made with ever new file names: stay bounded)
-            _skipped_files.clear()
-        known = _skipped_files[filename] = _is_skipped_file(filename)
-    return known
-
-
-def _is_skipped_file(filename: str) -> bool:
+    """(Remembered per file name: asked on every call of a frame that is left as it is and not
+    cached, a key function run from eager code; forgotten when a skip path is added.)"""
     if filename.startswith("<frozen "):
         return True
     if filename.startswith(_DYNAMO_LITE_DIR) or filename.startswith(_STDLIB_DIRS) and "site-packages" not in filename:
@@ -347,7 +337,6 @@ def with_nested_codes(code: types.CodeType) -> list:
 def disable(fn):
     """`fn`, and everything it calls, always runs eagerly: calls to it inside captured code are
     graph breaks, and capture is switched off while it runs."""
-    import functools
     from .. import _evalframe
     code = getattr(fn, "__code__", None)
     if code is None or not callable(fn):

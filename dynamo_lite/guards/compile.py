@@ -3,8 +3,8 @@
 The check is generated Python, `def ___guard(___fn, <frame args>)` with one `if not (g): return
 False` per guard in order, its source kept; a path several guards go through (a big model's
 submodules and parameters share a few: `self._modules['layer1']._modules['0']`) is read once into
-a local before the first guard whose subject it leads to (`_check_lines`). The C hook calls it with the frame's function and arguments as
-positional arguments (no dict is built). `first_failure` evaluates the guards one by one to name
+a local before the first guard whose subject it leads to (`_check_lines`). The C hook calls it
+with the frame's function and arguments as positional arguments (no dict is built). `first_failure` evaluates the guards one by one to name
 the first that fails: that is the recompile reason; `old_and_new` words what that guard held on
 to and what it met. `readable` renders the same guards as the function a user reads, with the
 frame's own names (`x`, `self.weight`) and constants by name (`torch.float32`).
@@ -21,7 +21,7 @@ import torch
 
 from ..code_facts import STACK_ARG_PREFIX, shown_local
 from ..runtime import items_left, iterator_ahead
-from ..sources import ITERATOR_AHEAD, GlobalSource, Scope, is_literal
+from ..sources import ITERATOR_AHEAD, Scope, is_literal
 from .guards import ITEMS_LEFT, Guard, short_repr
 
 
@@ -283,10 +283,9 @@ def compile_guards(guards: list[Guard], arg_names: list[str], globals_dict: dict
 
     scope = Scope(local_names, globals_name="___G", fn_name="___fn", const=const)
 
-    exprs = [g.code(scope, const) for g in guards]
     params = ", ".join(["___fn", *local_names.values()])
     lines = _check_lines(guards, scope, const)
-    if any(isinstance(getattr(g, "source", None), GlobalSource) or "___G[" in e for g, e in zip(guards, exprs)):
+    if any("___G[" in line for line in lines):      # (a global's source reads ___G[...])
         lines.insert(0, "if not (___fn.__globals__ is ___G): return False")
     body = "".join(f"    {line}\n" for line in lines)
     src = f"def ___guard({params}):\n{body}    return True\n"

@@ -62,14 +62,19 @@ PYTHON_BINDINGS = {
 }
 
 
+def _torch_fast_path(name: str):
+    """One of torch's C helpers that skip argument parsing (torch._C._dynamo.guards holds them:
+    what Inductor's wrappers call), or None where this torch has none."""
+    return getattr(getattr(getattr(torch._C, "_dynamo", None), "guards", None), name, None)
+
+
 def fast_allocator(device: torch.device):
-    """`empty_strided(sizes, strides, dtype)` on `device` without parsing keywords (what Inductor's
-    wrappers call), or None where torch has none for it. The CUDA one allocates on the current
-    device: the wrapper makes `device` current first."""
-    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    """`empty_strided(sizes, strides, dtype)` on `device` without parsing keywords, or None where
+    torch has none for it. The CUDA one allocates on the current device: the wrapper makes
+    `device` current first."""
     if device.type == "cuda" and device.index is None:
         return None
-    return getattr(guards, {"cpu": "_empty_strided_cpu", "cuda": "_empty_strided_cuda"}.get(device.type, ""), None)
+    return _torch_fast_path({"cpu": "_empty_strided_cpu", "cuda": "_empty_strided_cuda"}.get(device.type, ""))
 
 
 #: how a wrapper finds its allocator (tests swap in one that fills buffers with NaN)
@@ -79,9 +84,7 @@ ALLOCATOR = fast_allocator
 def _reinterpreter():
     """`view(t, sizes, strides)`: as `t.as_strided(sizes, strides)`, without autograd's view
     bookkeeping (for operands a library call only reads)."""
-    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
-    fast = getattr(guards, "_reinterpret_tensor", None)
-    return fast if fast is not None else torch.Tensor.as_strided
+    return _torch_fast_path("_reinterpret_tensor") or torch.Tensor.as_strided
 
 
 def _view(t: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
