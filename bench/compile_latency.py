@@ -1,7 +1,7 @@
 """Compile latency: a cold process's first call of a model, per engine, each in a fresh process.
 
     python bench/compile_latency.py [--models gpt2,resnet50] [--engines inductor,capture,ours-w0,ours]
-                                    [--repeat N] [--json FILE]
+                                    [--repeat N] [--json FILE] [--profile DIR]
     python bench/compile_latency.py --device cpu --quick --engines capture,ours-w0   # smoke mode
 
 Issue 14 (item 7) asks that a cold process's first graph be no slower than Inductor's, and the first
@@ -19,6 +19,10 @@ Engines (Inductor first: the others' ratios are to it):
   ours-w0   dynamo_lite's `triton` backend, DYNAMO_LITE_TRITON_COMPILE_WORKERS=0: each kernel
             compiles at its first launch, in the parent (as before precompile.py)
   ours      the `triton` backend with its default compile workers (min(CPUs, 8))
+  ours-after-inductor
+            `ours`, timed after `torch.compile` compiled and ran the same model in the same process
+            (as bench/models_gpu.py measures first calls: Inductor's compile workers, TorchDynamo and
+            Triton already loaded)
 
 Per row: first call (s; the median over --repeat fresh processes), its ratio to Inductor's, the
 second call (s; what the first left undone), graphs and kernels, the compile pool's counters
@@ -46,7 +50,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 sys.path.insert(0, os.path.dirname(_HERE))
 
-ENGINES = ["inductor", "capture", "ours-w0", "ours"]
+ENGINES = ["inductor", "capture", "ours-w0", "ours", "ours-after-inductor"]
 MODELS = {"gpt2": ("transformers", "hf_gpt2"), "resnet50": ("timm", "timm_resnet50"),
           "tv-resnet50": ("torchvision", "tv_resnet50")}
 
@@ -81,12 +85,24 @@ def child(model_name: str, engine: str, device: str, quick: bool) -> dict:
         if engine == "inductor":
             compiled = torch.compile(copy.deepcopy(model))
         else:
+            if engine == "ours-after-inductor":
+                inductor = torch.compile(copy.deepcopy(model))
+                _, result["inductor_first_s"] = mg.first_call(lambda: inductor(**inputs), device)
+                del inductor
             # off a GPU, ours is the eager backend unless Triton's interpreter is on (smoke mode)
             triton = cuda or os.environ.get("TRITON_INTERPRET") == "1"
             backend = "triton" if triton and engine != "capture" else "eager"
             counting = mg.CountingBackend(backend)
             compiled = dl.capture(copy.deepcopy(model), backend=counting)
-        out, result["first_call_s"] = mg.first_call(lambda: compiled(**inputs), device)
+        profile_dir = os.environ.get("DL_LATENCY_PROFILE")
+        if profile_dir:                  # --profile: where the first call's time goes (slows it)
+            import cProfile
+            profiler = cProfile.Profile()
+            out, result["first_call_s"] = profiler.runcall(mg.first_call, lambda: compiled(**inputs), device)
+            os.makedirs(profile_dir, exist_ok=True)
+            profiler.dump_stats(os.path.join(profile_dir, f"{model_name}-{engine}.prof"))
+        else:
+            out, result["first_call_s"] = mg.first_call(lambda: compiled(**inputs), device)
         result["max_diff"], result["correct"] = mg.compare_outputs(out, ref, mg.tolerance(dtype))
         _, result["second_call_s"] = mg.first_call(lambda: compiled(**inputs), device)
     if counting is not None:
@@ -113,12 +129,14 @@ def child(model_name: str, engine: str, device: str, quick: bool) -> dict:
 # the parent: a fresh process with empty caches per measurement
 # ---------------------------------------------------------------------------------------------
 
-def measure(model: str, engine: str, device: str, quick: bool) -> dict:
+def measure(model: str, engine: str, device: str, quick: bool, profile: str = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="dl-latency-") as tmp:
         env = dict(os.environ)
         env.update(TRITON_CACHE_DIR=os.path.join(tmp, "triton"), TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
                    DYNAMO_LITE_CACHE_DIR=os.path.join(tmp, "dynamo_lite"))
         env.pop("DYNAMO_LITE_TRITON_COMPILE_WORKERS", None)
+        if profile:
+            env["DL_LATENCY_PROFILE"] = os.path.abspath(profile)
         if engine == "ours-w0":
             env["DYNAMO_LITE_TRITON_COMPILE_WORKERS"] = "0"
         command = [sys.executable, os.path.abspath(__file__), "--child", model, engine, "--device", device]
@@ -174,6 +192,8 @@ def format_row(row: dict, inductor_s) -> str:
         pool_text += f"; launchers generic {launchers['generic']}, triton {launchers['triton']}"
         if launchers["why_not_generic"]:
             pool_text += f" ({launchers['why_not_generic']})"
+    if row.get("inductor_first_s"):
+        pool_text += f"; after Inductor's first call of {row['inductor_first_s']:.1f}s"
     kernels = f"{row.get('graphs', '-')}/{row.get('kernels', '-')}"
     return (f"{row['model']:<12} {row['engine']:<9} {_s(first)} {_s(ratio)} {_s(row['second_call_s'])} "
             f"{_s(row['process_s'])} {kernels:>9} {'yes' if row['correct'] else 'NO':>7}  {pool_text}")
@@ -182,11 +202,12 @@ def format_row(row: dict, inductor_s) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="gpt2,resnet50")
-    parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument("--engines", default=",".join(ENGINES[:4]))
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--quick", action="store_true", help="tiny models (smoke mode)")
     parser.add_argument("--repeat", type=int, default=1, help="fresh processes per measurement (median)")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--profile", metavar="DIR", help="cProfile each first call (slower) into DIR/MODEL-ENGINE.prof")
     parser.add_argument("--child", nargs=2, metavar=("MODEL", "ENGINE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -206,7 +227,7 @@ def main(argv=None) -> int:
             continue
         inductor_s = None
         for engine in engines:
-            row = median_of([measure(model, engine, args.device, args.quick) for _ in range(max(1, args.repeat))])
+            row = median_of([measure(model, engine, args.device, args.quick, args.profile) for _ in range(max(1, args.repeat))])
             if engine == "inductor" and row["status"] == "ok":
                 inductor_s = row["first_call_s"]
             rows.append(row)

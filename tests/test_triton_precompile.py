@@ -210,7 +210,7 @@ def test_worker_count_from_the_environment(value, expected):
 
 
 FIRST_LAUNCH = """
-    import json, sys, concurrent.futures, torch
+    import json, os, sys, concurrent.futures, torch
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import ASTSource
@@ -224,6 +224,10 @@ FIRST_LAUNCH = """
         def get_current_stream(self, device): return 0
         def get_current_target(self): return GPUTarget("cuda", 90, 32)
 
+    if len(sys.argv) > 3:                         # as TorchInductor does once it compiled: Triton has
+        from triton.compiler.compiler import make_backend     # asked one ptxas its version, then
+        make_backend(GPUTarget("cuda", 90, 32)).hash()         # TRITON_PTXAS_PATH names another
+        os.environ["TRITON_PTXAS_PATH"] = sys.argv[3]
     ks = KernelSource(**json.loads(sys.argv[1]))
     launcher = Launcher(ks, arg_types=tuple(json.loads(sys.argv[2])))
     pool = precompile.CompilePool(1)
@@ -249,9 +253,13 @@ FIRST_LAUNCH = """
 
 
 @needs_ptxas
-def test_the_parents_first_launch_finds_the_workers_binary(tmp_path, monkeypatch):
+@pytest.mark.parametrize("ptxas_changes", [False, True], ids=["same-ptxas", "ptxas-changed-before-the-workers"])
+def test_the_parents_first_launch_finds_the_workers_binary(tmp_path, monkeypatch, ptxas_changes):
     """Triton's JIT, asked for the kernel the way a launcher asks on a GPU, compiles nothing: it
-    finds what the worker compiled (a config no worker compiled is compiled, so this can fail)."""
+    finds what the worker compiled (a config no worker compiled is compiled, so this can fail).
+    Also where the parent's Triton remembered one ptxas's version and TRITON_PTXAS_PATH names
+    another when the workers start (what TorchInductor leaves behind): the worker keys its binary
+    as the parent does (precompile.parent_key)."""
     monkeypatch.setenv("DYNAMO_LITE_CACHE_DIR", str(tmp_path / "cache"))
     compiled = compile_fn(model, *inputs())
     launcher = max(compiled.compiled_graph.launchers, key=lambda launcher: len(launcher.ks.args))
@@ -259,8 +267,18 @@ def test_the_parents_first_launch_finds_the_workers_binary(tmp_path, monkeypatch
                                                    "inner", "ops", "scalars")}
     env = dict(os.environ, PYTHONPATH=REPO, DYNAMO_LITE_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("TRITON_INTERPRET", None)
+    env.pop("TRITON_PTXAS_PATH", None)
+    other_ptxas = []
+    if ptxas_changes:         # a ptxas that says another version (the same compiler underneath)
+        from triton import knobs
+        wrapper = tmp_path / "ptxas"
+        wrapper.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then {knobs.nvidia.ptxas.path} --version; '
+                           f'echo another build; exit 0; fi\nexec {knobs.nvidia.ptxas.path} "$@"\n')
+        wrapper.chmod(0o755)
+        other_ptxas = [str(wrapper)]
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(FIRST_LAUNCH), json.dumps(fields),
-                          json.dumps(launcher.arg_types)], env=env, capture_output=True, text=True, timeout=400)
+                          json.dumps(launcher.arg_types), *other_ptxas], env=env, capture_output=True, text=True,
+                         timeout=400)
     assert out.returncode == 0, out.stderr
     assert "WORKER True None" in out.stdout, out.stdout
     assert "PRECOMPILED 0" in out.stdout and "OTHER CONFIG 1" in out.stdout, out.stdout

@@ -14,7 +14,8 @@ per line on the original stdout (anything else printed goes to stderr):
     job:   {"path": kernel file, "name": kernel, "args": ["*float32", "float", ...],
             "constexprs": {"XBLOCK": 1024}, "num_warps": 4, "target": ["cuda", 90, 32],
             "cache_dir": Triton's cache dir or null (Triton's default), "launcher": build it (default true),
-            "generic_launch": the parent launches through our generic launcher (default false)}
+            "generic_launch": the parent launches through our generic launcher (default false),
+            "backend_hash", "env_vars": the parent's parts of Triton's cache key (default: this process's)}
     reply: {"ok": true, "seconds": 1.2, "launcher_seconds": 0.4} or {"ok": false, "error": "...", "seconds": 0.1}
 
 Besides the kernel's binary, a job builds Triton's launcher for it (`_warm_launcher`) unless it
@@ -97,7 +98,6 @@ def compile_job(job: dict) -> float:
     binary lands under the cache key the parent's launch looks up; where a Triton version differs,
     the key differs and the parent compiles the kernel itself, as without workers. Returns the
     seconds spent building the launcher."""
-    import triton
     from triton import knobs
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import ASTSource, make_backend
@@ -115,12 +115,36 @@ def compile_job(job: dict) -> float:
     except (ImportError, KeyError):
         bound, specialized = _binder_specialization(fn, backend, job["args"], kwargs)
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialized, None)
-    kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
+    kernel = _compile_keyed_as_parent(ASTSource(fn, signature, constexprs, attrs), target, options.__dict__, job)
     start = time.perf_counter()
     # (the pool asks the first job of each launcher kind)
     if job.get("launcher", True) and (not job.get("generic_launch") or _launch_rules().needs_tritons_launcher(kernel)):
         _warm_launcher(kernel, target)
     return time.perf_counter() - start
+
+
+def _compile_keyed_as_parent(src, target, options: dict, job: dict):
+    """`triton.compile`, with the parts of the cache key that Triton takes from the process (the
+    backend's hash, the cache-invalidating environment) given by the parent (precompile.parent_key)
+    where it sent them: the binary is what this process's ptxas makes, stored under the key the
+    parent's launch looks up. Triton 3.6/3.7 make the backend inside `compile` with the module's
+    `make_backend`, which is swapped for the call (this process compiles one job at a time)."""
+    from triton.compiler import compiler
+    parent_hash, env_vars = job.get("backend_hash"), job.get("env_vars")
+    make_backend = compiler.make_backend
+
+    def keyed_as_parent(target):
+        backend = make_backend(target)
+        if backend.hash() != parent_hash:
+            backend.hash = lambda: parent_hash          # (an instance attribute: this backend only)
+        return backend
+
+    if parent_hash is not None:
+        compiler.make_backend = keyed_as_parent
+    try:
+        return compiler.compile(src, target=target, options=options, _env_vars=env_vars)
+    finally:
+        compiler.make_backend = make_backend
 
 
 _GENERIC_LAUNCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "generic_launch.py")

@@ -265,7 +265,28 @@ def request(ks, arg_types: tuple[str, ...], cfg: dict, target: list) -> dict:
     return {"path": str(cache.loaded_from(ks.name)), "name": ks.name, "args": list(arg_types),
             "constexprs": {k: v for k, v in cfg.items() if k != "num_warps"},
             "num_warps": cfg["num_warps"], "target": list(target), "cache_dir": cache.binary_dir(),
-            "generic_launch": _generic_launch_usable()}
+            "generic_launch": _generic_launch_usable(), **parent_key(target)}
+
+
+def parent_key(target: list) -> dict:
+    """The parts of Triton's cache key that come from this process, not from the kernel: the
+    backend's hash (for CUDA the `ptxas --version` text, which Triton asks once per process and
+    remembers) and the environment variables that invalidate binaries. A worker keys its binary
+    with these instead of its own, so that the parent's launch finds it: TorchInductor points
+    TRITON_PTXAS_PATH at torch's ptxas once it compiles, after Triton remembered the first
+    ptxas's version in this process; a worker started later would ask the new one, and every
+    kernel it compiled was compiled again by the parent (a GPT-2's first call after
+    `torch.compile` had run in the process: 14 s instead of 3.4 s). {} where Triton cannot say
+    (the worker then uses its own)."""
+    try:
+        from triton._C.libtriton import get_cache_invalidating_env_vars
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler.compiler import make_backend
+        return {"backend_hash": make_backend(GPUTarget(*target)).hash(),
+                "env_vars": dict(get_cache_invalidating_env_vars())}
+    except Exception:                       # noqa: BLE001 -- another Triton: the worker's own key
+        log.debug("Triton's cache key parts unavailable", exc_info=True)
+        return {}
 
 
 def _generic_launch_usable() -> bool:
