@@ -33,6 +33,10 @@ for extra in ${extras//,/ }; do
     touch "$extra_stamp"
   fi
 done
-# Always rebuild the extension (cheap), so a changed _evalframe.c is picked up.
+# Always rebuild the extension (cheap), so a changed _evalframe.c is picked up. One build at a time
+# in this tree (CI sets up and tests versions side by side: they share build/ and the egg-info).
+exec 9>".setup.lock"
+flock 9
 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e . >&2
+flock -u 9
 echo "$venv/bin/python"
