@@ -172,9 +172,13 @@ def test_reductions_of_permuted_input():
     compile_and_check(fn, t(4, 6, 8).permute(2, 0, 1))
 
 
-def test_long_rows_use_a_looped_kernel():
+def test_long_rows_use_a_looped_kernel(monkeypatch):
+    from dynamo_lite.backends.triton import settings
     def fn(x):
         return x.softmax(-1), x.sum(-1)
+    info = compile_and_check(fn, t(3, 10000), kernels=1)
+    assert info.kernels[0].kind == "per"                  # the default keeps rows of up to 16384
+    monkeypatch.setattr(settings, "persistent_max_inner", 8192)
     info = compile_and_check(fn, t(3, 10000), kernels=1)
     assert info.kernels[0].kind == "red"
 

@@ -38,8 +38,16 @@ def targets(n, classes, ignored=()):
 
 # -- cross-entropy: a reduction followed by a gather ----------------------------------------------
 
+@pytest.fixture
+def looped_above_8192(monkeypatch):
+    """Rows longer than 8192 loop (`red` kernels; by default only rows over 16384 do, and a few of
+    those are split first): the looped kernels are tested at sizes the interpreter runs quickly."""
+    from dynamo_lite.backends.triton import settings
+    monkeypatch.setattr(settings, "persistent_max_inner", 8192)
+
+
 @pytest.mark.parametrize("classes", [100, 10000])          # a persistent and a looped row kernel
-def test_cross_entropy_never_writes_log_probabilities(classes):
+def test_cross_entropy_never_writes_log_probabilities(classes, looped_above_8192):
     def fn(x, tgt):
         return F.cross_entropy(x, tgt)
     info = compile_and_check(fn, t(6, classes), targets(6, classes, ignored=(2,)), kernels=2, externs=0)
@@ -112,7 +120,7 @@ def test_cross_entropy_backward_is_one_kernel_without_extern():
 
 # -- online softmax edge cases ---------------------------------------------------------------------
 
-def test_looped_softmax_with_infinities_matches_eager():
+def test_looped_softmax_with_infinities_matches_eager(looped_above_8192):
     def fn(x):
         return torch.softmax(x, -1), torch.log_softmax(x, -1)
     x = t(5, 9000) * 20
@@ -159,7 +167,7 @@ def test_split_plan_keeps_many_rows_whole():
 
 # -- norms -------------------------------------------------------------------------------------------
 
-def test_var_mean_of_long_rows_reads_them_once():
+def test_var_mean_of_long_rows_reads_them_once(looped_above_8192):
     def fn(x):
         v, m = torch.var_mean(x, -1)
         return v, m, x.std(-1)
@@ -221,13 +229,23 @@ def _buffer_like(x):
     return Buffer("x", tuple(x.shape), tuple(x.stride()), x.dtype, x.device, "input")
 
 
-def test_instance_norm_by_hand_is_one_kernel():
-    def fn(x):
-        m = x.mean((2, 3), keepdim=True)
-        v = x.var((2, 3), keepdim=True, unbiased=False)
-        return (x - m) / torch.sqrt(v + 1e-5)
-    compile_and_check(fn, t(2, 3, 16, 16), kernels=1, rtol=1e-4, atol=1e-4)
-    info = compile_and_check(fn, t(2, 3, 100, 100), kernels=1, rtol=1e-4, atol=1e-4)
+def _instance_norm(x):
+    m = x.mean((2, 3), keepdim=True)
+    v = x.var((2, 3), keepdim=True, unbiased=False)
+    return (x - m) / torch.sqrt(v + 1e-5)
+
+
+def test_instance_norm_by_hand_is_one_kernel(monkeypatch):
+    compile_and_check(_instance_norm, t(2, 3, 16, 16), kernels=1, rtol=1e-4, atol=1e-4)
+    # rows of 16384 (128x128 pixels), as many rows as the split leaves whole (a GPU-sized batch
+    # has thousands): read once, kept in registers
+    monkeypatch.setattr(lower_reductions, "SPLIT_MAX_ROWS", 6)
+    info = compile_and_check(_instance_norm, t(2, 3, 128, 128), kernels=1, rtol=1e-4, atol=1e-4)
+    assert info.kernels[0].kind == "per"
+
+
+def test_instance_norm_by_hand_over_looped_rows_is_one_kernel(looped_above_8192):
+    info = compile_and_check(_instance_norm, t(2, 3, 100, 100), kernels=1, rtol=1e-4, atol=1e-4)
     assert info.kernels[0].source.count("for roffset") == 2    # statistics in one pass, then the stores
 
 

@@ -20,9 +20,17 @@ from . import settings
 from .ir import Affine, Expr, Op, UNARY, affines, expr, mask_of, rewrite, substitute_index, walk
 from .scheduler import Group
 
-#: reductions whose rows are at most this long (contiguous rows) keep the row in registers
-PERSISTENT_MAX_INNER = 8192
+#: reductions across rows (lanes across them) keep at most this many rows' worth in registers;
+#: along contiguous rows the limit is `settings.persistent_max_inner` (persistent_limit)
 PERSISTENT_MAX_OUTER = 64
+
+
+def persistent_limit(inner: bool) -> int:
+    """The longest reduction kept in registers (a `per` kernel: the row read once, every reduction
+    of the group and the stores from registers); longer ones loop (`red`). Along contiguous rows
+    16384 by default (an instance norm over 128x128 pixels: one read instead of three), across
+    rows PERSISTENT_MAX_OUTER."""
+    return settings.persistent_max_inner if inner else PERSISTENT_MAX_OUTER
 
 TL_TYPE = {
     torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16", torch.float32: "tl.float32",
@@ -448,8 +456,7 @@ class KernelBuilder:
             # a group with full members only but reduced dims (cannot happen) - treat as pointwise
             raise AssertionError("reduced dims without a reduction")
         self.inner = self._is_inner()
-        limit = PERSISTENT_MAX_INNER if self.inner else PERSISTENT_MAX_OUTER
-        self.kind = "poi" if not self.is_reduction else ("per" if self.rnumel <= limit else "red")
+        self.kind = "poi" if not self.is_reduction else ("per" if self.rnumel <= persistent_limit(self.inner) else "red")
         self.ydim = self._transposed_dim()
         self.int64 = self._needs_int64()
         body = self._body()

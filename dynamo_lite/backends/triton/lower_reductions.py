@@ -16,7 +16,7 @@ from typing import Optional
 
 import torch
 
-from .codegen import PERSISTENT_MAX_INNER, PERSISTENT_MAX_OUTER
+from .codegen import persistent_limit
 from .ir import Affine, Op, cast, const, domain_vars, loads
 from .lowerings import NotLowerable, binary, out_meta, pointwise, register
 from . import values as V
@@ -218,9 +218,11 @@ def _var_mean(lw, x: Value, dims, correction, keepdim, out_dtype):
 
 
 def _row_in_registers(x: Value, dims: list[int], n: int) -> bool:
-    """Will codegen keep each row in registers (a persistent kernel)? Then two passes are free."""
+    """Will codegen keep each row in registers (a persistent kernel)? Then two passes are free.
+    Not where the reduction is split (a first pass over pieces of each row, then one over the
+    pieces): each pass would be split again."""
     inner = reduces_innermost(x, dims)
-    return n <= (PERSISTENT_MAX_INNER if inner else PERSISTENT_MAX_OUTER)
+    return n <= persistent_limit(inner) and _split_plan(x.sizes, dims, inner) is None
 
 
 def _two_pass(lw, x: Value, dims, n: int, acc):

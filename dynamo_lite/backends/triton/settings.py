@@ -20,8 +20,19 @@
                                   (codegen.KernelBuilder._transposed_dim; to compare)
     DYNAMO_LITE_TRITON_RECOMPUTE=0  training graphs save what AOTAutograd's default partition
                                   saves (no recomputation of cheap pointwise values: partition.py)
+    DYNAMO_LITE_TRITON_PERSISTENT_MAX=n
+                                  the longest contiguous row a reduction keeps in registers (a
+                                  persistent kernel: one read of the row); longer rows loop over it.
+                                  Default 16384 (codegen.persistent_limit)
 """
 import os
+
+
+def _int_from_env(name: str, default: int, low: int = 0) -> int:
+    try:
+        return max(low, int(os.environ.get(name, default)))
+    except ValueError:
+        return default
 
 
 def _workers_from_env() -> int:
@@ -40,3 +51,4 @@ generic_launch: bool = os.environ.get("DYNAMO_LITE_TRITON_GENERIC_LAUNCH", "1") 
 host_math: bool = os.environ.get("DYNAMO_LITE_TRITON_HOST_MATH", "1") != "0"
 tile_2d: bool = os.environ.get("DYNAMO_LITE_TRITON_TILE_2D", "1") != "0"
 recompute: bool = os.environ.get("DYNAMO_LITE_TRITON_RECOMPUTE", "1") != "0"
+persistent_max_inner: int = _int_from_env("DYNAMO_LITE_TRITON_PERSISTENT_MAX", 16384, low=1)
