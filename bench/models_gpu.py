@@ -1,6 +1,6 @@
 """Real models end to end on one GPU: eager vs Inductor vs dynamo_lite's `triton` backend, in one run.
 
-    python bench/models_gpu.py [--quick] [-k NAME] [--only forward|train] [--json FILE]
+    python bench/models_gpu.py [--quick] [-k NAME] [--only forward|train] [--json FILE] [--cudagraphs]
     python bench/models_gpu.py --device cpu --quick          # smoke mode, no GPU needed
 
 The benchmark issue 14 asks for ("Show"): models built from the installed libraries (Hugging Face
@@ -54,6 +54,11 @@ so a run cut short keeps what it measured. `--quick`: tiny configs and inputs (t
 On the CPU, ours uses the `eager` backend (pass `--ours-backend triton` with TRITON_INTERPRET=1 for
 the interpreter) and Inductor is off unless `--inductor on`. `run_models` is what
 tests/test_models_gpu_bench.py calls in-process.
+
+`--cudagraphs` (forward rows; issue 14, item 8): both engines in their CUDA-graph modes instead,
+Inductor as `torch.compile(model, mode="reduce-overhead")` and ours with the `triton` backend's
+CUDA-graph mode (the `triton_cudagraphs` backend: backends/triton/cudagraphs.py); the notes say how
+many of our graphs were recorded.
 """
 from __future__ import annotations
 
@@ -209,6 +214,7 @@ class EngineResult:
     graphs: Optional[int] = None
     kernels: Optional[int] = None            # ours on the triton backend: Triton kernels made
     fallbacks: Optional[int] = None          # ours on the triton backend: graphs run as captured
+    recorded: Optional[list] = None          # ours in the CUDA-graph mode: per graph, "recorded" or why not
     status: str = "ok"
 
 
@@ -233,8 +239,9 @@ class Row:
 class CountingBackend:
     """Wraps a dynamo_lite backend, counting the graphs it is given and (triton) what it made of them."""
 
-    def __init__(self, backend: str):
+    def __init__(self, backend: str, cudagraphs: bool = False):
         self.backend = backend
+        self.cudagraphs = cudagraphs
         self.graphs = 0
         self.compiled = []
 
@@ -243,7 +250,7 @@ class CountingBackend:
         if self.backend == "eager":
             return gm.forward
         from dynamo_lite.backends.triton import triton_backend
-        compiled = triton_backend(gm, example_inputs)
+        compiled = triton_backend(gm, example_inputs, cudagraphs=self.cudagraphs)
         self.compiled.append(compiled.compiled_graph)
         return compiled
 
@@ -408,19 +415,24 @@ def compare_training(got: Steps, exact: Steps, eager: Steps, tol: float) -> tupl
 # running one row
 # ---------------------------------------------------------------------------------------------
 
-def _engines(ours_backend: str, inductor_backend: Optional[str]):
-    """(name, wrap(fn_or_module) -> (callable, graph counter)) for the compiled engines, in run order."""
+def _engines(ours_backend: str, inductor_backend: Optional[str], cudagraphs: bool = False):
+    """(name, wrap(fn_or_module) -> (callable, graph counter)) for the compiled engines, in run order.
+    `cudagraphs`: Inductor's reduce-overhead mode and our CUDA-graph mode instead of the defaults."""
     def inductor(obj):
         torch._dynamo.reset()
         torch._dynamo.utils.counters.clear()
-        compiled = torch.compile(obj) if inductor_backend == "inductor" else torch.compile(obj, backend=inductor_backend)
+        if inductor_backend == "inductor":
+            compiled = torch.compile(obj, mode="reduce-overhead") if cudagraphs else torch.compile(obj)
+        else:
+            compiled = torch.compile(obj, backend=inductor_backend)
         return compiled, lambda: (int(torch._dynamo.utils.counters["stats"]["unique_graphs"]), None)
 
     def ours(obj):
         dl.reset()
-        counting = CountingBackend(ours_backend)
+        counting = CountingBackend(ours_backend, cudagraphs)
         kernels = lambda: (sum(c.kernel_count for c in counting.compiled),            # noqa: E731
-                           sum(1 for c in counting.compiled if c.fallback_reason))
+                           sum(1 for c in counting.compiled if c.fallback_reason),
+                           [c.cuda_graph for c in counting.compiled if c.cuda_graph is not None])
         return dl.capture(obj, backend=counting), lambda: (counting.graphs, kernels() if counting.compiled else None)
     out = []
     if inductor_backend:
@@ -523,7 +535,7 @@ def _exact_fp32():
 def _record_counts(result: EngineResult, counter):
     result.graphs, made = counter()
     if made is not None:
-        result.kernels, result.fallbacks = made
+        result.kernels, result.fallbacks, result.recorded = made
 
 
 def _error(e: Exception) -> str:
@@ -542,13 +554,13 @@ def _free(device):
 
 def run_models(*, device="cuda", quick=False, dtype: Optional[torch.dtype] = None, k: str = "",
                only: str = "all", ours_backend: Optional[str] = None, inductor_backend: Optional[str] = "inductor",
-               specs=None, on_row: Callable = lambda row: None) -> list[Row]:
+               specs=None, on_row: Callable = lambda row: None, cudagraphs: bool = False) -> list[Row]:
     """Every selected row; `inductor_backend=None` leaves Inductor out (its results stay empty)."""
     cuda = torch.device(device).type == "cuda"
     dtype = dtype or (torch.bfloat16 if cuda else torch.float32)
     ours_backend = ours_backend or ("triton" if cuda else "eager")
     sizes = Sizes(batch=2, seq=64, image=64, quick=True) if quick else Sizes(batch=8, seq=512, image=224, quick=False)
-    engines = _engines(ours_backend, inductor_backend)
+    engines = _engines(ours_backend, inductor_backend, cudagraphs)
     rows = []
     for spec in specs or SPECS:
         modes = [m for m in ("forward", "train") if only in ("all", m) and (m == "forward" or spec.train)]
@@ -604,7 +616,8 @@ def format_row(row: Row) -> str:
     if row.checkable is not None:
         notes.append(f"{row.checkable[0]}/{row.checkable[1]} tensors checkable")
     if o.kernels is not None:
-        notes.append(f"{o.kernels} triton kernels" + (f", {o.fallbacks} graph(s) run as captured" if o.fallbacks else ""))
+        notes.append(f"{o.kernels} triton kernels" + (f", {o.fallbacks} graph(s) run as captured" if o.fallbacks else "")
+                     + _recorded_note(o.recorded))
     for who, r in (("inductor", i), ("ours", o)):
         if r.status not in ("ok", "skipped"):
             notes.append(f"{who}: {r.status}")
@@ -613,6 +626,14 @@ def format_row(row: Row) -> str:
             f"{_fmt(row.ratio, '8.2f')} {_seconds(i.first_call_s)} {_seconds(o.first_call_s)} "
             f"{_fmt(i.max_diff, '9.2g')} {_fmt(o.max_diff, '9.2g')} {_ok(i) + '/' + _ok(o):>11s} {graphs:>15s}  "
             + "; ".join(notes))
+
+
+def _recorded_note(recorded: Optional[list]) -> str:
+    if not recorded:
+        return ""
+    done = recorded.count("recorded")
+    why = sorted({r for r in recorded if r != "recorded"})
+    return f", {done} of {len(recorded)} graph(s) recorded into CUDA graphs" + (f" ({'; '.join(why)})" if why else "")
 
 
 def summary(rows: list[Row]) -> list[str]:
@@ -643,6 +664,8 @@ def main(argv=None) -> int:
     parser.add_argument("--inductor", choices=("auto", "on", "off"), default="auto",
                         help="auto: on with CUDA, off on the CPU")
     parser.add_argument("--json", default="", help="write the rows to this file (rewritten after each row)")
+    parser.add_argument("--cudagraphs", action="store_true",
+                        help="forward rows with Inductor's reduce-overhead mode and our CUDA-graph mode")
     opts = parser.parse_args(argv)
     cuda = torch.device(opts.device).type == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -671,7 +694,7 @@ def main(argv=None) -> int:
 
     rows = run_models(device=opts.device, quick=opts.quick, dtype=dtype, k=opts.k, only=opts.only,
                       ours_backend=opts.ours_backend, inductor_backend="inductor" if inductor else None,
-                      on_row=on_row)
+                      on_row=on_row, cudagraphs=opts.cudagraphs)
     for line in summary(rows):
         print(line)
     return 0

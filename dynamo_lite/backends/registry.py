@@ -32,12 +32,13 @@ def lookup_backend(backend) -> Callable:
     if callable(backend):
         return backend
     if isinstance(backend, str):
-        if backend == "triton" and "triton" not in _BACKENDS:
+        if backend in _LAZY and backend not in _BACKENDS:
             try:
-                from .triton.backend import triton_backend
+                from .triton.backend import triton_backend, triton_cudagraphs_backend
                 register_backend("triton", triton_backend)
+                register_backend("triton_cudagraphs", triton_cudagraphs_backend)
             except ImportError as e:
-                raise ValueError(f"backend 'triton' is not available: {e}") from None
+                raise ValueError(f"backend {backend!r} is not available: {e}") from None
         if backend in _BACKENDS:
             return _BACKENDS[backend]
         raise ValueError(f"unknown backend {backend!r}; available: {', '.join(list_backends())} "
@@ -45,5 +46,9 @@ def lookup_backend(backend) -> Callable:
     raise TypeError(f"backend must be a name or a callable, got {type(backend).__name__}")
 
 
+#: the triton backends, registered on first use (importing them needs neither triton nor a GPU)
+_LAZY = ("triton", "triton_cudagraphs")
+
+
 def list_backends() -> list[str]:
-    return sorted(set(_BACKENDS) | {"triton"})      # triton registers itself on first use
+    return sorted(set(_BACKENDS) | set(_LAZY))

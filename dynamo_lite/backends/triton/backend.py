@@ -38,6 +38,7 @@ import torch.fx
 from ..graph_checks import checking_after, checks_hoisted
 from . import availability, precompile, settings
 from .codegen import KernelSource, generate
+from .cudagraphs import Recorded, static_positions, why_not_recordable
 from .decompose import grad_mode_after, to_aten
 from .graph_lowering import GraphLowering, graph_outputs
 from .ir import ExternNode
@@ -66,6 +67,10 @@ class CompiledGraph:
     # training forward, e.g. channels-last), else None
     output_strides: list = dataclasses.field(default_factory=list)
     wrapper_call: Optional[Callable] = None     # the generated `call` itself (bench/models_profile.py times its lines)
+    # the CUDA-graph mode (cudagraphs.py): None where not asked for, else "recorded" or why not;
+    # and how many calls replayed the recording or ran as compiled (a parameter had moved)
+    cuda_graph: Optional[str] = None
+    cuda_graph_calls: dict = dataclasses.field(default_factory=lambda: {"replayed": 0, "compiled": 0})
 
     @property
     def kernel_count(self) -> int:
@@ -79,7 +84,9 @@ class CompiledGraph:
 
 
 def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) -> Callable:
-    """torch.compile-style backend: compile `gm` into Triton kernels plus a Python wrapper."""
+    """torch.compile-style backend: compile `gm` into Triton kernels plus a Python wrapper.
+    `cudagraphs=True` (default: settings.cudagraphs) records inference graphs into CUDA graphs
+    (cudagraphs.py)."""
     availability.require()
     precompile.start_early()
     devices = {t.device for t in example_inputs if isinstance(t, torch.Tensor)} | _devices_of_values(gm.graph)
@@ -114,7 +121,13 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
         return _specializing(gm, example_inputs, dynamic)
     if _needs_autograd(example_inputs):
         return _with_autograd(gm, example_inputs)
-    return compile_graph(gm, example_inputs)
+    recorded = options.get("cudagraphs", settings.cudagraphs)
+    return compile_graph(gm, example_inputs, cuda_graph_static=static_positions(gm, example_inputs) if recorded else None)
+
+
+def triton_cudagraphs_backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """The `triton_cudagraphs` backend: `triton` with inference graphs recorded into CUDA graphs."""
+    return triton_backend(gm, example_inputs, cudagraphs=True)
 
 
 # Python ints and floats as graph inputs (dynamic scalars) are not lowered yet: they stay constants
@@ -185,16 +198,18 @@ class _Refused(Exception):
     """A graph the backend deliberately runs as captured (the message is the reason)."""
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, free_outputs: frozenset = frozenset()) -> Callable:
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, free_outputs: frozenset = frozenset(),
+                  cuda_graph_static: Optional[frozenset] = None) -> Callable:
     """Compile for exactly these input shapes; on an internal error, run `gm` eagerly instead.
     `free_outputs`: output positions that may come out in a layout of ours (the compiled
-    callable's `compiled_graph.output_strides` says which did)."""
+    callable's `compiled_graph.output_strides` says which did). `cuda_graph_static`: record the
+    graph into a CUDA graph where it can be (cudagraphs.py), these input positions in place."""
     start = time.perf_counter()
     try:
         checked, checks = checks_hoisted(gm)
         if checked is None:
             raise _Refused(checks)
-        call, info = _compile(checked, example_inputs, free_outputs)
+        call, info = _compile(checked, example_inputs, free_outputs, recording=cuda_graph_static is not None)
     except _Refused as e:
         return _eager(gm, str(e))
     except Exception as e:
@@ -207,6 +222,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, free_outputs: 
     info.compile_seconds = time.perf_counter() - start
     precompile.submit_graph(info.launchers)
     call = _eager_if_first_call_fails(call, checked, info)
+    if cuda_graph_static is not None:
+        if checks and info.cuda_graph is None:
+            info.cuda_graph = "not recorded: it checks tensor values on the host"
+        if info.cuda_graph is None:
+            info.cuda_graph = "not recorded yet"
+            call = Recorded(call, info, cuda_graph_static)
     if checks:
         call = checking_after(call, checks)
     call.compiled_graph = info
@@ -255,7 +276,7 @@ def _in_layouts(result, strides: list):
     return type(result)(out)
 
 
-def _compile(gm, example_inputs, free_outputs: frozenset = frozenset()):
+def _compile(gm, example_inputs, free_outputs: frozenset = frozenset(), recording: bool = False):
     aten_gm = to_aten(gm, example_inputs)
     lowering = GraphLowering(aten_gm, example_inputs, free_outputs).run()
     keep = {o.layout[0].name for o in lowering.outputs if getattr(o, "layout", None) is not None}
@@ -282,6 +303,9 @@ def _compile(gm, example_inputs, free_outputs: frozenset = frozenset()):
     call = _outputs_viewing_outputs(_fresh_views(namespace["call"], gm, wrapper.outputs_passing_inputs), gm)
     info.mutated_inputs = lowering.mutated_inputs
     info.output_strides = lowering.output_strides()
+    if recording:
+        why = why_not_recordable(aten_gm, example_inputs, info.mutated_inputs, info.host_ops)
+        info.cuda_graph = None if why is None else f"not recorded: {why}"
     if info.mutated_inputs:
         call = _unless_overlapping(call, gm, info, example_inputs)
     return call, info

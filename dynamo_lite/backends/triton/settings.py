@@ -20,6 +20,8 @@
                                   (codegen.KernelBuilder._transposed_dim; to compare)
     DYNAMO_LITE_TRITON_RECOMPUTE=0  training graphs save what AOTAutograd's default partition
                                   saves (no recomputation of cheap pointwise values: partition.py)
+    DYNAMO_LITE_TRITON_CUDAGRAPHS=1 record inference graphs into CUDA graphs and replay them (cudagraphs.py;
+                                  the `triton_cudagraphs` backend is `triton` with this on)
     DYNAMO_LITE_TRITON_PERSISTENT_MAX=n
                                   the longest contiguous row a reduction keeps in registers (a
                                   persistent kernel: one read of the row); longer rows loop over it.
@@ -52,3 +54,4 @@ host_math: bool = os.environ.get("DYNAMO_LITE_TRITON_HOST_MATH", "1") != "0"
 tile_2d: bool = os.environ.get("DYNAMO_LITE_TRITON_TILE_2D", "1") != "0"
 recompute: bool = os.environ.get("DYNAMO_LITE_TRITON_RECOMPUTE", "1") != "0"
 persistent_max_inner: int = _int_from_env("DYNAMO_LITE_TRITON_PERSISTENT_MAX", 16384, low=1)
+cudagraphs: bool = os.environ.get("DYNAMO_LITE_TRITON_CUDAGRAPHS", "") == "1"
