@@ -143,3 +143,32 @@ def test_attention_without_dropout_draws_no_random_numbers():
     assert len(draws) >= 3, seeded        # the dropout_p=0.1 attention, dropout(0.5), rand_like
     assert any("attention" in str(n.target) for n in gm.graph.nodes if n.op == "call_function"
                and torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()) and not draws_random_numbers(n)), seeded
+
+
+def test_replay_bookkeeping_with_a_stand_in_recording(monkeypatch):
+    """What a replay does around the CUDA graph, on the CPU: the copied inputs go into the
+    recording's buffers, outputs come back as new memory sharing nothing with the recording, a
+    call on another current device switches to the recording's, a moved parameter runs as compiled."""
+    from dynamo_lite.backends.triton.backend import CompiledGraph
+    from dynamo_lite.backends.triton.cudagraphs import Recorded
+    info = CompiledGraph(cuda_graph="recorded")
+    compiled_calls = []
+    recorded = Recorded(lambda *a: compiled_calls.append(a) or "compiled", info, frozenset({0}))
+    w, x, out = torch.randn(3), torch.randn(3), torch.empty(3)
+
+    class StandIn:                      # the recording: out = param + copied input
+        def replay(self):
+            out.copy_(recorded.inputs[0] + recorded.inputs[1])
+    recorded.graph, recorded.inputs, recorded.copied = StandIn(), [w, torch.empty(3)], [1]
+    recorded.addresses, recorded.outputs = [(0, w.data_ptr())], (out,)
+    recorded.storages, recorded.layout = [out.untyped_storage()], [(0, out.dtype, 0, (3,), (1,))]
+    switched = []
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: switched.append(d) or __import__("contextlib").nullcontext())
+    first = recorded(w, x)
+    second = recorded(w, x * 2)
+    torch.testing.assert_close(first[0], w + x)          # not overwritten by the second replay
+    torch.testing.assert_close(second[0], w + x * 2)
+    assert first[0].data_ptr() not in (out.data_ptr(), second[0].data_ptr()) and switched == [0, 0]
+    assert recorded(torch.randn(3), x) == "compiled" and len(compiled_calls) == 1
+    assert info.cuda_graph_calls == {"replayed": 2, "compiled": 1}

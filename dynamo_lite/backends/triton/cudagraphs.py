@@ -107,6 +107,7 @@ class Recorded:
         self.static = static
         self.calls = 0
         self.graph: Optional[torch.cuda.CUDAGraph] = None
+        self.device: int = 0             # the recording's CUDA device
         self.inputs: list = []           # what the recording reads: parameters and our buffers
         self.addresses: list = []        # (position, address) of the inputs recorded in place
         self.copied: list = []           # positions copied into a buffer of the recording
@@ -168,6 +169,7 @@ class Recorded:
                 keys.append(key)
             layout.append((keys.index(key), o.dtype, o.storage_offset(), tuple(o.shape), o.stride()))
         self.graph, self.inputs, self.copied, self.addresses = graph, inputs, copied, addresses
+        self.device = device.index if device.index is not None else torch.cuda.current_device()
         self.outputs, self.storages, self.layout = outputs, storages, layout
         self.info.cuda_graph = "recorded"
         return self._replay(args)
@@ -179,6 +181,12 @@ class Recorded:
             if args[i].data_ptr() != address:       # a parameter moved: this call runs as compiled
                 self.info.cuda_graph_calls["compiled"] += 1
                 return self.call(*args)
+        if torch.cuda.current_device() != self.device:
+            with torch.cuda.device(self.device):    # (copies and the replay on the graph's device's stream)
+                return self._run_recording(args)
+        return self._run_recording(args)
+
+    def _run_recording(self, args):
         for i in self.copied:
             self.inputs[i].copy_(args[i])
         self.graph.replay()
