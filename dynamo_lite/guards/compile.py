@@ -30,8 +30,17 @@ class CompiledGuards:
     guards: list[Guard]
     check: Callable[..., bool]
     source_code: str
-    _exprs: list[Callable]
+    # makes one function per guard, taking what the check takes: made at the first failure (for
+    # its reason) or explain, not at capture (a ViT's 1,262 guards compiled one by one cost ~1 s)
+    _make_exprs: Callable[[], list[Callable]]
     arg_names: tuple = field(default=())       # the frame's arguments, as the check takes them
+    _made_exprs: Optional[list] = field(default=None, repr=False)
+
+    @property
+    def _exprs(self) -> list[Callable]:
+        if self._made_exprs is None:
+            self._made_exprs = self._make_exprs()
+        return self._made_exprs
 
     def first_failure(self, fn, args: tuple) -> Optional[str]:
         """The reason the first failing guard gives, or None if all pass."""
@@ -292,13 +301,15 @@ def compile_guards(guards: list[Guard], arg_names: list[str], globals_dict: dict
     namespace = {"___G": globals_dict, **_GUARD_MODULES, **consts}
     exec(compile(src, f"<dynamo_lite guards for {name}>", "exec"), namespace)
     check = namespace["___guard"]
-    # One small function per guard, for first_failure.
-    singles = []
-    for g in guards:
-        one = f"def ___one({params}):\n    return {g.code(scope, const)}\n"
-        ns = {"___G": globals_dict, **_GUARD_MODULES, **consts}
-        exec(compile(one, "<dynamo_lite guard>", "exec"), ns)
-        singles.append(ns["___one"])
+
+    def singles() -> list[Callable]:
+        """One small function per guard, for first_failure: all in one module, compiled once."""
+        text = "".join(f"def ___one{i}({params}):\n    return {g.code(scope, const)}\n"
+                       for i, g in enumerate(guards))
+        ns = {"___G": globals_dict, **_GUARD_MODULES, **consts}     # (after the text: it adds constants)
+        exec(compile(text, "<dynamo_lite guard>", "exec"), ns)
+        return [ns[f"___one{i}"] for i in range(len(guards))]
+
     compiled = CompiledGuards(guards, check, src, singles, tuple(arg_names))
 
     def value_of(source, fn, args):
