@@ -374,3 +374,19 @@ def test_gpu_convolution_inputs_are_stored_channels_last(cache_dir):
     torch.testing.assert_close(compiled(x, w1, w2, scale), fn(x, w1, w2, scale), rtol=1e-2, atol=1e-2)
     source = compiled.compiled_graph.wrapper_source
     assert "(32768, 1, 1024, 32)" in source          # h is stored NHWC for the second convolution
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["torch-helper", "fallback"])
+def test_a_read_only_view_starts_past_its_tensors_own_offset(fast, monkeypatch):
+    """`reinterpret(t, sizes, strides, k)` in a wrapper: `t`'s memory from `k` elements past where
+    `t` itself starts (a graph input can be a view with a storage offset), with torch's C helper
+    and with the fallback where torch has none."""
+    from dynamo_lite.backends.triton import wrapper
+    if not fast:
+        monkeypatch.setattr(wrapper, "_torch_fast_path", lambda name: None)
+    reinterpret = wrapper._reinterpreter()
+    base = torch.arange(40.0, device=DEVICE)
+    t = base[10:]                                   # storage offset 10
+    got = reinterpret(t, (2, 3), (3, 1), 4)
+    assert got.storage_offset() == 14 and got.tolist() == [[14.0, 15.0, 16.0], [17.0, 18.0, 19.0]]
+    assert reinterpret(t, (2,), (1,)).tolist() == [10.0, 11.0]

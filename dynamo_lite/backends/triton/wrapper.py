@@ -82,12 +82,14 @@ ALLOCATOR = fast_allocator
 
 
 def _reinterpreter():
-    """`view(t, sizes, strides)`: as `t.as_strided(sizes, strides)`, without autograd's view
-    bookkeeping (for operands a library call only reads)."""
-    return _torch_fast_path("_reinterpret_tensor") or torch.Tensor.as_strided
+    """`reinterpret(t, sizes, strides[, offset])`: `t`'s memory seen with these sizes and strides,
+    `offset` elements past where `t` starts, without autograd's view bookkeeping (for operands a
+    library call only reads). torch's `_reinterpret_tensor` takes the offset as an increment, as
+    `_view` does; where torch has none, `_view` itself."""
+    return _torch_fast_path("_reinterpret_tensor") or _view
 
 
-def _view(t: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
+def _view(t: torch.Tensor, sizes, strides, offset: int = 0) -> torch.Tensor:
     return t.as_strided(sizes, strides, t.storage_offset() + offset)
 
 
