@@ -4,8 +4,9 @@ The check is generated Python, `def ___guard(___fn, <frame args>)` with one `if 
 False` per guard in order, its source kept; a path several guards go through (a big model's
 submodules and parameters share a few: `self._modules['layer1']._modules['0']`) is read once into
 a local before the first guard whose subject it leads to (`_check_lines`). The C hook calls it
-with the frame's function and arguments as positional arguments (no dict is built). `first_failure` evaluates the guards one by one to name
-the first that fails: that is the recompile reason; `old_and_new` words what that guard held on
+with the frame's function and arguments as positional arguments (no dict is built).
+`first_failure` evaluates the guards one by one to name the first that fails: that is the
+recompile reason; `old_and_new` words what that guard held on
 to and what it met. `readable` renders the same guards as the function a user reads, with the
 frame's own names (`x`, `self.weight`) and constants by name (`torch.float32`).
 """

@@ -32,6 +32,7 @@ def persistent_limit(inner: bool) -> int:
     rows PERSISTENT_MAX_OUTER."""
     return settings.persistent_max_inner if inner else PERSISTENT_MAX_OUTER
 
+
 TL_TYPE = {
     torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16", torch.float32: "tl.float32",
     torch.float64: "tl.float64", torch.int8: "tl.int8", torch.int16: "tl.int16",

@@ -105,7 +105,8 @@ class Recorded:
         self.call = call
         self.info = info
         self.static = static
-        self.calls = 0
+        self.warm = False                # the first call ran (it compiles and tunes the kernels)
+        self.gave_up = False             # not recordable: every call runs as compiled
         self.graph: Optional[torch.cuda.CUDAGraph] = None
         self.device: int = 0             # the recording's CUDA device
         self.inputs: list = []           # what the recording reads: parameters and our buffers
@@ -118,13 +119,17 @@ class Recorded:
     def __call__(self, *args):
         if self.graph is not None:
             return self._replay(args)
-        self.calls += 1
-        if self.calls == 1 or self.info.cuda_graph != "not recorded yet":
+        if not self.warm or self.gave_up:
+            self.warm = True
             return self.call(*args)
         if self.info.fallback_reason is not None:
-            self.info.cuda_graph = "not recorded: the graph runs as captured"
-            return self.call(*args)
+            return self._give_up("the graph runs as captured", args)
         return self._record(args)
+
+    def _give_up(self, why: str, args):
+        self.gave_up = True
+        self.info.cuda_graph = f"not recorded: {why}"[:300]
+        return self.call(*args)
 
     # -- recording ------------------------------------------------------------------------------
 
@@ -149,25 +154,22 @@ class Recorded:
                 with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                     outputs = self.call(*inputs)
         except Exception as e:                   # noqa: BLE001 -- recording is an optimisation
-            self.info.cuda_graph = f"not recorded: {type(e).__name__}: {e}"[:300]
             log.info("triton backend: CUDA graph not recorded: %s", e, exc_info=True)
-            return self.call(*args)
+            return self._give_up(f"{type(e).__name__}: {e}", args)
         flat = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
         inputs_memory = {t.untyped_storage().data_ptr() for t in inputs}
-        storages, layout = [], []
+        storages, index_of, layout = [], {}, []      # index_of: a storage's address -> its position
         for o in flat:
             if not isinstance(o, torch.Tensor):
                 layout.append(None)
                 continue
-            if o.untyped_storage().data_ptr() in inputs_memory:
-                self.info.cuda_graph = "not recorded: an output shares memory with an input"
-                return self.call(*args)
-            keys = [s.data_ptr() for s in storages]
             key = o.untyped_storage().data_ptr()
-            if key not in keys:
+            if key in inputs_memory:
+                return self._give_up("an output shares memory with an input", args)
+            if key not in index_of:
+                index_of[key] = len(storages)
                 storages.append(o.untyped_storage())
-                keys.append(key)
-            layout.append((keys.index(key), o.dtype, o.storage_offset(), tuple(o.shape), o.stride()))
+            layout.append((index_of[key], o.dtype, o.storage_offset(), tuple(o.shape), o.stride()))
         self.graph, self.inputs, self.copied, self.addresses = graph, inputs, copied, addresses
         self.device = device.index if device.index is not None else torch.cuda.current_device()
         self.outputs, self.storages, self.layout = outputs, storages, layout

@@ -80,8 +80,9 @@ def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
             # and a few rows per program; 16 warps on them is 2-3x slower (H100)
             # rows of 16384 (instance norm over 128x128): 16-32 warps keep 16-32 values a thread
             pairs = {1024: ((1, 4), (2, 4), (4, 4), (1, 8), (2, 8)),
-                     2048: ((1, 8), (1, 4), (2, 8), (1, 16), (2, 4))}.get(
-                         rblock_full, ((1, 8), (1, 16), (1, 4)) if rblock_full < 16384 else ((1, 16), (1, 32), (1, 8)))
+                     2048: ((1, 8), (1, 4), (2, 8), (1, 16), (2, 4))}.get(rblock_full)
+            if pairs is None:
+                pairs = ((1, 8), (1, 16), (1, 4)) if rblock_full < 16384 else ((1, 16), (1, 32), (1, 8))
             return [dict(XBLOCK=x, RBLOCK=rblock_full, num_warps=w) for x, w in pairs]
         out = []
         for tile, warps in ((2048, 4), (4096, 8), (1024, 4), (8192, 8)):
