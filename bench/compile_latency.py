@@ -52,7 +52,8 @@ sys.path.insert(0, os.path.dirname(_HERE))
 
 ENGINES = ["inductor", "capture", "ours-w0", "ours", "ours-after-inductor"]
 MODELS = {"gpt2": ("transformers", "hf_gpt2"), "resnet50": ("timm", "timm_resnet50"),
-          "tv-resnet50": ("torchvision", "tv_resnet50")}
+          "tv-resnet50": ("torchvision", "tv_resnet50"), "vit": ("timm", "timm_vit"),
+          "llama": ("transformers", "hf_llama")}
 
 
 def _models_gpu():

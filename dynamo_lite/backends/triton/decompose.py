@@ -61,24 +61,23 @@ def _native_layer_norm(x, normalized_shape, weight, bias, eps):
 
 def _native_group_norm(x, weight, bias, N, C, HxW, group, eps):
     """Statistics over `x` viewed as (N, group, C/group, *spatial) (a split of C: an index
-    rewrite, never a copy), then one scale and shift per (sample, channel) (N*C values, like
-    eager's kernel), so the normalize pass is `x * a + b` in x's own shape: it fuses with the
-    ops that follow and never materializes an fp32 copy of the group view."""
+    rewrite, never a copy), and the normalize `x * a + b` in that same view, with one scale and
+    shift per (sample, group, channel) computed where it is used: the normalize is in the
+    statistics' domain, so one kernel reads x, reduces and writes the result (the scheduler fits
+    ops that follow in x's own shape into that domain as well)."""
     acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     per_group = C // group
     spatial = list(x.shape[2:])
     xg = x.reshape(N, group, per_group, *spatial).to(acc)
     var, mean = torch.var_mean(xg, list(range(2, xg.dim())), correction=0, keepdim=True)
-    mean, rstd = mean.reshape(N, group, 1), torch.rsqrt(var + eps).reshape(N, group, 1)
-    scale = rstd.expand(N, group, per_group)
-    if weight is not None:
-        scale = scale * weight.reshape(1, group, per_group)
+    rstd = torch.rsqrt(var + eps)
+    channel = [1, group, per_group] + [1] * len(spatial)
+    scale = rstd if weight is None else rstd * weight.reshape(channel)
     shift = -mean * scale
     if bias is not None:
-        shift = shift + bias.reshape(1, group, per_group)
-    channel = [N, C] + [1] * len(spatial)
-    out = x.to(acc) * scale.reshape(channel) + shift.reshape(channel)
-    return out.to(x.dtype), mean.reshape(N, group).to(x.dtype), rstd.reshape(N, group).to(x.dtype)
+        shift = shift + bias.reshape(channel)
+    out = (xg * scale + shift).to(x.dtype).reshape(x.shape)
+    return out, mean.reshape(N, group).to(x.dtype), rstd.reshape(N, group).to(x.dtype)
 
 
 #: `torch._foreach_<op>(tensors, ...)` (functionalized from `_foreach_<op>_`, what optimizers

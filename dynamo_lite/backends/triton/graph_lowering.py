@@ -53,6 +53,7 @@ class GraphLowering:
         self.outputs: list[Any] = []                 # Value or python object, per graph output
         self.extern_ops: collections.Counter = collections.Counter()
         self.env: dict[torch.fx.Node, Any] = {}
+        self.node: Optional[torch.fx.Node] = None   # the node being lowered
         self._counter = 0
         self._mutations: list[tuple[Value, Any]] = []
         self._fake_mode = None
@@ -215,6 +216,7 @@ class GraphLowering:
             return args[0]
         lower = lookup(node.target)
         result = None
+        self.node = node
         operands = None if self._computes_on_host(node) else self._kernel_operands((args, kwargs))
         if lower is not None and "val" in node.meta and operands is not None \
                 and self._one_runnable_device(node, operands[0]):

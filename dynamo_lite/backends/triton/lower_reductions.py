@@ -82,6 +82,12 @@ SPLIT_OUTER_TARGET_PROGRAMS = 512
 SPLIT_OUTER_MIN_CHUNK = 64
 
 
+#: a reduction whose result is used at its input's size within this many ops, over at least
+#: this many rows, is not split (`_normalizes`)
+NORMALIZE_MAX_DEPTH = 6
+NORMALIZE_MIN_ROWS = 256
+
+
 def reduces_innermost(x: Value, dims: list[int]) -> bool:
     """Does the reduction run along x's memory (is the dim its main operand walks with stride 1
     among `dims`)? Codegen then puts lanes along the rows (an inner reduction), else across them.
@@ -135,10 +141,38 @@ def _split_plan(sizes, dims: list[int], inner: Optional[bool] = None) -> Optiona
     return whole, -1, 1
 
 
+def _normalizes(node, x: Value, dims: list[int]) -> bool:
+    """Does the reduction's result come back to the input's size within a few ops (a
+    normalization: group norm's `(x - mean) * rstd`, softmax) over enough rows to fill the GPU?
+    Then one pass per row, not a split: the row kernel can compute the normalize as well, while a
+    split's second pass cannot, and the normalize would read the input once more."""
+    rows = math.prod(s for d, s in enumerate(x.sizes) if d not in dims)
+    if node is None or rows < NORMALIZE_MIN_ROWS:
+        return False
+    numel = x.numel()
+    frontier, seen = [node], {node}
+    for _ in range(NORMALIZE_MAX_DEPTH):
+        frontier = [u for n in frontier for u in n.users if u not in seen and u.op == "call_function"]
+        seen.update(frontier)
+        for u in frontier:
+            val = u.meta.get("val")
+            if isinstance(val, torch.Tensor) and val.numel() >= numel:
+                return True
+    return False
+
+
+def _plan(lw, x: Value, dims: list[int]) -> Optional[tuple[list[int], int, int]]:
+    """`_split_plan` for this reduction of the graph `lw` lowers (None where it `_normalizes`)."""
+    plan = _split_plan(x.sizes, dims, reduces_innermost(x, dims))
+    if plan is not None and _normalizes(getattr(lw, "node", None), x, dims):
+        return None
+    return plan
+
+
 def _split_reduction(lw, x: Value, dims: list[int], kind: str, acc: torch.dtype,
                      buffer_dtype: torch.dtype) -> Value:
     """`lw.add_reduction`, in two passes where there are few long rows (see `_split_plan`)."""
-    plan = _split_plan(x.sizes, dims, reduces_innermost(x, dims))
+    plan = _plan(lw, x, dims)
     if plan is None:
         return lw.add_reduction(x, dims, kind, acc, buffer_dtype)
     whole, d, pieces = plan
@@ -204,7 +238,7 @@ def _var_mean(lw, x: Value, dims, correction, keepdim, out_dtype):
     dims = _reduce_dims(x, dims)
     n = math.prod(x.sizes[d] for d in dims)
     acc = acc_dtype(out_dtype)
-    if _row_in_registers(x, dims, n):
+    if _row_in_registers(lw, x, dims, n):
         mean, m2 = _two_pass(lw, x, dims, n, acc)
     else:
         mean, m2 = _shifted_one_pass(lw, x, dims, n, acc)
@@ -217,12 +251,11 @@ def _var_mean(lw, x: Value, dims, correction, keepdim, out_dtype):
     return var, mean_out
 
 
-def _row_in_registers(x: Value, dims: list[int], n: int) -> bool:
+def _row_in_registers(lw, x: Value, dims: list[int], n: int) -> bool:
     """Will codegen keep each row in registers (a persistent kernel)? Then two passes are free.
     Not where the reduction is split (a first pass over pieces of each row, then one over the
     pieces): each pass would be split again."""
-    inner = reduces_innermost(x, dims)
-    return n <= persistent_limit(inner) and _split_plan(x.sizes, dims, inner) is None
+    return n <= persistent_limit(reduces_innermost(x, dims)) and _plan(lw, x, dims) is None
 
 
 def _two_pass(lw, x: Value, dims, n: int, acc):

@@ -78,6 +78,30 @@ def _out_map(sizes, group_reduced) -> dict[str, Affine]:
     return mapping
 
 
+def _coarse_map(sizes, domain, positions) -> Optional[dict[str, Affine]]:
+    """Variables of a node over `sizes` as the group's canonical variables `c{positions[j]}`
+    (sizes `domain`) when each of the node's dims is a run of neighbouring domain dims merged
+    row-major (a node over x's (N, C, H, W) in a group over (N, G, C/G, H, W): `c = C/G*g + j`):
+    each element of the node is then computed by the lane of the domain element it is. None
+    when the dims do not line up so."""
+    mapping = {f"v{k}": Affine(0) for k in range(len(sizes))}
+    j = 0
+    for k in _nonone(sizes):
+        run, numel = [], 1
+        while j < len(domain) and numel < sizes[k]:
+            run.append(j)
+            numel *= domain[j]
+            j += 1
+        if numel != sizes[k]:
+            return None
+        index, stride = Affine(0), 1
+        for p in reversed(run):
+            index = index + Affine.var(f"c{positions[p]}", stride)
+            stride *= domain[p]
+        mapping[f"v{k}"] = index
+    return mapping if j == len(domain) else None
+
+
 def _key(sizes) -> tuple[int, ...]:
     return tuple(sizes[k] for k in _nonone(sizes))
 
@@ -111,6 +135,15 @@ def fit(group: Group, node) -> Optional[Member]:
         return _make_member(node, "full", _full_map(node.sizes))
     if group.is_reduction and key == group.out_sizes:
         return _make_member(node, "out", _out_map(node.sizes, group.reduced))
+    if len(key) < len(group.sizes):
+        mapping = _coarse_map(node.sizes, group.sizes, range(len(group.sizes)))
+        if mapping is not None:
+            return _make_member(node, "full", mapping)
+        out = [p for p, r in enumerate(group.reduced) if not r]
+        if group.is_reduction and len(key) < len(out):
+            mapping = _coarse_map(node.sizes, group.out_sizes, out)
+            if mapping is not None:
+                return _make_member(node, "out", mapping)
     return None
 
 

@@ -18,8 +18,9 @@ Host time per call is what a launch-bound graph costs (a training step makes hun
 so the wrapper calls what Inductor's does: buffers on the graph's device come from torch's
 argument-parsing-free allocators (`_empty_strided_cuda`: ~2 us less than `torch.empty_strided`
 with keywords; it allocates on the current device, hence the device check at the top), and
-operands of the library calls are viewed with `_reinterpret_tensor` (an alias without autograd
-view bookkeeping, ~1.4 us less than `as_strided`; those calls only read them).
+operands of the extern calls that only read them (matmuls, convolutions, attention: their
+schemas say so, `_reads_only`) are viewed with `_reinterpret_tensor` (an alias without autograd
+view bookkeeping, ~1.4 us less than `as_strided`).
 """
 from __future__ import annotations
 
@@ -107,6 +108,18 @@ def _fix_layout(t: torch.Tensor, sizes, strides) -> torch.Tensor:
 
 def _current_cuda_device():
     return getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
+
+def _reads_only(target) -> bool:
+    """Does the extern call only read its tensor arguments, and return no alias of them? Then
+    its operands are viewed with `reinterpret` (matmuls, convolutions, attention)."""
+    if target in PYTHON_BINDINGS:
+        return True
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return False
+    return not any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments) \
+        and not _returns_alias(target)
 
 
 def _returns_alias(target) -> bool:
@@ -289,7 +302,7 @@ class WrapperCodegen:
 
     def _extern_call(self, node: ExternNode, pool, live_alloc):
         fn = self._global(PYTHON_BINDINGS.get(node.target, node.target), "aten_op")
-        read_only = node.target in PYTHON_BINDINGS         # matmuls, convolutions, embedding
+        read_only = _reads_only(node.target)
         args = ", ".join(self._render(a, read_only) for a in node.args)
         kwargs = "".join(f", {k}={self._render(v)}" for k, v in node.kwargs.items())
         if node.writes_out:                   # into a buffer of the layout we chose (padded rows)
