@@ -124,17 +124,36 @@ def test_cross_entropy_backward_is_one_kernel_without_extern():
 def test_looped_softmax_with_infinities_matches_eager(looped_above_8192):
     def fn(x):
         return torch.softmax(x, -1), torch.log_softmax(x, -1)
-    x = t(5, 9000) * 20
+    x = t(7, 9000) * 20
     x[1] = float("-inf")                                  # a row of -inf: NaN in eager
     x[2, 7] = float("inf")
     x[3, :8000] = float("-inf")                           # the max appears late in the row
     x[4, 100] = float("nan")
+    x[5] = 3.0                                            # every element equals the running max
+    x[6, 10] = x[6, 8990] = float("inf")                  # inf seen again once it is the max
     gm = torch.fx.symbolic_trace(fn)
     compiled = triton_backend(gm, [x])
     for got, want in zip(compiled(x), fn(x)):
         torch.testing.assert_close(got, want, equal_nan=True)
     assert compiled.compiled_graph.kernel_count == 1
     assert compiled.compiled_graph.kernels[0].source.count("for roffset") == 2   # stats, then stores
+
+
+@pytest.mark.parametrize("n", [100, 30000], ids=["row-kernel", "split"])
+def test_max_and_min_of_rows_holding_nan_are_nan(n):
+    """A row holding NaN: amax / amin are NaN as in eager (Triton's `tl.max` / `tl.min` combine with
+    maxnumf / minnumf, which drop NaN on the GPU: the kernels reduce with NaN-propagating combine
+    functions instead), and softmax next to them is NaN in that row only."""
+    def fn(x):
+        return x.amax(-1), x.amin(-1), torch.softmax(x, -1)
+    x = t(4, n)
+    x[1, 7] = float("nan")
+    x[2, n - 1] = float("nan")
+    compiled = triton_backend(torch.fx.symbolic_trace(fn), [x])
+    for got, want in zip(compiled(x), fn(x)):
+        torch.testing.assert_close(got, want, equal_nan=True)
+    for kernel in compiled.compiled_graph.kernels:
+        assert "tl.max(" not in kernel.source and "tl.min(" not in kernel.source
 
 
 # -- reductions over outer and several dims; split reductions ----------------------------------------
@@ -218,7 +237,11 @@ def test_long_rows_that_are_normalized_are_not_split(monkeypatch):
         return x.reshape(4, -1).sum(1) + b[:4]
     args = (t(1, 8, 128, 128), t(8), t(8))
     info = compile_and_check(norm, *args, rtol=1e-4, atol=1e-4, externs=0, kernels=1)
-    assert info.kernels[0].source.count("for roffset") == 2
+    source = info.kernels[0].source
+    assert source.count("for roffset") == 2
+    # the row the statistics loop reads is kept in L2 for the normalize loop, which reads it last
+    first, second = source.split("for roffset")[1:]
+    assert 'evict_last' in first and 'evict_first' not in first and 'evict_first' in second
     info = compile_and_check(total, *args, rtol=1e-4, atol=1e-3, externs=0)
     assert info.kernels[0].xnumel > 4
 

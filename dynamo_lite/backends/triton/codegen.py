@@ -100,7 +100,14 @@ INT_TEMPLATES = {
     Op.MIN: lambda a, b: f"tl.minimum({a}, {b})",
 }
 
-REDUCE = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
+#: how a reduction kind reduces a tile along its rows. Not `tl.max` / `tl.min`: they combine with
+#: maxnumf / minnumf, which drop a NaN on the GPU (eager's max of a row holding NaN is NaN), so
+#: max and min reduce with NaN-propagating combine functions of the kernel's module (HELPERS)
+REDUCE = {"sum": "tl.sum({}, 1)", "max": "tl.reduce({}, 1, _max_nan)", "min": "tl.reduce({}, 1, _min_nan)"}
+HELPERS = {
+    "max": "@triton.jit\ndef _max_nan(a, b):\n    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
+    "min": "@triton.jit\ndef _min_nan(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
+}
 COMBINE = {"sum": lambda acc, v: f"{acc} + {v}", "max": _nan_max, "min": _nan_min}
 
 
@@ -158,6 +165,9 @@ class KernelBuilder:
         self.loop_cse: dict[int, str] = {}
         self.counter = 0
         self.ops_used: set[str] = set()
+        self._last_loop: dict[tuple, int] = {}     # see _plan_eviction
+        self.helpers: set[str] = set()             # HELPERS the kernel calls
+        self._loop_no = -1
 
     # -- preparation: substitute in-group reads, merge dims ------------------------------------
 
@@ -413,7 +423,7 @@ class KernelBuilder:
         text = f"tl.load({ptr} + ({offset})"
         if mask is not None:
             text += f", {mask}" + (", other=0" if e.dtype is not torch.bool else "")
-        text += ")"
+        text += self._eviction(e) + ")"
         if compute_dtype(e.dtype) != e.dtype:
             text += f".to({TL_TYPE[compute_dtype(e.dtype)]})"
         return text
@@ -467,10 +477,11 @@ class KernelBuilder:
             (", YBLOCK: tl.constexpr" if self.ydim is not None else "")
         text = "@triton.jit\ndef KERNEL_NAME(" + params + ", " + consts + "):\n"
         text += "".join(f"    {line}\n" for line in header + body)
-        digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        helpers = "".join(HELPERS[k] for k in sorted(self.helpers))
+        digest = hashlib.sha256((helpers + text).encode()).hexdigest()[:12]
         ops = sorted(self.ops_used) or ["copy"]
         name = f"triton_{self.kind}_{'_'.join(ops[:6])}_{digest}"
-        source = "import triton\nimport triton.language as tl\n\n\n" + text.replace("KERNEL_NAME", name)
+        source = "import triton\nimport triton.language as tl\n\n\n" + helpers + text.replace("KERNEL_NAME", name)
         scalars = tuple(k for k, b in enumerate(self.param_order) if b in self.scalars)
         xnumel, ynumel = self._tile_numels()
         return KernelSource(name, source, list(self.param_order), self.kind, xnumel,
@@ -574,19 +585,23 @@ class KernelBuilder:
             for m, body in self.reductions:
                 v = self._broadcast(self.emit(body), body, True, True)
                 ident = identity(m.node.kind, body.dtype)
-                red = f"{REDUCE[m.node.kind]}(tl.where(xmask & rmask, {v}, {ident}), 1)[:, None]"
+                red = self._reduce(m.node.kind, f"tl.where(xmask & rmask, {v}, {ident})")
                 self._define_reduced(m, body, red)
             self._emit_stores("full")
             self._emit_stores("out")
             return self.lines_outer
         # looped: one loop per stage of independent reductions, then one for the full-domain stores
         out: list[str] = []
-        for stage in self._stages():
+        stages = self._stages()
+        full_values = [v for _, v, _, role in self.stores if role == "full"]
+        self._plan_eviction([[b for _, b in stage] for stage in stages] + ([full_values] if full_values else []))
+        for stage in stages:
             accs = []
             for m, body in stage:
                 acc = f"acc_{m.node.name}"
                 ident = identity(m.node.kind, body.dtype)
-                self.lines_outer.append(f"{acc} = tl.full([XBLOCK, RBLOCK], {ident}, {TL_TYPE[compute_dtype(body.dtype)]})")
+                shape = "[XBLOCK, 1]" if m.node.name in self.online else "[XBLOCK, RBLOCK]"   # a row's max
+                self.lines_outer.append(f"{acc} = tl.full({shape}, {ident}, {TL_TYPE[compute_dtype(body.dtype)]})")
                 accs.append(acc)
             loop = self._open_loop()
             for (m, body), acc in zip(stage, accs):
@@ -597,25 +612,30 @@ class KernelBuilder:
                 if partner is None:
                     loop.append(f"{acc} = tl.where(xmask & rmask, {COMBINE[m.node.kind](acc, v)}, {acc})")
                     continue
-                # online softmax: a running max and the sum of exp(v - running max), rescaled
-                # whenever the max grows (one pass over the row instead of two)
-                sum_acc, new = f"acc_{partner}", self._tmp()
-                loop.append(f"{new} = {_nan_max(acc, v)}")
-                loop.append(f"{sum_acc} = tl.where(xmask & rmask, tl.where({new} == float(\"-inf\"), 0.0, "
-                            f"{sum_acc} * tl.exp({acc} - {new}) + tl.exp({v} - {new})), {sum_acc})")
-                loop.append(f"{acc} = tl.where(xmask & rmask, {new}, {acc})")
+                # online softmax, a block at a time: the row's running max (one value a row)
+                # grows by each block's max, and the lanes' sums of exp(v - max) are rescaled by
+                # exp(old max - new max), one exp a row (one pass over the row instead of two,
+                # and one exp per element)
+                sum_acc, block, new = f"acc_{partner}", self._tmp(), self._tmp()
+                loop.append(f"{block} = {self._reduce('max', f'tl.where(xmask & rmask, {v}, float(\"-inf\"))')}")
+                loop.append(f"{new} = {_nan_max(acc, block)}")
+                loop.append(f"{sum_acc} = tl.where({new} == float(\"-inf\"), 0.0, {sum_acc} * tl.exp({acc} - {new}) + "
+                            f"tl.where(xmask & rmask, tl.exp({v} - {new}), 0.0))")
+                loop.append(f"{acc} = {new}")
             self._close_loop(out)
             for (m, body), acc in zip(stage, accs):
                 maximum = next((mx for mx, sm in self.online.items() if sm == m.node.name), None)
-                if maximum is None:
-                    self._define_reduced(m, body, f"{REDUCE[m.node.kind]}({acc}, 1)[:, None]")
+                if m.node.name in self.online:
+                    self._define_reduced(m, body, acc)              # the row's max already
                     continue
-                # each lane's sum rescaled to the row's max; a row of -inf sums exp(nan) in eager
+                if maximum is None:
+                    self._define_reduced(m, body, self._reduce(m.node.kind, acc))
+                    continue
+                # the lanes' sums are all relative to the row's max; a row of -inf sums exp(nan)
+                # in eager
                 row_max = self.emit(expr(Op.REDUCED, (), maximum, self._reduced_dtype[maximum]))
-                lane_max = f"acc_{maximum}"
-                total = (f"tl.sum(tl.where({lane_max} == float(\"-inf\"), 0.0, "
-                         f"{acc} * tl.exp({lane_max} - {row_max})), 1)[:, None]")
-                self._define_reduced(m, body, f"tl.where({row_max} == float(\"-inf\"), float(\"nan\"), {total})")
+                self._define_reduced(m, body, f"tl.where({row_max} == float(\"-inf\"), float(\"nan\"), "
+                                              f"tl.sum({acc}, 1)[:, None])")
         if any(role == "full" for _, _, _, role in self.stores):
             self._open_loop()
             self._emit_stores("full")
@@ -646,7 +666,29 @@ class KernelBuilder:
             stages[d].append((m, body))
         return stages
 
+    def _plan_eviction(self, loops: list[list[Expr]]):
+        """Which row loads a later loop of this kernel reads again (`self._last_loop`: (buffer,
+        index) -> the last loop reading it). Those are loaded `evict_last` before that loop, so
+        the row is still in L2 when it comes back (group norm's normalize, re-reading what its
+        statistics loop read, at L2 speed rather than from memory), and `evict_first` in it."""
+        seen: dict[tuple, list[int]] = {}
+        for k, roots in enumerate(loops):
+            for e in walk(roots):
+                if e.op is Op.LOAD and any(v.startswith("r") for v in e.arg[1].vars()):
+                    where = seen.setdefault((e.arg[0], e.arg[1]), [])
+                    if k not in where:
+                        where.append(k)
+        self._last_loop = {key: where[-1] for key, where in seen.items() if len(where) > 1}
+        self._loop_no = -1
+
+    def _eviction(self, e: Expr) -> str:
+        last = self._last_loop.get((e.arg[0], e.arg[1]))
+        if last is None or self.loop_lines is None:
+            return ""
+        return ', eviction_policy="evict_last"' if self._loop_no < last else ', eviction_policy="evict_first"'
+
     def _open_loop(self) -> list[str]:
+        self._loop_no += 1
         self.loop_lines = self._r_setup("roffset")
         self.loop_cse = {}
         return self.loop_lines
@@ -658,6 +700,11 @@ class KernelBuilder:
         self.lines_outer = []
         self.loop_lines = None
         self.loop_cse = {}
+
+    def _reduce(self, kind: str, tile: str) -> str:
+        if kind in HELPERS:
+            self.helpers.add(kind)
+        return REDUCE[kind].format(tile) + "[:, None]"
 
     def _define_reduced(self, member, body: Expr, code: str):
         name = self._tmp()

@@ -96,7 +96,7 @@ def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
         if interpret:
             return [dict(XBLOCK=min(_next_pow2(ks.xnumel), 4), RBLOCK=min(rblock_full, 4096), num_warps=4)]
         return [dict(XBLOCK=1, RBLOCK=2048, num_warps=8), dict(XBLOCK=1, RBLOCK=1024, num_warps=4),
-                dict(XBLOCK=4, RBLOCK=1024, num_warps=8)]
+                dict(XBLOCK=4, RBLOCK=1024, num_warps=8), dict(XBLOCK=1, RBLOCK=4096, num_warps=16)]
     if interpret:
         return [dict(XBLOCK=min(_next_pow2(ks.xnumel), 256), RBLOCK=min(rblock_full, 64), num_warps=4)]
     return [dict(XBLOCK=64, RBLOCK=16, num_warps=4), dict(XBLOCK=128, RBLOCK=8, num_warps=4),
