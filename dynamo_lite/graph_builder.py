@@ -7,6 +7,8 @@ the only place that creates nodes (the STYLE's "one builder").
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import operator
 import re
 from typing import Any, Callable, Optional
@@ -403,6 +405,8 @@ class GraphBuilder:
         name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
         if node.target in _INPLACE_FUNCTIONS or "out" in node.kwargs or getattr(node.target, "writes_in_place", False):
             return True         # the last: a target that says it writes into its first argument (numpy_runtime)
+        if node.op == "call_function" and _inplace_argument(node):
+            return True         # F.relu(x, inplace=True), F.dropout(x, p, training, True)
         if getattr(node.target, "__module__", None) in ("_operator", "operator"):
             return False            # operator.and_ / or_ / not_ are not in-place (iand, ior are)
         return name.endswith("_") and not name.endswith("__") and node.op in ("call_method", "call_function")
@@ -498,6 +502,25 @@ class _AutocastState:
     def __exit__(self, *exc):
         set_autocast_devices(self.saved)
         return False
+
+
+def _inplace_argument(node: torch.fx.Node) -> bool:
+    """Is the call's `inplace` argument (torch.nn.functional's activations and dropouts: they
+    then write into their first argument) true, by keyword or by position?"""
+    if "inplace" in node.kwargs:
+        return node.kwargs["inplace"] is True
+    position = _inplace_position(node.target)
+    return position is not None and len(node.args) > position and node.args[position] is True
+
+
+@functools.lru_cache(maxsize=None)
+def _inplace_position(target) -> Optional[int]:
+    """Where `target` takes `inplace` by position, or None (no such parameter, or no signature)."""
+    try:
+        parameters = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        return None
+    return parameters.index("inplace") if "inplace" in parameters else None
 
 
 _INPLACE_FUNCTIONS = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,

@@ -379,3 +379,39 @@ def test_foreach_step_on_cuda_with_cpu_step_counters_is_lowered(opt_class):
     options = dict(momentum=0.9) if opt_class is torch.optim.SGD else {}
     gs = lowered(_foreach_optimizer_step(opt_class, **options))
     assert any(g.kernel_count for g in gs)
+
+
+# -- writes through an `inplace=True` argument ------------------------------------------------------
+
+def test_functional_inplace_argument_writes_into_the_input():
+    """`x += y; F.relu(x, inplace=True)` returning x (ResNet's residual): the graph writes into its
+    input x and returns it. The writes through `inplace=` (by keyword and by position) count as
+    writes, so the graph is lowered with x written back, not run as captured."""
+    import torch.nn.functional as F
+
+    def residual(x, y, w):
+        x += y * w
+        return F.relu(x, inplace=True)
+
+    def positional(x, y):
+        F.hardtanh(x, -0.5, 0.5, True)
+        return y + x
+    lowered(run_steps(residual, t(4, 8), t(4, 8), t(8)))
+    lowered(run_steps(positional, t(4, 8), t(4, 8)))
+
+
+def test_inplace_argument_into_an_input_another_input_views():
+    """`F.relu(a, inplace=True)` where b views a's memory: the write is seen (b changes), so the
+    result that reads b after it matches eager's."""
+    import torch.nn.functional as F
+
+    def fn(a, b):
+        F.relu(a, inplace=True)
+        return b * 2
+    base = t(16)
+    eager_base = base.clone()
+    compiled = dl.capture(fn, backend="triton")
+    got = compiled(base[:8], base[4:12])
+    expected = fn(eager_base[:8], eager_base[4:12])
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(base, eager_base)
