@@ -17,6 +17,7 @@ import torch.fx                                           # noqa: E402
 import torch.nn.functional as F                           # noqa: E402
 
 from dynamo_lite.backends.triton import triton_backend   # noqa: E402
+import dynamo_lite as dl                                   # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy, on masked-off lanes
 
@@ -366,3 +367,46 @@ def test_a_transpose_copy_gets_a_2d_tile():
         return x.transpose(1, 2).contiguous()
     info = compile_and_check(fn, t(2, 32, 48), kernels=1)
     assert _tiled(info), info.source
+
+
+# -- max pooling ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kernel, stride, padding, dilation, ceil_mode", [
+    (3, 2, 1, 1, False),            # a ResNet stem
+    (2, 2, 0, 1, False),
+    (3, 2, 1, 2, True),             # dilated, windows past the end (ceil_mode)
+    ((3, 2), (1, 2), (1, 0), 1, False),
+])
+def test_max_pool2d_values_and_indices_match_eager(kernel, stride, padding, dilation, ceil_mode):
+    """Values and indices of the window scan, with ties (rounded values), -inf and NaN, after a
+    batch norm + ReLU it fuses with: one kernel, no aten call."""
+    def fn(x, m, v, w, b):
+        y = F.relu(F.batch_norm(x, m, v, w, b, False, 0.1, 1e-5))
+        return F.max_pool2d(y * 2 - 1, kernel, stride, padding, dilation, ceil_mode, return_indices=True)
+    x = (t(2, 4, 11, 10) * 2).round()
+    x[0, 1, 3, 4] = float("nan")
+    x[1, 2] = float("-inf")
+    args = (x, t(4), torch.rand(4, device=DEVICE) + 0.5, t(4), t(4))
+    compiled = triton_backend(torch.fx.symbolic_trace(fn), list(args))
+    (values, indices), (want_values, want_indices) = compiled(*args), fn(*args)
+    torch.testing.assert_close(values, want_values, equal_nan=True)
+    assert torch.equal(indices, want_indices)
+    info = compiled.compiled_graph
+    assert info.kernel_count == 1 and not info.extern_ops, info.source
+
+
+def test_max_pool2d_of_channels_last_keeps_its_layout_and_trains():
+    x = t(2, 8, 12, 12).to(memory_format=torch.channels_last).requires_grad_()
+
+    def fn(x):
+        return F.max_pool2d(x.relu(), 3, 2, 1)
+    gm = torch.fx.symbolic_trace(fn)
+    out = triton_backend(gm, [x.detach()])(x.detach())
+    expected = fn(x)
+    torch.testing.assert_close(out, expected)
+    assert out.stride() == expected.stride()
+    compiled = dl.capture(fn, backend="triton")
+    x2 = x.detach().clone().requires_grad_()
+    compiled(x2).square().sum().backward()
+    expected.square().sum().backward()
+    torch.testing.assert_close(x2.grad, x.grad)

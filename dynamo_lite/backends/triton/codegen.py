@@ -617,7 +617,8 @@ class KernelBuilder:
                 # exp(old max - new max), one exp a row (one pass over the row instead of two,
                 # and one exp per element)
                 sum_acc, block, new = f"acc_{partner}", self._tmp(), self._tmp()
-                loop.append(f"{block} = {self._reduce('max', f'tl.where(xmask & rmask, {v}, float(\"-inf\"))')}")
+                masked = f'tl.where(xmask & rmask, {v}, float("-inf"))'
+                loop.append(f"{block} = {self._reduce('max', masked)}")
                 loop.append(f"{new} = {_nan_max(acc, block)}")
                 loop.append(f"{sum_acc} = tl.where({new} == float(\"-inf\"), 0.0, {sum_acc} * tl.exp({acc} - {new}) + "
                             f"tl.where(xmask & rmask, tl.exp({v} - {new}), 0.0))")

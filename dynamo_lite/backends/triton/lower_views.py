@@ -3,7 +3,7 @@ of their own.
 
 `view`/`permute`/`expand`/`slice`/`select`/... rewrite the index a value is read at (values.py);
 `cat`, `constant_pad_nd`, `select_scatter` and `slice_scatter` become pointwise values whose loads
-are masked to the part of the output each input covers; `embedding` is a gather of the row each
+are masked to the part of the output each input covers, `max_pool2d` one that scans its window; `embedding` is a gather of the row each
 index names (a data-dependent index: ir.gather_var), read where its result is used.
 """
 from __future__ import annotations
@@ -211,6 +211,53 @@ def padded(x: Value, sizes, lows, value, dtype: torch.dtype, device) -> Value:
             return cast(x.load(tuple(local)), dtype)
         return where(cond, _masked(x, tuple(local), cond, dtype), const(value, dtype))
     return lazy(sizes, dtype, device, loader)
+
+
+# ---------------------------------------------------------------------------------------------
+# windows: max pooling
+# ---------------------------------------------------------------------------------------------
+
+def _pair(v, default) -> tuple[int, int]:
+    v = default if v is None or (isinstance(v, (list, tuple)) and not v) else v
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return (int(v[0]), int(v[-1]))
+
+
+@register(aten.max_pool2d_with_indices.default)
+def lower_max_pool2d(lw, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """Each output element scans its window as eager's kernel does (rows, then columns; a value
+    replaces the running max when greater or NaN, the window's first in-range element starts
+    it), so values and indices match eager's, ties and NaN included. Positions outside the input
+    (padding, ceil_mode) load nothing. A pointwise value: it fuses with what produces x (the
+    batch norm and ReLU before a ResNet's stem pool) and with what reads it."""
+    values_meta, indices_meta = out_meta(node)
+    if x.ndim != 4:
+        raise NotLowerable("max_pool2d of an unbatched input")
+    (kh, kw), (dh, dw) = _pair(kernel_size, None), _pair(dilation, 1)
+    (sh, sw), (ph, pw) = _pair(stride, kernel_size), _pair(padding, 0)
+    if kh * kw > 64:
+        raise NotLowerable("max_pool2d with a large window")
+    height, width = x.sizes[2], x.sizes[3]
+    sizes = tuple(values_meta.shape)
+
+    def scan(idx):
+        best = const(float("-inf"), x.dtype)
+        best_at = const(-1, torch.int64)
+        for i in range(kh):
+            h = idx[2] * sh + (i * dh - ph)
+            for j in range(kw):
+                w = idx[3] * sw + (j * dw - pw)
+                inside = binary(Op.AND, _in_range(h, 0, height), _in_range(w, 0, width))
+                v = _masked(x, (idx[0], idx[1], h, w), inside, x.dtype)
+                better = binary(Op.OR, binary(Op.OR, binary(Op.GT, v, best), binary(Op.NE, v, v)),
+                                binary(Op.EQ, best_at, const(-1, torch.int64)))
+                take = binary(Op.AND, inside, better)
+                best = where(take, v, best)
+                best_at = where(take, index_expr(h * width + w), best_at)
+        return best, best_at
+    values = lazy(sizes, values_meta.dtype, values_meta.device, lambda idx: scan(idx)[0])
+    indices = lazy(sizes, indices_meta.dtype, indices_meta.device, lambda idx: scan(idx)[1])
+    return values, indices
 
 
 _fresh = itertools.count()
