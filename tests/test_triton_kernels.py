@@ -379,7 +379,8 @@ def test_a_transpose_copy_gets_a_2d_tile():
 ])
 def test_max_pool2d_values_and_indices_match_eager(kernel, stride, padding, dilation, ceil_mode):
     """Values and indices of the window scan, with ties (rounded values), -inf and NaN, after a
-    batch norm + ReLU it fuses with: one kernel, no aten call."""
+    batch norm + ReLU: that is stored first (a square root and a division per element, each
+    element read by several windows), then one kernel computes values and indices; no aten call."""
     def fn(x, m, v, w, b):
         y = F.relu(F.batch_norm(x, m, v, w, b, False, 0.1, 1e-5))
         return F.max_pool2d(y * 2 - 1, kernel, stride, padding, dilation, ceil_mode, return_indices=True)
@@ -392,7 +393,13 @@ def test_max_pool2d_values_and_indices_match_eager(kernel, stride, padding, dila
     torch.testing.assert_close(values, want_values, equal_nan=True)
     assert torch.equal(indices, want_indices)
     info = compiled.compiled_graph
-    assert info.kernel_count == 1 and not info.extern_ops, info.source
+    assert info.kernel_count == 2 and not info.extern_ops, info.source
+
+
+def test_max_pool2d_fuses_with_a_cheap_producer_and_consumer():
+    def fn(x):
+        return F.max_pool2d(x.relu(), 3, 2, 1) + 1
+    compile_and_check(fn, t(2, 4, 9, 9), kernels=1, externs=0)
 
 
 def test_max_pool2d_of_channels_last_keeps_its_layout_and_trains():

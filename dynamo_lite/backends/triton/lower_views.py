@@ -12,7 +12,7 @@ import torch
 
 import itertools
 
-from .ir import Affine, Expr, Op, cast, const, expr, gather_var, rewrite, with_mask
+from .ir import Affine, Expr, Op, cast, const, domain_vars, expr, gather_var, rewrite, walk, with_mask
 from .lowerings import NotLowerable, binary, index_expr, out_meta, register, where
 from . import values as V
 from .values import Value, broadcast_to, lazy
@@ -217,6 +217,16 @@ def padded(x: Value, sizes, lows, value, dtype: torch.dtype, device) -> Value:
 # windows: max pooling
 # ---------------------------------------------------------------------------------------------
 
+#: a pooled value computed by more ops than this is stored before the windows read it
+POOL_RECOMPUTE_OPS = 2
+
+
+def _computes(x: Value) -> int:
+    """How many ops (neither loads nor casts nor indices) compute an element of the lazy `x`."""
+    return sum(1 for e in walk([x.load(domain_vars(x.ndim))])
+               if e.op not in (Op.LOAD, Op.GATHER, Op.CAST, Op.CONST, Op.INDEX))
+
+
 def _pair(v, default) -> tuple[int, int]:
     v = default if v is None or (isinstance(v, (list, tuple)) and not v) else v
     v = list(v) if isinstance(v, (list, tuple)) else [v]
@@ -228,8 +238,10 @@ def lower_max_pool2d(lw, node, x, kernel_size, stride=(), padding=0, dilation=1,
     """Each output element scans its window as eager's kernel does (rows, then columns; a value
     replaces the running max when greater or NaN, the window's first in-range element starts
     it), so values and indices match eager's, ties and NaN included. Positions outside the input
-    (padding, ceil_mode) load nothing. A pointwise value: it fuses with what produces x (the
-    batch norm and ReLU before a ResNet's stem pool) and with what reads it."""
+    (padding, ceil_mode) load nothing. A pointwise value: it fuses with what reads it, and with
+    what produces x where that is cheap to compute again in each window (a ReLU); a costlier x
+    (the batch norm before a ResNet's stem pool: a square root and a division per element) is
+    stored first, as each element is read by several windows."""
     values_meta, indices_meta = out_meta(node)
     if x.ndim != 4:
         raise NotLowerable("max_pool2d of an unbatched input")
@@ -237,6 +249,9 @@ def lower_max_pool2d(lw, node, x, kernel_size, stride=(), padding=0, dilation=1,
     (sh, sw), (ph, pw) = _pair(stride, kernel_size), _pair(padding, 0)
     if kh * kw > 64:
         raise NotLowerable("max_pool2d with a large window")
+    if not x.is_strided() and _computes(x) > POOL_RECOMPUTE_OPS:
+        # each input element is read by about kh*kw/(sh*sw) windows: compute it once, not in each
+        x = lw.realize(x)
     height, width = x.sizes[2], x.sizes[3]
     sizes = tuple(values_meta.shape)
 
