@@ -3,8 +3,9 @@ of their own.
 
 `view`/`permute`/`expand`/`slice`/`select`/... rewrite the index a value is read at (values.py);
 `cat`, `constant_pad_nd`, `select_scatter` and `slice_scatter` become pointwise values whose loads
-are masked to the part of the output each input covers, `max_pool2d` one that scans its window; `embedding` is a gather of the row each
-index names (a data-dependent index: ir.gather_var), read where its result is used.
+are masked to the part of the output each input covers, `max_pool2d` one that scans its window;
+`embedding` is a gather of the row each index names (a data-dependent index: ir.gather_var), read
+where its result is used.
 """
 from __future__ import annotations
 
