@@ -417,3 +417,16 @@ def test_max_pool2d_of_channels_last_keeps_its_layout_and_trains():
     compiled(x2).square().sum().backward()
     expected.square().sum().backward()
     torch.testing.assert_close(x2.grad, x.grad)
+
+
+# -- gather -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dim, index_shape", [(1, (6, 4)), (0, (3, 9)), (-1, (6, 9))])
+def test_gather_reads_inside_the_kernel_of_its_producer_and_consumer(dim, index_shape):
+    """`torch.gather` of a computed value, smaller index than the source on the other dims:
+    one kernel, no aten call, eager's values."""
+    def fn(x, i):
+        return torch.gather(x * 2 - 1, dim, i).relu() + 1
+    x = t(6, 9)
+    index = torch.randint(0, x.shape[dim], index_shape, device=DEVICE)
+    compile_and_check(fn, x, index, kernels=1, externs=0)

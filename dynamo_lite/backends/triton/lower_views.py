@@ -4,8 +4,8 @@ of their own.
 `view`/`permute`/`expand`/`slice`/`select`/... rewrite the index a value is read at (values.py);
 `cat`, `constant_pad_nd`, `select_scatter` and `slice_scatter` become pointwise values whose loads
 are masked to the part of the output each input covers, `max_pool2d` one that scans its window;
-`embedding` is a gather of the row each index names (a data-dependent index: ir.gather_var), read
-where its result is used.
+`embedding` and `gather` read the position each index names (a data-dependent index:
+ir.gather_var), where their result is used.
 """
 from __future__ import annotations
 
@@ -299,3 +299,26 @@ def lower_embedding(lw, node, weight, indices, padding_idx=-1, scale_grad_by_fre
         row = gather_var([weight.load((Affine.var(var), idx[lead]))], var, rows, i, in_range)[0]
         return where(in_range, row, const(float("nan"), weight.dtype))
     return lazy(tuple(meta.shape), weight.dtype, weight.device, loader)
+
+
+@register(aten.gather.default)
+def lower_gather(lw, node, x, dim, index, *, sparse_grad=False):
+    """`torch.gather`: each output element read from the position its index names along `dim`,
+    inside the kernel that reads it (a gather load; `x` itself may be computed on the way), as
+    the embedding above. An index outside `x` (eager raises) reads NaN, never outside the tensor;
+    integer tensors, which have no NaN, stay aten calls."""
+    meta = out_meta(node)
+    if not (isinstance(x, Value) and isinstance(index, Value)) or not x.dtype.is_floating_point \
+            or index.dtype not in (torch.int32, torch.int64) or index.ndim != x.ndim or x.ndim == 0:
+        raise NotLowerable("a gather of this kind")
+    dim = dim % x.ndim
+    size = x.sizes[dim]
+
+    def loader(idx):
+        i = cast(index.load(tuple(idx)), torch.int64)
+        in_range = binary(Op.AND, binary(Op.GE, i, const(0, torch.int64)), binary(Op.LT, i, const(size, torch.int64)))
+        var = f"_pos{next(_fresh)}"
+        at = tuple(idx[:dim]) + (Affine.var(var),) + tuple(idx[dim + 1:])
+        value = gather_var([cast(x.load(at), meta.dtype)], var, size, i, in_range)[0]
+        return where(in_range, value, const(float("nan"), meta.dtype))
+    return lazy(tuple(meta.shape), meta.dtype, meta.device, loader)
