@@ -625,10 +625,10 @@ class KernelBuilder:
                 loop.append(f"{acc} = {new}")
             self._close_loop(out)
             for (m, body), acc in zip(stage, accs):
-                maximum = next((mx for mx, sm in self.online.items() if sm == m.node.name), None)
                 if m.node.name in self.online:
                     self._define_reduced(m, body, acc)              # the row's max already
                     continue
+                maximum = next((mx for mx, sm in self.online.items() if sm == m.node.name), None)
                 if maximum is None:
                     self._define_reduced(m, body, self._reduce(m.node.kind, acc))
                     continue

@@ -164,7 +164,7 @@ def _normalizes(node, x: Value, dims: list[int]) -> bool:
 def _plan(lw, x: Value, dims: list[int]) -> Optional[tuple[list[int], int, int]]:
     """`_split_plan` for this reduction of the graph `lw` lowers (None where it `_normalizes`)."""
     plan = _split_plan(x.sizes, dims, reduces_innermost(x, dims))
-    if plan is not None and _normalizes(getattr(lw, "node", None), x, dims):
+    if plan is not None and _normalizes(lw.node, x, dims):
         return None
     return plan
 

@@ -293,32 +293,34 @@ def lower_embedding(lw, node, weight, indices, padding_idx=-1, scale_grad_by_fre
     lead = indices.ndim
 
     def loader(idx):
-        i = cast(indices.load(tuple(idx[:lead])), torch.int64)
-        in_range = binary(Op.AND, binary(Op.GE, i, const(0, torch.int64)), binary(Op.LT, i, const(rows, torch.int64)))
-        var = f"_row{next(_fresh)}"
-        row = gather_var([weight.load((Affine.var(var), idx[lead]))], var, rows, i, in_range)[0]
-        return where(in_range, row, const(float("nan"), weight.dtype))
+        return _read_at(weight, (None, idx[lead]), 0, indices.load(tuple(idx[:lead])), weight.dtype)
     return lazy(tuple(meta.shape), weight.dtype, weight.device, loader)
+
+
+def _read_at(x: Value, idx: tuple, dim: int, index: Expr, dtype: torch.dtype) -> Expr:
+    """x[idx], position `dim` (None in `idx`) being the loaded integer `index`: a gather load,
+    masked to `0 <= index < x.sizes[dim]`; NaN where the index is outside (eager raises)."""
+    size = x.sizes[dim]
+    i = cast(index, torch.int64)
+    in_range = binary(Op.AND, binary(Op.GE, i, const(0, torch.int64)), binary(Op.LT, i, const(size, torch.int64)))
+    var = f"_pos{next(_fresh)}"
+    at = tuple(Affine.var(var) if k == dim else v for k, v in enumerate(idx))
+    value = gather_var([cast(x.load(at), dtype)], var, size, i, in_range)[0]
+    return where(in_range, value, const(float("nan"), dtype))
 
 
 @register(aten.gather.default)
 def lower_gather(lw, node, x, dim, index, *, sparse_grad=False):
     """`torch.gather`: each output element read from the position its index names along `dim`,
     inside the kernel that reads it (a gather load; `x` itself may be computed on the way), as
-    the embedding above. An index outside `x` (eager raises) reads NaN, never outside the tensor;
-    integer tensors, which have no NaN, stay aten calls."""
+    the embedding (`_read_at`). Integer tensors, which have no NaN for an index outside, stay
+    aten calls."""
     meta = out_meta(node)
     if not (isinstance(x, Value) and isinstance(index, Value)) or not x.dtype.is_floating_point \
             or index.dtype not in (torch.int32, torch.int64) or index.ndim != x.ndim or x.ndim == 0:
         raise NotLowerable("a gather of this kind")
     dim = dim % x.ndim
-    size = x.sizes[dim]
 
     def loader(idx):
-        i = cast(index.load(tuple(idx)), torch.int64)
-        in_range = binary(Op.AND, binary(Op.GE, i, const(0, torch.int64)), binary(Op.LT, i, const(size, torch.int64)))
-        var = f"_pos{next(_fresh)}"
-        at = tuple(idx[:dim]) + (Affine.var(var),) + tuple(idx[dim + 1:])
-        value = gather_var([cast(x.load(at), meta.dtype)], var, size, i, in_range)[0]
-        return where(in_range, value, const(float("nan"), meta.dtype))
+        return _read_at(x, tuple(idx), dim, index.load(tuple(idx)), meta.dtype)
     return lazy(tuple(meta.shape), meta.dtype, meta.device, loader)
