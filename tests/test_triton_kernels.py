@@ -396,6 +396,33 @@ def test_max_pool2d_values_and_indices_match_eager(kernel, stride, padding, dila
     assert info.kernel_count == 2 and not info.extern_ops, info.source
 
 
+@pytest.mark.parametrize("kernel, stride, padding, dilation, ceil_mode", [
+    (3, 2, 1, 1, False), (3, 2, 1, 2, True), ((3, 2), (1, 2), (1, 0), 1, False)])
+def test_max_pool2d_values_alone_match_eager(kernel, stride, padding, dilation, ceil_mode):
+    """Without indices the scan keeps no position: a window of -inf only, NaN and ties still
+    give eager's values."""
+    def fn(x):
+        return F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode) * 1
+    x = (t(2, 4, 11, 10) * 2).round()
+    x[0, 1, 3, 4] = float("nan")
+    x[1, 2] = float("-inf")
+    x[0, 3, :, :5] = float("-inf")
+    compiled = triton_backend(torch.fx.symbolic_trace(fn), [x])
+    torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+    info = compiled.compiled_graph
+    assert info.kernel_count == 1 and not info.extern_ops, info.source
+    assert "== -1" not in info.source, info.source      # no position tracked
+
+
+def test_a_pooled_values_per_channel_part_is_computed_once_per_output():
+    """Loads that do not move with the window (a per-channel scale) are not masked by the
+    window position, so all nine positions share them."""
+    def fn(x, s):
+        return F.max_pool2d(x * s.sqrt()[None, :, None, None], 3, 2, 1)
+    info = compile_and_check(fn, t(2, 4, 9, 9), t(4).abs() + 0.1, kernels=1, externs=0)
+    assert info.source.count("tl.sqrt(") == 1, info.source
+
+
 def test_max_pool2d_fuses_with_a_cheap_producer_and_consumer():
     def fn(x):
         return F.max_pool2d(x.relu(), 3, 2, 1) + 1

@@ -13,12 +13,16 @@ import torch
 
 import itertools
 
-from .ir import Affine, Expr, Op, cast, const, domain_vars, expr, gather_var, rewrite, walk, with_mask
+from .ir import (Affine, Expr, Op, cast, const, domain_vars, expr, gather_var, rewrite, substitute_index, walk,
+                 with_mask)
 from .lowerings import NotLowerable, binary, index_expr, out_meta, register, where
 from . import values as V
 from .values import Value, broadcast_to, lazy
 
 aten = torch.ops.aten
+
+#: numbers for fresh loop variables (a gather's position, a masked read's probes)
+_fresh = itertools.count()
 prims = torch.ops.prims
 
 # ---------------------------------------------------------------------------------------------
@@ -119,15 +123,30 @@ def _in_range(i: Affine, lo: int, hi: int) -> Expr:
     return binary(Op.AND, binary(Op.GE, pos, const(lo, torch.int64)), binary(Op.LT, pos, const(hi, torch.int64)))
 
 
-def _masked(value: Value, idx, mask: Expr, dtype) -> Expr:
-    """value[idx] where `mask` holds; loads are masked so out-of-range lanes read nothing."""
-    e = cast(value.load(idx), dtype)
+def _masked(value: Value, idx, mask: Expr, dtype, varying) -> Expr:
+    """value[idx] where `mask` holds. The components of `idx` at the positions `varying` may fall
+    outside `value`: the loads whose address depends on them are masked, so out-of-range lanes
+    read nothing. The others are in range anyway and stay unmasked, so they are one expression
+    wherever the varying components point (a batch norm's per-channel scale, read in each of a
+    pooling window's positions, is computed once)."""
+    holes = _holes(varying)
+    names = set(holes.values())
+    e = cast(value.load(_probe(idx, holes)), dtype)
 
     def add_mask(x, args):
-        if x.op in (Op.LOAD, Op.GATHER):
+        if x.op is Op.GATHER or (x.op is Op.LOAD and not names.isdisjoint(x.arg[1].vars())):
             return with_mask(expr(x.op, args, x.arg, x.dtype), mask)
         return None
-    return rewrite([e], add_mask)[0]
+    return substitute_index(rewrite([e], add_mask), {holes[d]: idx[d] for d in holes})[0]
+
+
+def _holes(positions) -> dict[int, str]:
+    """A fresh loop variable for each index position: what depends on that position."""
+    return {d: f"_at{next(_fresh)}" for d in positions}
+
+
+def _probe(idx, holes: dict[int, str]) -> tuple:
+    return tuple(Affine.var(holes[d]) if d in holes else a for d, a in enumerate(idx))
 
 
 @register(aten.cat)
@@ -149,7 +168,7 @@ def lower_cat(lw, node, tensors, dim=0):
         for t, lo, hi in reversed(parts):
             local = idx[:dim] + (idx[dim] + (-lo),) + idx[dim + 1:]
             cond = _in_range(idx[dim], lo, hi)
-            value = _masked(t, local, cond, meta.dtype)
+            value = _masked(t, local, cond, meta.dtype, (dim,))
             result = value if result is None else where(cond, value, result)
         return result
     return lazy(sizes, meta.dtype, meta.device, loader)
@@ -181,7 +200,7 @@ def lower_slice_scatter(lw, node, x, src, dim=0, start=None, end=None, step=1):
     def loader(idx):
         cond = _in_range(idx[dim], lo, hi)
         local = idx[:dim] + (idx[dim] + (-lo),) + idx[dim + 1:]
-        return where(cond, _masked(src, local, cond, meta.dtype), cast(x.load(idx), meta.dtype))
+        return where(cond, _masked(src, local, cond, meta.dtype, (dim,)), cast(x.load(idx), meta.dtype))
     return lazy(x.sizes, meta.dtype, meta.device, loader)
 
 
@@ -202,15 +221,16 @@ def padded(x: Value, sizes, lows, value, dtype: torch.dtype, device) -> Value:
     nothing). Also the zero-padded matmul operands of graph_lowering."""
     def loader(idx):
         cond = None
-        local = []
+        local, varying = [], []
         for d in range(len(sizes)):
             local.append(idx[d] + (-lows[d]))
             if sizes[d] != x.sizes[d]:
+                varying.append(d)
                 c = _in_range(idx[d], lows[d], lows[d] + x.sizes[d])
                 cond = c if cond is None else binary(Op.AND, cond, c)
         if cond is None:
             return cast(x.load(tuple(local)), dtype)
-        return where(cond, _masked(x, tuple(local), cond, dtype), const(value, dtype))
+        return where(cond, _masked(x, tuple(local), cond, dtype, varying), const(value, dtype))
     return lazy(sizes, dtype, device, loader)
 
 
@@ -222,10 +242,22 @@ def padded(x: Value, sizes, lows, value, dtype: torch.dtype, device) -> Value:
 POOL_RECOMPUTE_OPS = 2
 
 
-def _computes(x: Value) -> int:
-    """How many ops (neither loads nor casts nor indices) compute an element of the lazy `x`."""
-    return sum(1 for e in walk([x.load(domain_vars(x.ndim))])
-               if e.op not in (Op.LOAD, Op.GATHER, Op.CAST, Op.CONST, Op.INDEX))
+def _window_ops(x: Value) -> int:
+    """How many ops (neither loads nor casts nor indices) compute an element of the lazy `x`
+    from values that vary with its position along H and W: what each window position computes
+    again (a batch norm's per-channel scale is computed once per output element, not counted)."""
+    holes = _holes((2, 3))
+    moving = set(holes.values())
+    varies: dict[int, bool] = {}
+    count = 0
+    for e in walk([x.load(_probe(domain_vars(x.ndim), holes))]):
+        if e.op in (Op.LOAD, Op.GATHER, Op.INDEX):
+            aff = e.arg if e.op is Op.INDEX else e.arg[1]
+            varies[id(e)] = not moving.isdisjoint(aff.vars()) or any(varies[id(a)] for a in e.args)
+            continue
+        varies[id(e)] = any(varies[id(a)] for a in e.args)
+        count += varies[id(e)] and e.op not in (Op.CAST, Op.CONST)
+    return count
 
 
 def _pair(v, default) -> tuple[int, int]:
@@ -250,13 +282,13 @@ def lower_max_pool2d(lw, node, x, kernel_size, stride=(), padding=0, dilation=1,
     (sh, sw), (ph, pw) = _pair(stride, kernel_size), _pair(padding, 0)
     if kh * kw > 64:
         raise NotLowerable("max_pool2d with a large window")
-    if not x.is_strided() and _computes(x) > POOL_RECOMPUTE_OPS:
+    if not x.is_strided() and _window_ops(x) > POOL_RECOMPUTE_OPS:
         # each input element is read by about kh*kw/(sh*sw) windows: compute it once, not in each
         x = lw.realize(x)
     height, width = x.sizes[2], x.sizes[3]
     sizes = tuple(values_meta.shape)
 
-    def scan(idx):
+    def scan(idx, with_index: bool):
         best = const(float("-inf"), x.dtype)
         best_at = const(-1, torch.int64)
         for i in range(kh):
@@ -264,19 +296,20 @@ def lower_max_pool2d(lw, node, x, kernel_size, stride=(), padding=0, dilation=1,
             for j in range(kw):
                 w = idx[3] * sw + (j * dw - pw)
                 inside = binary(Op.AND, _in_range(h, 0, height), _in_range(w, 0, width))
-                v = _masked(x, (idx[0], idx[1], h, w), inside, x.dtype)
-                better = binary(Op.OR, binary(Op.OR, binary(Op.GT, v, best), binary(Op.NE, v, v)),
-                                binary(Op.EQ, best_at, const(-1, torch.int64)))
+                v = _masked(x, (idx[0], idx[1], h, w), inside, x.dtype, (2, 3))
+                better = binary(Op.OR, binary(Op.GT, v, best), binary(Op.NE, v, v))
+                if with_index:
+                    better = binary(Op.OR, better, binary(Op.EQ, best_at, const(-1, torch.int64)))
+                # (the values alone need not know the first element: a -inf there leaves -inf)
                 take = binary(Op.AND, inside, better)
                 best = where(take, v, best)
-                best_at = where(take, index_expr(h * width + w), best_at)
-        return best, best_at
-    values = lazy(sizes, values_meta.dtype, values_meta.device, lambda idx: scan(idx)[0])
-    indices = lazy(sizes, indices_meta.dtype, indices_meta.device, lambda idx: scan(idx)[1])
+                if with_index:
+                    best_at = where(take, index_expr(h * width + w), best_at)
+        return best if not with_index else best_at
+    values = lazy(sizes, values_meta.dtype, values_meta.device, lambda idx: scan(idx, False))
+    indices = lazy(sizes, indices_meta.dtype, indices_meta.device, lambda idx: scan(idx, True))
     return values, indices
 
-
-_fresh = itertools.count()
 
 
 @register(aten.embedding.default)
