@@ -308,3 +308,56 @@ def test_outer_reduction_with_many_narrow_outputs_is_split():
         return x.sum(0)
     info = compile_and_check(fn, t(16384, 2, 16), rtol=1e-4, atol=1e-3, kernels=2)
     assert info.kernels[1].xnumel == 32
+
+
+# -- scans ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.bool])
+def test_cumsum_with_its_producer_and_consumer_is_one_kernel(dtype):
+    """`mask.long().cumsum(-1) - 1` (position ids from an attention mask): the cast, the scan and
+    the subtraction in one kernel, integers scanned in int64 as eager does (bool and int32 give
+    int64), fp16 in fp32."""
+    x = (t(6, 37) * 4).to(dtype) if dtype is not torch.bool else t(6, 37) > 0
+
+    def fn(x):
+        return x.cumsum(-1) - 1, x.cumprod(1) if dtype is torch.float32 else x.cumsum(1, dtype=torch.float32)
+    info = compile_and_check(fn, x, kernels=2, externs=0, rtol=1e-3, atol=1e-3)
+    assert all(k.kind == "per" for k in info.kernels)
+
+
+@pytest.mark.parametrize("shape, dim", [((5, 7, 9), 1), ((5, 7, 9), 0), ((3, 300), -1), ((40, 3), 0)])
+def test_scans_along_each_dim(shape, dim):
+    def fn(x):
+        return torch.cumsum(x * 2, dim), torch.cumprod(x.sigmoid() + 0.5, dim)
+    compile_and_check(fn, t(*shape), kernels=2, externs=0, rtol=1e-4, atol=1e-4)
+
+
+def test_reverse_cumsum_of_a_flip_and_its_gradient():
+    """A suffix sum (`x.flip(d).cumsum(d).flip(d)`, what the gradient of cumsum computes): the
+    scan reads its row backwards, the flip of its result is a second kernel (a lane would need
+    another lane's value); captured and trained, both directions run as kernels."""
+    import dynamo_lite as dl
+
+    def fn(x):
+        return x.flip(1).cumsum(1).flip(1) * 3
+    compile_and_check(fn, t(4, 33), kernels=2, externs=0)
+    x = t(4, 33).requires_grad_()
+    x2 = x.detach().clone().requires_grad_()
+
+    def step(x):
+        return (x.exp().cumsum(1) ** 2).sum()
+    dl.capture(step, backend="triton")(x2).backward()
+    step(x).backward()
+    torch.testing.assert_close(x2.grad, x.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_scans_of_rows_too_long_to_hold_stay_aten_calls(monkeypatch):
+    """Rows longer than the kernel holds (along memory: persistent_max_inner; across it: 64)
+    run eager's cumsum; a scan along a size-1 dim is a copy."""
+    from dynamo_lite.backends.triton import settings
+    monkeypatch.setattr(settings, "persistent_max_inner", 256)
+
+    def fn(x, y, z):
+        return x.cumsum(1), y.cumsum(0), z.cumsum(1) + 1
+    info = compile_and_check(fn, t(3, 300), t(100, 3), t(4, 1, 5), externs=2)
+    assert info.extern_ops == {"aten.cumsum.default": 2}, info.extern_ops

@@ -3,10 +3,12 @@
 Three skeletons (Inductor's names): `poi` pointwise (1-D tile over the flattened domain, or a
 2-D [YBLOCK, XBLOCK] tile when an operand is read transposed: `KernelBuilder._transposed_dim`), `per`
 persistent reduction (a [XBLOCK, RBLOCK] tile holding whole rows: every reduction of the group
-runs on registers) and `red` looped reduction (one loop over the row per reduction, recomputing
-the inlined prologue, then a last loop for the stores). Math runs in fp32 (fp16/bf16 are upcast
-on load and rounded on store or at an explicit cast); only `tl.*` functions are used, never
-libdevice or custom-combine reductions, so the same source runs under TRITON_INTERPRET=1.
+runs on registers; a scan's kernel is one too, `tl.cumsum` along the rows) and `red` looped
+reduction (one loop over the row per reduction, recomputing the inlined prologue, then a last
+loop for the stores). Math runs in fp32 (fp16/bf16 are upcast on load and rounded on store or
+at an explicit cast); only `tl.*` functions are used, never libdevice (max and min reduce with
+combine functions of the kernel's module: HELPERS), so the same source runs under
+TRITON_INTERPRET=1.
 """
 from __future__ import annotations
 
@@ -109,11 +111,15 @@ HELPERS = {
     "min": "@triton.jit\ndef _min_nan(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
 }
 COMBINE = {"sum": lambda acc, v: f"{acc} + {v}", "max": _nan_max, "min": _nan_min}
+#: how a scan kind scans a tile along its rows
+SCAN = {"sum": "tl.cumsum({}, 1)", "prod": "tl.cumprod({}, 1)"}
 
 
 def identity(kind: str, dtype: torch.dtype) -> str:
     if kind == "sum":
         return "0"
+    if kind == "prod":
+        return "1"
     if dtype.is_floating_point:
         return 'float("-inf")' if kind == "max" else 'float("inf")'
     info = torch.iinfo(dtype)
@@ -181,9 +187,13 @@ class KernelBuilder:
                 return subst[e.arg[0]]
             return None
         same: dict[tuple, str] = {}            # (kind, body, dtype) -> the reduction computing it
+        self.scans: list[tuple[object, Expr]] = []
         for m in self.group.members:
             body = rewrite([m.body], replace)[0]
-            if m.role == "reduction":
+            if m.role == "scan":
+                self.scans.append((m, body))
+                subst[m.node.name] = expr(Op.SCANNED, (), m.node.name, body.dtype)
+            elif m.role == "reduction":
                 key = (m.node.kind, id(body), m.node.buffer.dtype)
                 first = same.setdefault(key, m.node.name)
                 if first == m.node.name:         # a reduction seen before (softmax + log_softmax) is reused
@@ -207,14 +217,14 @@ class KernelBuilder:
         self.reductions = [(m, b) for m, b in self.reductions if m.node.name in live]
 
     def _all_affines(self) -> list[Affine]:
-        roots = [b for _, b in self.reductions] + [v for _, v, _, _ in self.stores]
+        roots = [b for _, b in self.reductions + self.scans] + [v for _, v, _, _ in self.stores]
         return affines(roots) + [s for _, _, s, _ in self.stores]
 
     def _loop_order(self, dims: list) -> list:
         """Order the x dims (and the r dims) outer to inner by their stride in the main access,
         so that neighbouring lanes touch neighbouring memory (channels-last tensors, transposes)."""
         reference = None
-        full_stores = [s for _, _, s, role in self.stores if role == "full"]
+        full_stores = [s for _, _, s, role in self.stores if role in ("full", "scan")]
         if full_stores:
             reference = full_stores[0]
         else:
@@ -253,6 +263,7 @@ class KernelBuilder:
         self.xsizes = [s for _, s in xdims]
         self.rsizes = [s for _, s in rdims]
         self.reductions = [(m, substitute_index([b], rename)[0]) for m, b in self.reductions]
+        self.scans = [(m, substitute_index([b], rename)[0]) for m, b in self.scans]
         self.stores = [(buf, substitute_index([v], rename)[0], s.substitute(rename), role)
                        for buf, v, s, role in self.stores]
         self.xnumel = _prod(self.xsizes)
@@ -272,6 +283,8 @@ class KernelBuilder:
             hr = any(v.startswith("r") for v in aff.vars())
         elif e.op is Op.REDUCED:
             hx, hr = True, False
+        elif e.op is Op.SCANNED:
+            hx, hr = True, True
         else:
             hx = hr = False
         for a in e.args:
@@ -376,8 +389,8 @@ class KernelBuilder:
             return self._emit_load(e)
         if op is Op.INDEX:
             return f"({self._index(e.arg)}).to(tl.int64)"
-        if op is Op.REDUCED:
-            raise AssertionError(f"reduction {e.arg} used before it is computed")
+        if op in (Op.REDUCED, Op.SCANNED):
+            raise AssertionError(f"{op.value} {e.arg} used before it is computed")
         if op is Op.CAST:
             return self._emit_cast(e)
         self.ops_used.add(op.value)
@@ -462,12 +475,16 @@ class KernelBuilder:
         self.prepare()
         if not self.stores or self.xnumel * self.rnumel == 0:
             return None
-        self.is_reduction = bool(self.reductions) and self.rnumel > 0 and bool(self.rsizes)
+        self.is_reduction = bool(self.reductions or self.scans) and self.rnumel > 0 and bool(self.rsizes)
         if not self.is_reduction and self.rsizes:
             # a group with full members only but reduced dims (cannot happen) - treat as pointwise
             raise AssertionError("reduced dims without a reduction")
         self.inner = self._is_inner()
         self.kind = "poi" if not self.is_reduction else ("per" if self.rnumel <= persistent_limit(self.inner) else "red")
+        if self.scans and self.rnumel <= persistent_limit(True):
+            self.kind = "per"                   # a scan's row is always held whole (lower_scan's limit)
+        if self.scans and self.kind != "per":
+            raise AssertionError("a scan along rows too long to hold")
         self.ydim = self._transposed_dim()
         self.int64 = self._needs_int64()
         body = self._body()
@@ -488,10 +505,11 @@ class KernelBuilder:
                             self.rnumel if self.is_reduction else 1, self.inner, ops, scalars, ynumel)
 
     def _is_inner(self) -> bool:
-        if not self.reductions or not self.rsizes:
+        bodies = [b for _, b in self.reductions + self.scans]
+        if not bodies or not self.rsizes:
             return True
         last = f"r{len(self.rsizes) - 1}"
-        for _, body in self.reductions:
+        for body in bodies:
             for e in walk([body]):
                 if e.op is Op.LOAD and e.arg[1].coeff(last) != 0:
                     return e.arg[1].coeff(last) == 1
@@ -522,7 +540,7 @@ class KernelBuilder:
 
     def _final_affines(self) -> list[Affine]:
         """Every index, a gather's at its largest target (`base + stride * (size - 1)`)."""
-        roots = [b for _, b in self.reductions] + [v for _, v, _, _ in self.stores]
+        roots = [b for _, b in self.reductions + self.scans] + [v for _, v, _, _ in self.stores]
         out = affines(roots)
         out += [e.arg[1] + max(0, e.arg[2] * (e.arg[3] - 1)) for e in walk(roots) if e.op is Op.GATHER]
         return out + [s for _, _, s, _ in self.stores]
@@ -587,6 +605,8 @@ class KernelBuilder:
                 ident = identity(m.node.kind, body.dtype)
                 red = self._reduce(m.node.kind, f"tl.where(xmask & rmask, {v}, {ident})")
                 self._define_reduced(m, body, red)
+            for m, body in self.scans:
+                self._define_scanned(m, body)
             self._emit_stores("full")
             self._emit_stores("out")
             return self.lines_outer
@@ -722,11 +742,11 @@ class KernelBuilder:
         this kernel overwrites (the old value is meant: graph_lowering._write_back)."""
         stores = [(buf, value, index, r) for buf, value, index, r in self.stores
                   if (r in ("out", "reduction")) == (role == "out")]
-        values = [self._broadcast(self.emit(value), value, True, self.is_reduction and r == "full")
+        values = [self._broadcast(self.emit(value), value, True, self.is_reduction and r in ("full", "scan"))
                   for _, value, _, r in stores]
         for (buf, value, index, r), v in zip(stores, values):
             ptr = self._param(buf.name)
-            full = self.is_reduction and r == "full"
+            full = self.is_reduction and r in ("full", "scan")
             if compute_dtype(buf.dtype) != buf.dtype or (value.dtype != buf.dtype and buf.dtype is not torch.bool):
                 v = f"{v}.to({TL_TYPE[buf.dtype]})"
             # the pointer covers the whole tile, even where the index ignores some dims
@@ -740,6 +760,19 @@ class KernelBuilder:
             mask = "xmask & rmask" if full else "xmask"
             target = self.loop_lines if (self.loop_lines is not None) else self.lines_outer
             target.append(f"tl.store({ptr} + ({offset}), {v}, {mask})")
+
+
+    def _define_scanned(self, member, body: Expr):
+        """The scan of `body` along the tile's rows (the lanes past a row's end hold the identity,
+        and come after every element of the row), for the stores and the members reading it."""
+        kind = member.node.kind
+        self.ops_used.add(f"cum{kind}")
+        v = self._broadcast(self.emit(body), body, True, True)
+        name = self._tmp()
+        self.lines_outer.append(f"{name} = " + SCAN[kind].format(f"tl.where(xmask & rmask, {v}, {identity(kind, body.dtype)})"))
+        scanned = expr(Op.SCANNED, (), member.node.name, body.dtype)
+        self.outer_cse[id(scanned)] = name
+        self._reduced_exprs.append(scanned)      # keeps the interned expression alive
 
 
 def _online_softmax_max(member, body: Expr, bodies: dict) -> Optional[str]:

@@ -18,8 +18,8 @@ import torch
 import torch.fx
 
 from . import availability, layouts, settings
-from .ir import (Affine, Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, at_position, cast, const,
-                 contiguous_strides, domain_vars, load, loads, walk)
+from .ir import (Affine, Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, ScanNode, at_position, cast,
+                 const, contiguous_strides, domain_vars, load, loads, walk)
 from . import lower_losses, lower_reductions, lower_views  # noqa: F401  (the rest of the lowering table)
 from .lowerings import NotLowerable, lookup
 from .values import Value, broadcast_to, compute_view_strides
@@ -46,7 +46,7 @@ class GraphLowering:
         # saves for its backward: AOTAutograd compiles the backward with the strides reported
         # for them, `output_strides`), the others keep eager's strides
         self.free_outputs = free_outputs
-        self.nodes: list = []                        # PointwiseNode | ReductionNode | ExternNode
+        self.nodes: list = []                        # PointwiseNode | ReductionNode | ScanNode | ExternNode
         self.buffers: dict[str, Buffer] = {}
         self.input_buffers: list[Optional[Buffer]] = []
         self.constants: dict[str, torch.Tensor] = {}
@@ -149,6 +149,11 @@ class GraphLowering:
         buf = self.new_buffer(sizes, contiguous_strides(sizes), buffer_dtype, x.device)
         body = cast(x.load(domain_vars(x.ndim)), acc)
         self.nodes.append(ReductionNode(buf, x.sizes, tuple(dims), kind, body))
+        return Value.of_buffer(buf)
+
+    def add_scan(self, x: Value, dim: int, kind: str, acc: torch.dtype, buffer_dtype: torch.dtype) -> Value:
+        buf = self.new_buffer(x.sizes, contiguous_strides(x.sizes), buffer_dtype, x.device)
+        self.nodes.append(ScanNode(buf, x.sizes, dim, kind, cast(x.load(domain_vars(x.ndim)), acc)))
         return Value.of_buffer(buf)
 
     # -- the walk ----------------------------------------------------------------------------

@@ -10,8 +10,9 @@ Three layers:
   position itself, for iota/masks), casts and the pointwise ops of `Op`. Exprs are interned, so
   structurally equal expressions are the same object (cheap CSE, identity comparisons).
 * nodes     - `PointwiseNode` (one expression over a domain, stored to a buffer),
-  `ReductionNode` (an expression over a domain, reduced over some of its dims) and `ExternNode`
-  (an aten call run by the wrapper, e.g. mm, conv, or anything we cannot lower).
+  `ReductionNode` (an expression over a domain, reduced over some of its dims), `ScanNode` (an
+  expression over a domain, scanned along one dim: cumsum) and `ExternNode` (an aten call run
+  by the wrapper, e.g. mm, conv, or anything we cannot lower).
 
 Variable names inside a node are `v0, v1, ...`, one per dim of its domain.
 """
@@ -119,6 +120,7 @@ class Op(enum.Enum):
     INDEX = "index"        # arg = Affine: the integer position itself
     CAST = "cast"          # to self.dtype
     REDUCED = "reduced"    # arg = name of a reduction node of the same kernel (its row result)
+    SCANNED = "scanned"    # arg = name of a scan node of the same kernel (its value at the position)
     # unary
     NEG = "neg"; ABS = "abs"; EXP = "exp"; EXP2 = "exp2"; LOG = "log"; LOG2 = "log2"
     SQRT = "sqrt"; RSQRT = "rsqrt"; RECIP = "reciprocal"; SIN = "sin"; COS = "cos"
@@ -157,7 +159,7 @@ class Expr:
             return f"load({self.arg[0]}[{self.arg[1]}])"
         if self.op is Op.GATHER:
             return f"gather({self.arg[0]}[{self.arg[1]} + {self.arg[2]}*{self.args[0]!r}])"
-        if self.op in (Op.CONST, Op.INDEX, Op.REDUCED):
+        if self.op in (Op.CONST, Op.INDEX, Op.REDUCED, Op.SCANNED):
             return f"{self.op.value}({self.arg})"
         if self.op is Op.CAST:
             return f"cast({self.args[0]!r}, {self.dtype})"
@@ -325,9 +327,8 @@ class Buffer:
         return 1 + sum((n - 1) * s for n, s in zip(self.sizes, self.strides))
 
 
-@dataclasses.dataclass(eq=False)
-class PointwiseNode:
-    """`buffer[v] = body(v)` for every v in `sizes` (the buffer has the same sizes)."""
+class _Computed:
+    """What the nodes that compute an expression (`body`) into a buffer of ours share."""
     buffer: Buffer
     body: Expr
 
@@ -335,16 +336,23 @@ class PointwiseNode:
     def name(self) -> str:
         return self.buffer.name
 
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return self.buffer.sizes
-
     def reads(self) -> set[str]:
         return buffers_read(self.body)
 
 
 @dataclasses.dataclass(eq=False)
-class ReductionNode:
+class PointwiseNode(_Computed):
+    """`buffer[v] = body(v)` for every v in `sizes` (the buffer has the same sizes)."""
+    buffer: Buffer
+    body: Expr
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return self.buffer.sizes
+
+
+@dataclasses.dataclass(eq=False)
+class ReductionNode(_Computed):
     """`buffer[keepdim position of v] = reduce_{reduced dims} body(v)` over the domain `sizes`.
 
     The buffer has `sizes` with the reduced dims set to 1. The body is computed in `acc_dtype`."""
@@ -354,12 +362,17 @@ class ReductionNode:
     kind: str                   # "sum" | "max" | "min"
     body: Expr
 
-    @property
-    def name(self) -> str:
-        return self.buffer.name
 
-    def reads(self) -> set[str]:
-        return buffers_read(self.body)
+@dataclasses.dataclass(eq=False)
+class ScanNode(_Computed):
+    """`buffer[v] = scan along dim `dim` of body` over the domain `sizes` (cumsum, cumprod): the
+    buffer has `sizes`; element v combines the body's elements up to v's position along `dim`.
+    The body is computed in the accumulation dtype."""
+    buffer: Buffer
+    sizes: tuple[int, ...]
+    dim: int
+    kind: str                   # "sum" | "prod"
+    body: Expr
 
 
 #: buffers_read's answers, per expression (expressions are immutable and shared: ir.expr)

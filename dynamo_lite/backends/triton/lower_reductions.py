@@ -1,5 +1,7 @@
 """Lowerings of reductions: sum, mean, amax/amin, any/all, var/var_mean. Each adds a
 `ReductionNode` through the `GraphLowering`; the result is a view of its keep-dim buffer.
+Scans (cumsum, cumprod) add a `ScanNode`: a kernel of its own holding whole rows, its producers
+computed inside it.
 
 Shapes: a reduction over any dims (innermost, outer, several) is one node; codegen orders the
 loops by stride, so the contiguous dim is the one lanes walk. Few long rows (batch-norm
@@ -16,7 +18,7 @@ from typing import Optional
 
 import torch
 
-from .codegen import persistent_limit
+from .codegen import PERSISTENT_MAX_OUTER, persistent_limit
 from .ir import Affine, Op, cast, const, domain_vars, loads
 from .lowerings import NotLowerable, binary, out_meta, pointwise, register
 from . import values as V
@@ -315,3 +317,29 @@ def lower_var(lw, node, x, dims=None, *, correction=None, keepdim=False):
 @register(prims.var)
 def lower_prims_var(lw, node, x, dims, correction, *, output_dtype=None):
     return _var_mean(lw, x, dims, correction, False, out_meta(node).dtype)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# scans
+# ---------------------------------------------------------------------------------------------
+
+@register(aten.cumsum.default, aten.cumprod.default)
+def lower_scan(lw, node, x, dim, *, dtype=None):
+    """cumsum / cumprod along one dim: rows held whole in registers (along memory up to
+    `persistent_limit`, across it up to PERSISTENT_MAX_OUTER), in fp32 for fp16/bf16 and int64
+    for integers, as eager accumulates; longer rows stay aten calls."""
+    meta = out_meta(node)
+    kind = "sum" if node.target is aten.cumsum.default else "prod"
+    if x.numel() == 0 or x.dtype.is_complex or meta.dtype.is_complex or meta.dtype is torch.bool:
+        raise NotLowerable("an empty, complex or bool scan")
+    dim = dim % max(x.ndim, 1)
+
+    def as_output(idx):
+        return cast(x.load(idx), meta.dtype)
+    if x.ndim == 0 or x.sizes[dim] == 1:           # nothing to combine: a pointwise cast
+        return lazy(x.sizes, meta.dtype, x.device, as_output)
+    inner = reduces_innermost(x, [dim])
+    if x.sizes[dim] > (persistent_limit(True) if inner else PERSISTENT_MAX_OUTER):
+        raise NotLowerable("a scan along rows too long to hold in registers")
+    source = lazy(x.sizes, meta.dtype, x.device, as_output)
+    return lw.add_scan(source, dim, kind, acc_dtype(meta.dtype), meta.dtype)

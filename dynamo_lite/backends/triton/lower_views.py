@@ -1,7 +1,8 @@
 """Lowerings of views, scatters, concatenation and table lookups: index rewrites, never kernels
 of their own.
 
-`view`/`permute`/`expand`/`slice`/`select`/... rewrite the index a value is read at (values.py);
+`view`/`permute`/`expand`/`slice`/`select`/... rewrite the index a value is read at (values.py),
+as `flip` does (a negative step: never a view of a buffer, computed where it is used);
 `cat`, `constant_pad_nd`, `select_scatter` and `slice_scatter` become pointwise values whose loads
 are masked to the part of the output each input covers, `max_pool2d` one that scans its window;
 `embedding` and `gather` read the position each index names (a data-dependent index:
@@ -95,6 +96,17 @@ def lower_slice(lw, node, x, dim=0, start=None, end=None, step=1):
 @register(aten.select)
 def lower_select(lw, node, x, dim, index):
     return V.select(x, dim % x.ndim, index)
+
+
+@register(aten.flip.default)
+def lower_flip(lw, node, x, dims):
+    """Read backwards along `dims`: an index rewrite with a negative step, computed where it is
+    used (torch has no negative strides, so it is never a view of a buffer)."""
+    flipped = {d % max(x.ndim, 1) for d in dims}
+
+    def remap(idx):
+        return tuple(idx[d] * -1 + (x.sizes[d] - 1) if d in flipped else idx[d] for d in range(x.ndim))
+    return lazy(x.sizes, x.dtype, x.device, lambda idx: x.load(remap(idx)))
 
 
 @register(aten.split, aten.split_with_sizes)
@@ -238,8 +250,11 @@ def padded(x: Value, sizes, lows, value, dtype: torch.dtype, device) -> Value:
 # windows: max pooling
 # ---------------------------------------------------------------------------------------------
 
-#: a pooled value computed by more ops than this is stored before the windows read it
-POOL_RECOMPUTE_OPS = 2
+#: a pooled value computed by more ops than this (per window position: `_window_ops`) is stored
+#: before the windows read it. A ResNet stem's batch norm + ReLU is 5 (a subtraction, two
+#: multiplications, an addition, the ReLU; its square root and division are per channel): fused,
+#: 14.9 us vs Inductor's 15.9; stored first, 20.3 us (H200, bench/kernel_set.py -k resnet50)
+POOL_RECOMPUTE_OPS = 8
 
 
 def _window_ops(x: Value) -> int:
@@ -272,9 +287,9 @@ def lower_max_pool2d(lw, node, x, kernel_size, stride=(), padding=0, dilation=1,
     replaces the running max when greater or NaN, the window's first in-range element starts
     it), so values and indices match eager's, ties and NaN included. Positions outside the input
     (padding, ceil_mode) load nothing. A pointwise value: it fuses with what reads it, and with
-    what produces x where that is cheap to compute again in each window (a ReLU); a costlier x
-    (the batch norm before a ResNet's stem pool: a square root and a division per element) is
-    stored first, as each element is read by several windows."""
+    what produces x where that is cheap to compute again in each window position (a batch norm
+    and ReLU: what depends only on the channel is computed once per output element); a costlier
+    x is stored first, as each element is read by several windows."""
     values_meta, indices_meta = out_meta(node)
     if x.ndim != 4:
         raise NotLowerable("max_pool2d of an unbatched input")

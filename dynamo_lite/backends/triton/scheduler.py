@@ -21,17 +21,17 @@ import dataclasses
 import heapq
 from typing import Optional, Union
 
-from .ir import (Affine, Buffer, ExternNode, PointwiseNode, ReductionNode, at_position, loads,
+from .ir import (Affine, Buffer, ExternNode, PointwiseNode, ReductionNode, ScanNode, at_position, loads,
                  substitute_index)
 
 MAX_GROUP_MEMBERS = 64
-Node = Union[PointwiseNode, ReductionNode, ExternNode]
+Node = Union[PointwiseNode, ReductionNode, ScanNode, ExternNode]
 
 
 @dataclasses.dataclass(eq=False)
 class Member:
-    node: Union[PointwiseNode, ReductionNode]
-    role: str                        # "full" | "reduction" | "out"
+    node: Union[PointwiseNode, ReductionNode, ScanNode]
+    role: str                        # "full" | "reduction" | "out" | "scan"
     body: object                     # the node's Expr, in canonical variables
     store: Affine                    # where its value lands in its buffer, in canonical variables
 
@@ -46,6 +46,11 @@ class Group:
     @property
     def is_reduction(self) -> bool:
         return any(self.reduced)
+
+    @property
+    def is_scan(self) -> bool:
+        """A scan's kernel: the scan alone (its producers inlined), stored where it is computed."""
+        return any(m.role == "scan" for m in self.members)
 
     @property
     def out_sizes(self) -> tuple[int, ...]:
@@ -106,9 +111,11 @@ def _key(sizes) -> tuple[int, ...]:
     return tuple(sizes[k] for k in _nonone(sizes))
 
 
-def _reduction_shape(node: ReductionNode) -> tuple[tuple[int, ...], tuple[bool, ...]]:
+def _reduction_shape(node) -> tuple[tuple[int, ...], tuple[bool, ...]]:
+    """A reduction's or scan's domain without its size-1 dims, and which dims it reduces (scans)."""
     keep = _nonone(node.sizes)
-    return tuple(node.sizes[k] for k in keep), tuple(k in node.reduced for k in keep)
+    reduced = node.reduced if isinstance(node, ReductionNode) else (node.dim,)
+    return tuple(node.sizes[k] for k in keep), tuple(k in reduced for k in keep)
 
 
 def _make_member(node, role: str, mapping: dict[str, Affine]) -> Member:
@@ -124,7 +131,15 @@ def _make_member(node, role: str, mapping: dict[str, Affine]) -> Member:
 
 
 def fit(group: Group, node) -> Optional[Member]:
-    """The member `node` would be in `group`, or None when the domains do not match."""
+    """The member `node` would be in `group`, or None when the domains do not match. A scan
+    starts its own group, which only pointwise nodes over its whole domain join (its consumers:
+    `cumsum(x) - 1`)."""
+    if isinstance(node, ScanNode):
+        return None
+    if group.is_scan:
+        if isinstance(node, PointwiseNode) and _key(node.sizes) == group.sizes:
+            return _make_member(node, "full", _full_map(node.sizes))
+        return None
     if isinstance(node, ReductionNode):
         sizes, reduced = _reduction_shape(node)
         if sizes == group.sizes and (reduced == group.reduced or not group.is_reduction):
@@ -148,6 +163,9 @@ def fit(group: Group, node) -> Optional[Member]:
 
 
 def new_group(node) -> Group:
+    if isinstance(node, ScanNode):
+        sizes, reduced = _reduction_shape(node)
+        return Group(sizes, reduced, [_make_member(node, "scan", _full_map(node.sizes))])
     if isinstance(node, ReductionNode):
         sizes, reduced = _reduction_shape(node)
         return Group(sizes, reduced, [_make_member(node, "reduction", _full_map(node.sizes))])
