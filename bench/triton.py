@@ -160,6 +160,11 @@ def sum_dim0(x):
     return x.sum(0)
 
 
+def cumulative_probabilities(x):
+    """Top-p sampling's running sum of a softmax over the vocabulary's rows (a scan)."""
+    return torch.softmax(x, -1).cumsum(-1)
+
+
 def sum_dim1(x):
     return x.sum(1)
 
@@ -221,6 +226,7 @@ def workloads(quick: bool):
     x3 = torch.randn(2048 if quick else 16384, 64, 256, device=dev)
     out.append((f"sum over dim 0 of {'x'.join(map(str, x3.shape))} fp32", sum_dim0, (x3,), x3.numel() * 4))
     out.append((f"sum over dim 1 of {'x'.join(map(str, x3.shape))} fp32", sum_dim1, (x3,), x3.numel() * 4))
+    out.append((f"softmax(x).cumsum(-1) {rows}x4096 fp32 (a scan)", cumulative_probabilities, (s,), 2 * s.numel() * 4))
     # optimizer updates: in place (reads p, g, m, v; writes p, m, v)
     m = 1 << (20 if quick else 24)
     state = optimizer_state([(m,)], dev)

@@ -318,10 +318,13 @@ def test_cumsum_with_its_producer_and_consumer_is_one_kernel(dtype):
     the subtraction in one kernel, integers scanned in int64 as eager does (bool and int32 give
     int64), fp16 in fp32."""
     x = (t(6, 37) * 4).to(dtype) if dtype is not torch.bool else t(6, 37) > 0
+    if dtype is torch.float16:
+        x = t(6, 37).half()      # running sums up to ~15: eager rounds them (and `- 1`) to fp16
 
     def fn(x):
         return x.cumsum(-1) - 1, x.cumprod(1) if dtype is torch.float32 else x.cumsum(1, dtype=torch.float32)
-    info = compile_and_check(fn, x, kernels=2, externs=0, rtol=1e-3, atol=1e-3)
+    tol = 2e-2 if dtype is torch.float16 else 1e-3
+    info = compile_and_check(fn, x, kernels=2, externs=0, rtol=tol, atol=tol)
     assert all(k.kind == "per" for k in info.kernels)
 
 
