@@ -251,11 +251,16 @@ class Scheduler:
         self.item_of: dict[int, object] = {}               # node index -> its Group or ExternNode
         self.dependents: dict[int, set] = {}               # id(item) -> items that depend on it
         self.items: dict[int, object] = {}
+        # where `_candidates` looks (id(group) keys; a group's number is its creation order)
+        self._number: dict[int, int] = {}
+        self._reading: dict[str, set[int]] = {}            # buffer -> groups with a member reading it
+        self._fed_by: dict[int, set[int]] = {}             # id(item) -> groups with a member depending on it
+        self._writing: set[int] = set()                    # groups with a member writing a graph input
         for i, node in enumerate(self.nodes):
             target = None
             member = None
             if not isinstance(node, ExternNode):
-                for g in self._candidates(i, groups):
+                for g in self._candidates(i):
                     member = fit(g, node)
                     if member is None or len(g.members) >= MAX_GROUP_MEMBERS:
                         continue
@@ -267,6 +272,7 @@ class Scheduler:
                     break
                 if target is None:
                     target = new_group(node)
+                    self._number[id(target)] = len(groups)
                     groups.append(target)
                 else:
                     if member.role == "reduction" and not target.is_reduction:
@@ -288,30 +294,35 @@ class Scheduler:
             src = self.item_of[d]
             if src is not item:
                 self.dependents[id(src)].add(id(item))
+        if isinstance(item, Group):
+            for name in self.nodes[i].reads():
+                self._reading.setdefault(name, set()).add(id(item))
+            for d in self.deps[i]:
+                self._fed_by.setdefault(id(self.item_of[d]), set()).add(id(item))
+            if _writes_input(self.nodes[i]):
+                self._writing.add(id(item))
 
-    def _candidates(self, i: int, groups) -> list[Group]:
-        """Groups producing what node i reads (latest first), then groups reading the same inputs
-        or reading what the same kernels produce (the second passes of split reductions, side
-        by side); for a write into a graph input, also groups writing other inputs (an optimizer
-        step over many same-shaped parameters becomes one kernel, not one per parameter)."""
+    def _candidates(self, i: int) -> list[Group]:
+        """Groups producing what node i reads (latest first), then, latest first, groups reading
+        the same inputs or reading what the same kernels produce (the second passes of split
+        reductions, side by side) and, for a write into a graph input, groups writing other
+        inputs (an optimizer step over many same-shaped parameters becomes one kernel, not one
+        per parameter). Looked up in indexes `_place` keeps, not by walking every group."""
         seen, out = set(), []
         for d in sorted(self.deps[i], reverse=True):
             g = self.item_of.get(d)
             if isinstance(g, Group) and id(g) not in seen:
                 seen.add(id(g))
                 out.append(g)
-        reads = self.nodes[i].reads()
-        sources = {id(self.item_of[d]) for d in self.deps[i]}
-        writes_input = _writes_input(self.nodes[i])
-        for g in reversed(groups):
-            if id(g) in seen:
-                continue
-            if any(name in reads for m in g.members for name in m.node.reads()) or \
-                    any(id(self.item_of[d]) in sources for m in g.members for d in self.deps[self.index[id(m.node)]]) or \
-                    (writes_input and any(_writes_input(m.node) for m in g.members)):
-                seen.add(id(g))
-                out.append(g)
-        return out
+        found: set[int] = set()
+        for name in self.nodes[i].reads():
+            found |= self._reading.get(name, set())
+        for d in self.deps[i]:
+            found |= self._fed_by.get(id(self.item_of[d]), set())
+        if _writes_input(self.nodes[i]):
+            found |= self._writing
+        later = sorted(found - seen, key=self._number.__getitem__, reverse=True)
+        return out + [self.items[k] for k in later]
 
     def _creates_cycle(self, i: int, g: Group) -> bool:
         """Would putting node i into g make g (transitively) depend on itself?"""
