@@ -328,6 +328,15 @@ def test_cumsum_with_its_producer_and_consumer_is_one_kernel(dtype):
     assert all(k.kind == "per" for k in info.kernels)
 
 
+def test_a_scan_of_a_normalized_row_is_one_kernel_with_its_statistics():
+    """Top-p's `softmax(x).cumsum(-1)` and a centered running sum: the row's reductions, then its
+    scan, in one kernel that reads the row once."""
+    def fn(x):
+        return torch.softmax(x, -1).cumsum(-1), (x - x.mean(1, keepdim=True)).cumsum(1) * 2
+    info = compile_and_check(fn, t(6, 300), kernels=2, externs=0, rtol=1e-4, atol=1e-4)
+    assert all(k.source.count("tl.load(") == 1 for k in info.kernels), info.source
+
+
 @pytest.mark.parametrize("shape, dim", [((5, 7, 9), 1), ((5, 7, 9), 0), ((3, 300), -1), ((40, 3), 0)])
 def test_scans_along_each_dim(shape, dim):
     def fn(x):

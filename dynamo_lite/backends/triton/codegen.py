@@ -209,7 +209,7 @@ class KernelBuilder:
     def _drop_dead_reductions(self):
         bodies = {m.node.name: b for m, b in self.reductions}
         live: set[str] = set()
-        frontier = [v for _, v, _, _ in self.stores]
+        frontier = [v for _, v, _, _ in self.stores] + [b for _, b in self.scans]
         while frontier:
             found = {e.arg for e in walk(frontier) if e.op is Op.REDUCED} - live
             live |= found
