@@ -177,3 +177,34 @@ def test_a_single_tensor_adamw_step_is_lowered():
     assert not [w for w in caught if "failed to compile" in str(w.message)], [str(w.message) for w in caught]
     graphs = [g for g in triton_backend_module.recent if g.kernel_count]
     assert graphs and all(g.fallback_reason is None for g in graphs)
+
+
+def test_a_write_giving_an_input_grad_keeps_every_output_in_place():
+    """`buf.sub_(linear(...))` makes an input that needed no grad need one, next to another
+    write kept in the graph (`x *= x.sum(0)`): AOTAutograd with in-graph input writes handed
+    back x for the third output (a fuzzed program). Outputs, written inputs and gradients as
+    eager's."""
+    def f(x, w, buf, w0):
+        x *= x.sum(0)
+        buf.sub_(F.linear(torch.arange(5.0, device=x.device), w0), alpha=2)
+        a = F.linear(torch.arange(5.0, device=x.device), w)
+        b = F.linear(torch.arange(5.0, device=x.device), w)
+        c = F.linear(torch.arange(5.0, device=x.device), w)
+        return a, b, c, x
+
+    def inputs():
+        torch.manual_seed(0)
+        return (torch.randn(2, 5, device=DEVICE), torch.randn(5, 5, device=DEVICE, requires_grad=True),
+                torch.randn(5, device=DEVICE), torch.randn(5, 5, device=DEVICE, requires_grad=True))
+    want_args, got_args = inputs(), inputs()
+    want, got = f(*want_args), dl.capture(f, backend="triton")(*got_args)
+    for g, e in zip(got, want):
+        assert g.shape == e.shape
+        torch.testing.assert_close(g, e)
+    for g, e in zip(got_args, want_args):
+        torch.testing.assert_close(g, e)
+        assert g.requires_grad == e.requires_grad
+    (sum(t.sum() for t in got[:3]) + got_args[2].sum()).backward()
+    (sum(t.sum() for t in want[:3]) + want_args[2].sum()).backward()
+    torch.testing.assert_close(got_args[1].grad, want_args[1].grad)
+    torch.testing.assert_close(got_args[3].grad, want_args[3].grad)

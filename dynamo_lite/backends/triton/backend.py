@@ -522,8 +522,8 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         # forward graph, where they become kernel stores, instead of copies after it
         run = aot_module_simplified(gm, example_inputs, fw_compiler=lambda p, i: compile_part(p, i, forward=True),
                                     bw_compiler=lambda part, inputs: compile_part(_without_dead_calls(part), inputs),
-                                    partition_fn=layouts.partition,
-                                    decompositions=decomposition_table(), keep_inference_input_mutations=True)
+                                    partition_fn=layouts.partition, decompositions=decomposition_table(),
+                                    keep_inference_input_mutations=not _gives_an_input_grad(gm, example_inputs))
     except Exception as e:
         if settings.strict:
             raise
@@ -531,6 +531,25 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
     run.compiled_graph = info
     recent.append(info)
     return run
+
+
+def _gives_an_input_grad(gm: torch.fx.GraphModule, example_inputs: list) -> bool:
+    """Does the graph write, in place, a value that requires grad into a graph input that does
+    not (`buf.sub_(linear(x, w))`: the input requires grad afterwards)? AOTAutograd returns such
+    an input from the forward graph, and with `keep_inference_input_mutations` (other writes kept
+    in the graph) it then hands back the wrong tensor for a later output (torch 2.11-2.13; a
+    fuzzed program, tests/test_triton_training.py): those graphs write their inputs after the
+    graph instead."""
+    from ...graph_builder import storage_key
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    plain = {storage_key(n.meta.get("example_value")) for n, real in zip(placeholders, example_inputs)
+             if isinstance(real, torch.Tensor) and not real.requires_grad} - {None}
+    for node, written in _in_place_writes(gm.graph):
+        operands = [a.meta.get("example_value") for a in [*node.args[1:], *node.kwargs.values()]
+                    if isinstance(a, torch.fx.Node)]
+        if storage_key(written) in plain and any(isinstance(o, torch.Tensor) and o.requires_grad for o in operands):
+            return True
+    return False
 
 
 class _SavedLayouts:
