@@ -300,6 +300,30 @@ def test_an_output_that_is_a_view_of_another_shares_its_memory():
         assert outs[0][0] == outs[2][0, 0] and outs[1][0, 0, 0] == outs[2][0, 0]
 
 
+def _outputs_viewing_a_tensor_not_returned(x):
+    t = (x.sum() * 0 + 0.25).unsqueeze(0)     # a view of the 0-d sum: t is no base of its own
+    w = t[0]
+    w -= w.square()
+    return t, x * 2, w, t.expand(3)[1:]
+
+
+def test_outputs_that_all_view_a_tensor_not_returned_share_memory():
+    """When every output sharing memory is a view of an intermediate the graph does not return,
+    the one spanning the others' memory is the base they are remade from (a fuzzed program)."""
+    triton_backend_module.recent.clear()
+    x = torch.randn(3, 4, device=DEVICE)
+    expected = _outputs_viewing_a_tensor_not_returned(x)
+    got = dl.capture(_outputs_viewing_a_tensor_not_returned, backend="triton")(x)
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e)
+    assert all(g.fallback_reason is None for g in compiled_graphs())
+    for outs in (expected, got):
+        assert outs[2].untyped_storage().data_ptr() == outs[0].untyped_storage().data_ptr()
+        assert outs[3].untyped_storage().data_ptr() == outs[0].untyped_storage().data_ptr()
+        outs[0][0] = 7.0
+        assert outs[2] == 7.0 and outs[3][1] == 7.0
+
+
 def _in_place_cast_eager_refuses(x):
     n = torch.full((), 2)                 # int64
     n.mul_(1.5)                           # eager: "result type Float can't be cast to ... Long"

@@ -355,9 +355,8 @@ def _outputs_viewing_outputs(call, gm) -> Callable:
     from ...graph_builder import storage_key
     inputs = {storage_key(n.meta.get("example_value")) for n in gm.graph.nodes if n.op == "placeholder"}
     keys = [storage_key(ev) if _static_tensor(ev) else None for ev in examples]
-    # the base: an output that is no view, so its buffer holds all the memory its views reach
-    bases = {key: i for i, (key, ev) in enumerate(zip(keys, examples))
-             if key is not None and key not in inputs and not ev._is_view()}
+    bases = {key: _base_output([i for i, k in enumerate(keys) if k == key], examples)
+             for key in set(keys) - inputs - {None}}
     views = []                      # (view position, base position, size, stride, offset from the base's)
     for i, (key, ev) in enumerate(zip(keys, examples)):
         b = bases.get(key)
@@ -376,6 +375,25 @@ def _outputs_viewing_outputs(call, gm) -> Callable:
                 result[i] = base.as_strided(size, stride, base.storage_offset() + offset)
         return type(outs)(result)
     return run
+
+
+def _base_output(positions: list[int], examples: list) -> Optional[int]:
+    """Of outputs sharing memory, the one whose buffer holds all the memory the others reach: an
+    output that is no view, else (all views of a tensor the graph does not return: `t =
+    torch.tensor(0.25).unsqueeze(0); return t, t[0]`) a dense one spanning the others' ranges.
+    None where there is none."""
+    owners = [i for i in positions if not examples[i]._is_view()]
+    if owners:
+        return owners[0]
+
+    def span(t) -> tuple[int, int]:                 # the elements of storage it reaches
+        return t.storage_offset(), t.storage_offset() + _extent(t) // t.element_size()
+    for i in sorted(positions, key=lambda k: span(examples[k])[0] - span(examples[k])[1]):
+        lo, hi = span(examples[i])
+        if hi - lo == examples[i].numel() and \
+                all(lo <= span(examples[j])[0] and span(examples[j])[1] <= hi for j in positions):
+            return i
+    return None
 
 
 def _static_tensor(t) -> bool:
