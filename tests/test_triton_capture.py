@@ -285,19 +285,9 @@ def _outputs_that_view_outputs(x):
     return m[0], m.unsqueeze(0), m, (x * 2)[1:]
 
 
-def test_an_output_that_is_a_view_of_another_shares_its_memory():
-    """Eager returns `m[0]` and `m.unsqueeze(0)` as views of `m`: the compiled graph's results are
-    remade as those views of its `m`, so writing into one shows in the others, as in eager."""
-    triton_backend_module.recent.clear()
-    x = torch.randn(3, 4, device=DEVICE)
-    expected = _outputs_that_view_outputs(x)
-    got = dl.capture(_outputs_that_view_outputs, backend="triton")(x)
-    for e, g in zip(expected, got):
-        torch.testing.assert_close(g, e)
-    assert all(g.fallback_reason is None for g in compiled_graphs())
-    for outs in (expected, got):
-        outs[2][0, 0] = not outs[2][0, 0]            # through the base: both views see it
-        assert outs[0][0] == outs[2][0, 0] and outs[1][0, 0, 0] == outs[2][0, 0]
+def _write_through_the_base(outs):
+    outs[2][0, 0] = not outs[2][0, 0]                # through the base: both views see it
+    assert outs[0][0] == outs[2][0, 0] and outs[1][0, 0, 0] == outs[2][0, 0]
 
 
 def _outputs_viewing_a_tensor_not_returned(x):
@@ -307,21 +297,30 @@ def _outputs_viewing_a_tensor_not_returned(x):
     return t, x * 2, w, t.expand(3)[1:]
 
 
-def test_outputs_that_all_view_a_tensor_not_returned_share_memory():
-    """When every output sharing memory is a view of an intermediate the graph does not return,
-    the one spanning the others' memory is the base they are remade from (a fuzzed program)."""
+def _write_through_the_widest(outs):
+    assert outs[2].untyped_storage().data_ptr() == outs[3].untyped_storage().data_ptr() == \
+        outs[0].untyped_storage().data_ptr()
+    outs[0][0] = 7.0
+    assert outs[2] == 7.0 and outs[3][1] == 7.0
+
+
+@pytest.mark.parametrize("fn, shared", [(_outputs_that_view_outputs, _write_through_the_base),
+                                        (_outputs_viewing_a_tensor_not_returned, _write_through_the_widest)])
+def test_outputs_that_view_one_another_share_memory(fn, shared):
+    """Eager returns `m[0]` and `m.unsqueeze(0)` as views of `m`: the compiled graph's results are
+    remade as those views of its `m`, so writing into one shows in the others, as in eager. When
+    every output sharing memory views an intermediate the graph does not return (`t =
+    s.unsqueeze(0); return t, t[0]`: a fuzzed program), the one spanning the others' memory is
+    the base."""
     triton_backend_module.recent.clear()
     x = torch.randn(3, 4, device=DEVICE)
-    expected = _outputs_viewing_a_tensor_not_returned(x)
-    got = dl.capture(_outputs_viewing_a_tensor_not_returned, backend="triton")(x)
+    expected = fn(x)
+    got = dl.capture(fn, backend="triton")(x)
     for e, g in zip(expected, got):
         torch.testing.assert_close(g, e)
     assert all(g.fallback_reason is None for g in compiled_graphs())
     for outs in (expected, got):
-        assert outs[2].untyped_storage().data_ptr() == outs[0].untyped_storage().data_ptr()
-        assert outs[3].untyped_storage().data_ptr() == outs[0].untyped_storage().data_ptr()
-        outs[0][0] = 7.0
-        assert outs[2] == 7.0 and outs[3][1] == 7.0
+        shared(outs)
 
 
 def _in_place_cast_eager_refuses(x):
