@@ -153,6 +153,18 @@ def test_oracle_compares_library_values():
     assert eager != copy and eager[0][2] == "in[0][0][0]"
 
 
+@pytest.mark.parametrize("eager, got, tolerance, same", [
+    ("s -2.7271370887756348\n", "s -2.7271366119384766\n", (1e-3, 1e-4), True),   # a sum's last bits
+    ("s -2.7271370887756348\n", "s -2.7271366119384766\n", (None, None), False),  # eager backend: exact
+    ("s 2.71\n", "s 2.9\n", (1e-3, 1e-4), False),
+    ("n 10 of 12\n", "n 11 of 12\n", (1e-3, 1e-4), False),                     # integers exactly
+    ("x 1.0 done\n", "x 1.0 done!\n", (1e-3, 1e-4), False),
+])
+def test_printed_floats_compare_within_the_backends_tolerance(eager, got, tolerance, same):
+    from fuzz.oracle import same_printed
+    assert same_printed(eager, got, *tolerance) is same
+
+
 def test_worker_reports_crashes_and_hangs():
     """The harness itself: a program that kills its process is a 'crash', one that never
     returns a 'hang', and the worker carries on afterwards."""
