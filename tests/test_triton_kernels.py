@@ -457,6 +457,33 @@ def test_max_pool2d_of_channels_last_keeps_its_layout_and_trains():
     torch.testing.assert_close(x2.grad, x.grad)
 
 
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("kernel, stride, padding, dilation, ceil_mode", [
+    (3, 2, 1, 1, False), (2, 2, 0, 1, False), (3, 2, 1, 2, True), ((3, 2), (1, 2), (1, 0), 1, False),
+    (3, 1, 1, 1, False)])
+def test_max_pool2d_backward_is_a_kernel_gathering_each_windows_gradient(kernel, stride, padding, dilation,
+                                                                         ceil_mode, channels_last):
+    """The input's gradient sums, per element, the gradients of the windows whose max it was
+    (ties in the rounded input pick one, as eager's indices do); a kernel, not eager's
+    max_pool2d_with_indices_backward; channels-last where the input is."""
+    from dynamo_lite.backends.triton import backend as triton_backend_module
+    x = (t(2, 4, 11, 10) * 2).round()
+    x = x.to(memory_format=torch.channels_last) if channels_last else x
+
+    def fn(x):
+        return (F.max_pool2d(x.relu() * 2, kernel, stride, padding, dilation, ceil_mode) ** 2).sum()
+    triton_backend_module.recent.clear()
+    dl.reset()
+    leaf, want = x.clone().requires_grad_(), x.clone().requires_grad_()
+    dl.capture(fn, backend="triton")(leaf).backward()
+    fn(want).backward()
+    torch.testing.assert_close(leaf.grad, want.grad)
+    assert leaf.grad.stride() == want.grad.stride()
+    graphs = list(triton_backend_module.recent)
+    assert graphs and all(g.fallback_reason is None and not g.extern_ops for g in graphs), \
+        [(g.fallback_reason, g.extern_ops) for g in graphs]
+
+
 # -- gather -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dim, index_shape", [(1, (6, 4)), (0, (3, 9)), (-1, (6, 9))])

@@ -244,7 +244,8 @@ def substitute_index(roots: list[Expr], mapping: dict[str, Affine]) -> list[Expr
         if e.op in (Op.LOAD, Op.GATHER):
             return expr(e.op, args, (e.arg[0], e.arg[1].substitute(mapping)) + e.arg[2:], e.dtype)
         if e.op is Op.INDEX:
-            return expr(Op.INDEX, args, e.arg.substitute(mapping), e.dtype)
+            at = e.arg.substitute(mapping)
+            return expr(Op.INDEX, args, at, e.dtype) if at.terms else const(at.const, e.dtype)  # (a size-1 dim)
         return None
     return rewrite(roots, fn)
 

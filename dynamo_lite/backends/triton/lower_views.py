@@ -14,10 +14,10 @@ import torch
 
 import itertools
 
-from .ir import (Affine, Expr, Op, cast, const, domain_vars, expr, gather_var, rewrite, substitute_index, walk,
-                 with_mask)
+from .ir import (Affine, Expr, Op, cast, const, contiguous_strides, domain_vars, expr, gather_var, rewrite,
+                 substitute_index, walk, with_mask)
 from .lowerings import NotLowerable, binary, index_expr, out_meta, register, where
-from . import values as V
+from . import layouts, values as V
 from .values import Value, broadcast_to, lazy
 
 aten = torch.ops.aten
@@ -325,6 +325,61 @@ def lower_max_pool2d(lw, node, x, kernel_size, stride=(), padding=0, dilation=1,
     indices = lazy(sizes, indices_meta.dtype, indices_meta.device, lambda idx: scan(idx, True))
     return values, indices
 
+
+
+@register(aten.max_pool2d_with_indices_backward.default)
+def lower_max_pool2d_backward(lw, node, grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """The input's gradient, gathered: each input element sums the gradients of the windows
+    whose max it was (their index equals its position), over the windows that can contain it.
+    Which windows those are depends on the element's position modulo the stride, so the
+    gradient is computed over (N, C, H/sh, sh, W/sw, sw) (h = q*sh + r: for each residue r the
+    window rows are q + constant, an index rewrite) and stored, then viewed as (N, C, H, W),
+    channels-last where x is. No atomics, one kernel with what produces the gradient."""
+    meta = out_meta(node)
+    if x.ndim != 4 or grad.ndim != 4:
+        raise NotLowerable("max_pool2d backward of an unbatched input")
+    (kh, kw), (dh, dw) = _pair(kernel_size, None), _pair(dilation, 1)
+    (sh, sw), (ph, pw) = _pair(stride, kernel_size), _pair(padding, 0)
+    if kh * kw > 64:
+        raise NotLowerable("max_pool2d with a large window")
+    n, c, height, width = x.sizes
+    out_h, out_w = grad.sizes[2], grad.sizes[3]
+    hq, wq = -(-height // sh), -(-width // sw)
+    acc = torch.float32 if meta.dtype in (torch.float16, torch.bfloat16) else meta.dtype
+
+    def loader(idx):
+        b, ch, q, r, p, t = idx
+        here = index_expr((q * sh + r) * width + (p * sw + t))
+        total = const(0, acc)
+        for i in range(kh):
+            r0 = (i * dh - ph) % sh                   # the residue whose element window row i reaches
+            oh = q + (r0 + ph - i * dh) // sh
+            for j in range(kw):
+                t0 = (j * dw - pw) % sw
+                ow = p + (t0 + pw - j * dw) // sw
+                cond = binary(Op.AND, binary(Op.AND, binary(Op.EQ, index_expr(r), const(r0, torch.int64)),
+                                                binary(Op.EQ, index_expr(t), const(t0, torch.int64))),
+                              binary(Op.AND, _in_range(oh, 0, out_h), _in_range(ow, 0, out_w)))
+                at = (b, ch, oh, ow)
+                chosen = binary(Op.EQ, _masked(indices, at, cond, torch.int64, (2, 3)), here)
+                total = binary(Op.ADD, total, where(binary(Op.AND, cond, chosen),
+                                                    _masked(grad, at, cond, acc, (2, 3)), const(0, acc)))
+        return cast(total, meta.dtype)
+    split = (n, c, hq, sh, wq, sw)
+    value = lazy(split, meta.dtype, meta.device, loader)
+    if sh == 1 and sw == 1:
+        return V.view_by_remap(value, x.sizes, lambda idx: (idx[0], idx[1], idx[2], Affine(0), idx[3], Affine(0)))
+    channels_last = x.is_strided() and layouts.is_channels_last(x.sizes, x.layout[1]) and \
+        x.layout[1] != contiguous_strides(x.sizes)
+    strides = _channels_last_split(split) if channels_last else contiguous_strides(split)
+    whole = V.reshape(lw.realize(value, strides), (n, c, hq * sh, wq * sw), lw.realize_for_view)
+    return V.slice_dim(V.slice_dim(whole, 2, 0, height, 1), 3, 0, width, 1)
+
+
+def _channels_last_split(sizes) -> tuple[int, ...]:
+    """Strides of (N, C, Hq, sh, Wq, sw) whose view as (N, C, Hq*sh, Wq*sw) is channels-last."""
+    n, c, hq, sh, wq, sw = sizes
+    return (c * sw * wq * sh * hq, 1, c * sw * wq * sh, c * sw * wq, c * sw, c)
 
 
 @register(aten.embedding.default)
