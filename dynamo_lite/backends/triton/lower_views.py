@@ -334,7 +334,8 @@ def lower_max_pool2d_backward(lw, node, grad, x, kernel_size, stride, padding, d
     Which windows those are depends on the element's position modulo the stride, so the
     gradient is computed over (N, C, H/sh, sh, W/sw, sw) (h = q*sh + r: for each residue r the
     window rows are q + constant, an index rewrite) and stored, then viewed as (N, C, H, W),
-    channels-last where x is. No atomics, one kernel with what produces the gradient."""
+    channels-last where x is. No atomics; what produces the gradient is computed in the kernel
+    where it is cheap (as the forward's producer)."""
     meta = out_meta(node)
     if x.ndim != 4 or grad.ndim != 4:
         raise NotLowerable("max_pool2d backward of an unbatched input")
@@ -342,6 +343,8 @@ def lower_max_pool2d_backward(lw, node, grad, x, kernel_size, stride, padding, d
     (sh, sw), (ph, pw) = _pair(stride, kernel_size), _pair(padding, 0)
     if kh * kw > 64:
         raise NotLowerable("max_pool2d with a large window")
+    if not grad.is_strided() and _window_ops(grad) > POOL_RECOMPUTE_OPS:
+        grad = lw.realize(grad)                       # read by several input elements: computed once
     n, c, height, width = x.sizes
     out_h, out_w = grad.sizes[2], grad.sizes[3]
     hq, wq = -(-height // sh), -(-width // sw)

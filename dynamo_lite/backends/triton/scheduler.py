@@ -1,11 +1,13 @@
 """Fusion: group IR nodes into kernels, then order kernels and extern calls.
 
 A group iterates one canonical domain: sizes `c0, c1, ...` (size-1 dims dropped) of which some
-are reduced (`reduced[k]`). Members play one of three roles:
+are reduced (`reduced[k]`). Members play one of four roles:
 
 * `full`      - a pointwise node over the whole domain (a prologue or epilogue of the reductions)
 * `reduction` - a reduction over the group's reduced dims
 * `out`       - a pointwise node over the non-reduced dims only (e.g. `rstd = rsqrt(var + eps)`)
+* `scan`      - a scan along the group's one reduced dim (cumsum: a full-size result, after the
+                group's reductions; only `full` members join after it)
 
 A node joins a group when its domain matches one of these roles, when every value it reads from
 the group is read at the very position the group computes it (so the value can stay in registers),
@@ -55,7 +57,7 @@ class Group:
 
     @property
     def is_scan(self) -> bool:
-        """A scan's kernel: the scan alone (its producers inlined), stored where it is computed."""
+        """Does the group hold a scan (after which only its pointwise consumers join: `fit`)?"""
         return any(m.role == "scan" for m in self.members)
 
     @property
