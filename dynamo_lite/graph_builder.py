@@ -70,6 +70,16 @@ def is_symbolic(x) -> bool:
 # FakeTensorMode's refusal of a real tensor among an op's arguments
 _REAL_TENSOR_IN_FAKE_OP = "Please convert all Tensors to FakeTensors"
 
+#: matrix products, whose fake kernels take operands of different dtypes that the real kernels
+#: refuse (`lin(x.double())` with a float weight: eager raises; a backend that drops the unused
+#: result would not): outside autocast they must agree, else the op breaks the graph and raises
+#: as eager does
+_SAME_DTYPE_FUNCTIONS = frozenset({torch.mm, torch.matmul, torch.bmm, torch.mv, torch.dot, torch.addmm,
+                                   torch.addmv, torch.baddbmm, torch.addbmm, torch.nn.functional.linear,
+                                   torch._C._nn.linear, operator.matmul})
+_SAME_DTYPE_METHODS = frozenset({"mm", "matmul", "bmm", "mv", "dot", "addmm", "addmv", "baddbmm", "addbmm",
+                                 "__matmul__", "__rmatmul__"})
+
 
 class ShapeSource(torch._guards.Source):
     """What ShapeEnv calls a tensor: its `name` is the Python expression our guard function uses
@@ -284,7 +294,9 @@ class GraphBuilder:
                 return fn(*args, **kwargs)
         try:
             try:
-                return run(fn, args, kwargs)
+                example = run(fn, args, kwargs)
+                self._check_operand_dtypes(op, target, args, kwargs)
+                return example
             except DataDependentOutputException:
                 # a 0-d tensor where the op takes a Scalar: the binding reads it, the kernel never does
                 example = example_with_placeholders(op, target, fn, args, kwargs, run)
@@ -310,6 +322,17 @@ class GraphBuilder:
             if _REAL_TENSOR_IN_FAKE_OP in str(e):      # ...unless a real tensor got in: a bug of ours
                 raise RuntimeError(f"a real tensor reached {_target_name(target)} while tracing") from e
             raise Unsupported(breaks.USER_EXCEPTION, f"{_target_name(target)} raised {type(e).__name__}: {e}") from None
+
+    def _check_operand_dtypes(self, op, target, args, kwargs):
+        """Raise as eager would for a matrix product of tensors of different dtypes (outside
+        autocast), which its fake kernel lets through (`_SAME_DTYPE_FUNCTIONS`)."""
+        product = any(target is f for f in _SAME_DTYPE_FUNCTIONS) if op == "call_function" else \
+            (op == "call_method" and target in _SAME_DTYPE_METHODS)
+        if not product or any(enabled for enabled, _ in self.autocast.values()):
+            return
+        dtypes = [t.dtype for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        if len(set(dtypes)) > 1:          # (a kernel taking them after all: its real stand-ins say so)
+            raise RuntimeError(f"{_target_name(target)}: operands of dtypes {', '.join(map(str, dtypes))}")
 
     def _symbolic_dispatch(self):
         """Once the graph has symbolic sizes, ops run through the Python dispatcher, as TorchDynamo's

@@ -120,6 +120,26 @@ def test_uncaught_exception_reaches_the_caller_like_eager():
     assert type(result.eager.exc) is KeyError and type(result.captured.exc) is KeyError
 
 
+@pytest.mark.parametrize("product", ["linear", "matmul", "addmv"])
+def test_a_matrix_product_of_mixed_dtypes_raises_as_eager_even_unused(product):
+    """Fake kernels of matrix products take operands of different dtypes that the real kernels
+    refuse: the op breaks the graph and eager raises its own error there, so a backend that drops
+    the unused result (the triton backend) does not return a value instead (fuzzed programs)."""
+    lin = torch.nn.Linear(3, 3)
+
+    def f(x, y):
+        if product == "linear":
+            unused = lin(x.double())
+        elif product == "matmul":
+            unused = x.double() @ y
+        else:
+            unused = torch.addmv(x[0], y, x[1].double())
+        return x * 2
+    result = check(f, torch.randn(2, 3), torch.randn(3, 3), graphs=None)
+    assert type(result.eager.exc) is RuntimeError and type(result.captured.exc) is RuntimeError
+    assert str(result.captured.exc) == str(result.eager.exc)
+
+
 def test_getattr_default_and_hasattr_on_a_plain_object():
     def f(x, cfg):
         return x * getattr(cfg, "scale", 1.0) + (1 if hasattr(cfg, "bias") else 0) + cfg.hidden

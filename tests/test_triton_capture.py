@@ -323,6 +323,22 @@ def test_outputs_that_view_one_another_share_memory(fn, shared):
         shared(outs)
 
 
+def test_an_unused_matrix_product_of_mixed_dtypes_raises_as_eager():
+    """Its result is dead code the backend would drop; the fake kernel takes the mixed dtypes
+    that eager's refuses, so the op breaks the graph and raises there (a fuzzed program)."""
+    lin = torch.nn.Linear(3, 3).to(DEVICE)
+
+    def f(x):
+        unused = lin(x.double())           # noqa: F841
+        return x * 2
+    x = torch.randn(2, 3, device=DEVICE)
+    with pytest.raises(RuntimeError) as eager:
+        f(x)
+    with pytest.raises(RuntimeError) as captured:
+        dl.capture(f, backend="triton")(x)
+    assert str(captured.value) == str(eager.value)
+
+
 def _in_place_cast_eager_refuses(x):
     n = torch.full((), 2)                 # int64
     n.mul_(1.5)                           # eager: "result type Float can't be cast to ... Long"
