@@ -74,9 +74,9 @@ _REAL_TENSOR_IN_FAKE_OP = "Please convert all Tensors to FakeTensors"
 #: refuse (`lin(x.double())` with a float weight: eager raises; a backend that drops the unused
 #: result would not): outside autocast they must agree, else the op breaks the graph and raises
 #: as eager does
-_SAME_DTYPE_FUNCTIONS = frozenset({torch.mm, torch.matmul, torch.bmm, torch.mv, torch.dot, torch.addmm,
-                                   torch.addmv, torch.baddbmm, torch.addbmm, torch.nn.functional.linear,
-                                   torch._C._nn.linear, operator.matmul})
+_SAME_DTYPE_FUNCTIONS = (torch.mm, torch.matmul, torch.bmm, torch.mv, torch.dot, torch.addmm, torch.addmv,
+                         torch.baddbmm, torch.addbmm, torch.nn.functional.linear, torch._C._nn.linear,
+                         operator.matmul)       # (compared by identity: a target need not hash)
 _SAME_DTYPE_METHODS = frozenset({"mm", "matmul", "bmm", "mv", "dot", "addmm", "addmv", "baddbmm", "addbmm",
                                  "__matmul__", "__rmatmul__"})
 

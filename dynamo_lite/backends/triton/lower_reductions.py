@@ -334,12 +334,9 @@ def lower_scan(lw, node, x, dim, *, dtype=None):
         raise NotLowerable("an empty, complex or bool scan")
     dim = dim % max(x.ndim, 1)
 
-    def as_output(idx):
-        return cast(x.load(idx), meta.dtype)
+    source = lazy(x.sizes, meta.dtype, x.device, lambda idx: cast(x.load(idx), meta.dtype))
     if x.ndim == 0 or x.sizes[dim] == 1:           # nothing to combine: a pointwise cast
-        return lazy(x.sizes, meta.dtype, x.device, as_output)
-    inner = reduces_innermost(x, [dim])
-    if x.sizes[dim] > (persistent_limit(True) if inner else PERSISTENT_MAX_OUTER):
+        return source
+    if x.sizes[dim] > (persistent_limit(True) if reduces_innermost(x, [dim]) else PERSISTENT_MAX_OUTER):
         raise NotLowerable("a scan along rows too long to hold in registers")
-    source = lazy(x.sizes, meta.dtype, x.device, as_output)
     return lw.add_scan(source, dim, kind, acc_dtype(meta.dtype), meta.dtype)

@@ -14,6 +14,7 @@ import torch
 
 import itertools
 
+from .codegen import compute_dtype
 from .ir import (Affine, Expr, Op, cast, const, contiguous_strides, domain_vars, expr, gather_var, rewrite,
                  substitute_index, walk, with_mask)
 from .lowerings import NotLowerable, binary, index_expr, out_meta, register, where
@@ -21,10 +22,10 @@ from . import layouts, values as V
 from .values import Value, broadcast_to, lazy
 
 aten = torch.ops.aten
+prims = torch.ops.prims
 
 #: numbers for fresh loop variables (a gather's position, a masked read's probes)
 _fresh = itertools.count()
-prims = torch.ops.prims
 
 # ---------------------------------------------------------------------------------------------
 # views
@@ -275,6 +276,21 @@ def _window_ops(x: Value) -> int:
     return count
 
 
+def _window(kernel_size, stride, padding, dilation) -> tuple[int, int, int, int, int, int, int, int]:
+    """A pooling window's (kh, kw, dh, dw, sh, sw, ph, pw), the stride defaulting to the kernel."""
+    (kh, kw), (dh, dw) = _pair(kernel_size, None), _pair(dilation, 1)
+    (sh, sw), (ph, pw) = _pair(stride, kernel_size), _pair(padding, 0)
+    if kh * kw > 64:
+        raise NotLowerable("max_pool2d with a large window")
+    return kh, kw, dh, dw, sh, sw, ph, pw
+
+
+def _once_if_costly(lw, v: Value) -> Value:
+    """`v`, stored first where an element takes more than POOL_RECOMPUTE_OPS ops a window
+    position: each element is read by several windows (about kh*kw/(sh*sw))."""
+    return lw.realize(v) if not v.is_strided() and _window_ops(v) > POOL_RECOMPUTE_OPS else v
+
+
 def _pair(v, default) -> tuple[int, int]:
     v = default if v is None or (isinstance(v, (list, tuple)) and not v) else v
     v = list(v) if isinstance(v, (list, tuple)) else [v]
@@ -293,13 +309,8 @@ def lower_max_pool2d(lw, node, x, kernel_size, stride=(), padding=0, dilation=1,
     values_meta, indices_meta = out_meta(node)
     if x.ndim != 4:
         raise NotLowerable("max_pool2d of an unbatched input")
-    (kh, kw), (dh, dw) = _pair(kernel_size, None), _pair(dilation, 1)
-    (sh, sw), (ph, pw) = _pair(stride, kernel_size), _pair(padding, 0)
-    if kh * kw > 64:
-        raise NotLowerable("max_pool2d with a large window")
-    if not x.is_strided() and _window_ops(x) > POOL_RECOMPUTE_OPS:
-        # each input element is read by about kh*kw/(sh*sw) windows: compute it once, not in each
-        x = lw.realize(x)
+    kh, kw, dh, dw, sh, sw, ph, pw = _window(kernel_size, stride, padding, dilation)
+    x = _once_if_costly(lw, x)
     height, width = x.sizes[2], x.sizes[3]
     sizes = tuple(values_meta.shape)
 
@@ -339,16 +350,12 @@ def lower_max_pool2d_backward(lw, node, grad, x, kernel_size, stride, padding, d
     meta = out_meta(node)
     if x.ndim != 4 or grad.ndim != 4:
         raise NotLowerable("max_pool2d backward of an unbatched input")
-    (kh, kw), (dh, dw) = _pair(kernel_size, None), _pair(dilation, 1)
-    (sh, sw), (ph, pw) = _pair(stride, kernel_size), _pair(padding, 0)
-    if kh * kw > 64:
-        raise NotLowerable("max_pool2d with a large window")
-    if not grad.is_strided() and _window_ops(grad) > POOL_RECOMPUTE_OPS:
-        grad = lw.realize(grad)                       # read by several input elements: computed once
+    kh, kw, dh, dw, sh, sw, ph, pw = _window(kernel_size, stride, padding, dilation)
+    grad = _once_if_costly(lw, grad)
     n, c, height, width = x.sizes
     out_h, out_w = grad.sizes[2], grad.sizes[3]
     hq, wq = -(-height // sh), -(-width // sw)
-    acc = torch.float32 if meta.dtype in (torch.float16, torch.bfloat16) else meta.dtype
+    acc = compute_dtype(meta.dtype)
 
     def loader(idx):
         b, ch, q, r, p, t = idx
