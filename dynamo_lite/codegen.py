@@ -39,6 +39,21 @@ class ResumeCall(NamedTuple):
     fresh_from: int
 
 
+def _shared_paths(sources) -> dict:
+    """The sources that two or more of `sources` are reached through (their `read_through`
+    chains), the frame's own variables left out: {source: None} (end_pinning fills in locals)."""
+    uses: dict = {}
+    for src in sources:
+        path = src.read_through()
+        while path is not None and path.read_through() is not None:
+            try:
+                uses[path] = uses.get(path, 0) + 1
+            except TypeError:
+                break
+            path = path.read_through()
+    return {path: None for path, n in uses.items() if n > 1}
+
+
 class Emitter:
     """Collects the instructions of one replacement code object. Values, sources and side-effect
     records emit themselves through its primitives (`const`, `load_source`, `value`, `call_const`,
@@ -57,6 +72,8 @@ class Emitter:
         self.shared: set[int] = set()
         self.instance_dicts = {id(d) for d in tracer.instance_dicts}
         self.pins: list = None                  # (source, local) pairs while sources are pinned
+        self.paths: Optional[dict] = None       # while end_pinning loads them: path -> local holding it
+        self.path_locals = 0
         self.temporaries = 0
         self.frame_cells: dict = {}     # id(CellValue) -> CellVar/FreeVar, the frame's own cells at a break
         self.after_replay: list = []    # emitters of code that must run after the replayed side effects
@@ -74,9 +91,15 @@ class Emitter:
     def end_pinning(self):
         pins, self.pins = self.pins, None
         body, self.out = self.out[self.pin_at:], self.out[:self.pin_at]
-        for src, name in pins:
-            self.load_source(src)
-            self.emit("STORE_FAST", name)
+        # a path several loads go through (a model's parameters: `self.__dict__['_modules']['blocks']
+        # .__dict__['_modules']['0']...`) is read once into a local, at its first load
+        self.paths = _shared_paths(src for src, _ in pins)
+        try:
+            for src, name in pins:
+                self.load_source(src)
+                self.emit("STORE_FAST", name)
+        finally:
+            self.paths = None
         self.out.extend(body)
 
     def _pinned(self, src: Source) -> str:
@@ -246,8 +269,21 @@ class Emitter:
     def load_source(self, src: Source):
         if self.pins is not None:
             self.emit("LOAD_FAST", self._pinned(src))
+            return
+        try:
+            shared = self.paths is not None and src in self.paths
+        except TypeError:                     # a source holding an unhashable key
+            shared = False
+        if not shared:
+            src.reload(self)
+        elif self.paths[src] is not None:
+            self.emit("LOAD_FAST", self.paths[src])
         else:
             src.reload(self)
+            self.paths[src] = name = f"___path{self.path_locals}"
+            self.path_locals += 1
+            self.emit("COPY", 1)
+            self.emit("STORE_FAST", name)
 
     def count_shared(self, v: Value, seen: set):
         """Mark values reachable twice that are built anew (not reloaded, not constants or graph

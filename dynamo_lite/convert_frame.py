@@ -465,7 +465,8 @@ def _capture(code, func, args, options, entries, recompile_reason, recapture=Non
         tracer.add_guard(ShapeEnvMatch(tuple(shape_guards)))
     record.capture_seconds = time.perf_counter() - start
     _drop_versions_of_written_classes(tracer)
-    guards = compile_guards(tracer.guards, _arg_names(code), func.__globals__, code.co_name)
+    guards = compile_guards(tracer.guards, _arg_names(code), func.__globals__, code.co_name,
+                            frozenset(tracer.instance_attrs))
     record.guards, record.code_ref = guards, (weakref.ref(new_code) if new_code is not code else None)
     records.add(record)
     entries.insert(0, CacheEntry(guards.check, new_code, guards, record))

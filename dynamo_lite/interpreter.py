@@ -183,6 +183,7 @@ class Tracer:
         self.graph = GraphBuilder()
         self.guards: list[Guard] = []
         self._guard_keys: set = set()
+        self.instance_attrs: set = set()         # AttrSources read from the owner's __dict__ (Scope.instance_attrs)
         self.wrapped: dict[int, Value] = {}      # id(real object) -> its Value (aliasing, dedup)
         self.keepalive: list[Any] = []           # keeps ids in `wrapped` stable while tracing
         self.effects = SideEffects()             # writes to objects that outlive the trace, replayed after it

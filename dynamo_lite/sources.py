@@ -29,6 +29,16 @@ class Source:
     def base(self) -> "Source":
         return self
 
+    def read_through(self, scope: Optional["Scope"] = None) -> Optional["Source"]:
+        """The source the fast expression (`expr`, or `reload` without a scope) reads first to reach
+        this one: what a guard function (guards/compile.py) or the code loading a graph's inputs
+        (codegen.Emitter.end_pinning) holds in a local when several go through it."""
+        owner = getattr(self, "owner", None)
+        if owner is not None and type(self) is AttrSource and scope is not None and scope.instance_attrs \
+                and self in scope.instance_attrs:
+            return AttrSource(owner, "__dict__")
+        return owner
+
     def __str__(self) -> str:
         return self.name()
 
@@ -37,7 +47,7 @@ class Scope:
     """How sources spell frame locals, globals and closure cells in generated Python."""
 
     def __init__(self, local_names: dict[str, str], globals_name: str = "G", fn_name: str = "___fn", const=None,
-                 readable: bool = False):
+                 readable: bool = False, instance_attrs: frozenset = frozenset()):
         self.local_names = local_names
         self.globals_name = globals_name
         self.fn_name = fn_name
@@ -46,6 +56,12 @@ class Scope:
         # Sources already held in a local of the generated code (guards.compile: a module path
         # many guards go through is walked once), by the local's name.
         self.cached: dict = {}
+        # AttrSources the trace read from their owner's instance __dict__, where the owner's class
+        # has no data descriptor of that name (values/modules.py): the fast expression reads them
+        # from that dict, `m.__dict__['p']` for `m.p`. nn.Module defines __getattr__, which keeps
+        # CPython from specializing reads of its attributes (~0.1-0.2 us each, where a dict lookup
+        # is ~20 ns): most of a big model's guard check (~1,000 of them for a ViT-B).
+        self.instance_attrs = frozenset() if readable else instance_attrs
 
     def expr(self, source: "Source") -> str:
         """How generated code reaches `source`: the local holding it, else its expression."""
@@ -56,6 +72,8 @@ class Scope:
                 name = None
             if name is not None:
                 return name
+        if self.instance_attrs and type(source) is AttrSource and source in self.instance_attrs:
+            return f"{self.expr(AttrSource(source.owner, '__dict__'))}[{source.attr!r}]"
         return source.expr(self)
 
     def const(self, value) -> str:
@@ -157,19 +175,27 @@ class GenericAttrSource(Source):
 @dataclass(frozen=True)
 class ModuleDictSource(Source):
     """An entry of an nn.Module's `_parameters`, `_buffers` or `_modules`: shown as an attribute,
-    reloaded through the dict (nn.Module.__getattr__ is slow Python)."""
+    reloaded through the dict (nn.Module.__getattr__ is slow Python); guards read the table from
+    the module's __dict__ (`m.__dict__['_parameters']['w']`: see Scope.instance_attrs)."""
     owner: Source
     table: str
     key: str
 
+    def table_source(self) -> Source:
+        return ItemSource(AttrSource(self.owner, "__dict__"), self.table)
+
     def expr(self, scope):
-        if scope.readable and self.key.isidentifier():
-            return f"{scope.expr(self.owner)}.{self.key}"
-        return f"{scope.expr(self.owner)}.{self.table}[{self.key!r}]"
+        if scope.readable:
+            if self.key.isidentifier():
+                return f"{scope.expr(self.owner)}.{self.key}"
+            return f"{scope.expr(self.owner)}.{self.table}[{self.key!r}]"
+        return f"{scope.expr(self.table_source())}[{self.key!r}]"
+
+    def read_through(self, scope=None):
+        return self.table_source()
 
     def reload(self, em):
-        em.load_source(self.owner)
-        em.load_attr(self.table)
+        em.load_source(self.table_source())
         em.const(self.key)
         em.emit("BINARY_SUBSCR")
 

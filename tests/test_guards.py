@@ -126,7 +126,11 @@ def test_changes_deep_in_a_module_tree_are_seen_where_guards_share_its_paths():
     x = torch.randn(2, 4)
     run(captured, model, x)
     check = _evalframe_entries(model)[0].guards.source_code
-    assert check.count("_modules['0']._modules['1']") <= 1, check
+    # each module's attributes are read from its __dict__ (a dict lookup; nn.Module's __getattr__
+    # keeps attribute reads slow), and each __dict__ is read at most once
+    dict_reads = [line.split("=")[1].strip() for line in check.splitlines() if line.strip().endswith(".__dict__")]
+    assert len(dict_reads) == len(set(dict_reads)) >= 7, check
+    assert "._modules" not in check and ".eps" not in check and "._parameters" not in check, check
     model[1][0][1].eps = 0.5                                       # a constant, three levels down
     run(captured, model, x)
     assert "eps changed" in reasons("forward")[-1]
@@ -142,6 +146,50 @@ def test_changes_deep_in_a_module_tree_are_seen_where_guards_share_its_paths():
     assert len(seen) == 2
     model[0][0] = nn.Sequential(nn.Linear(4, 4), nn.Tanh())            # a subtree replaced
     run(captured, model, x)
+
+
+class Tenfold:
+    """A data descriptor: it wins over the instance dict entry of its name."""
+
+    def __get__(self, obj, cls=None):
+        return self if obj is None else obj.__dict__["k"] * 10
+
+    def __set__(self, obj, value):
+        obj.__dict__["k"] = value
+
+
+class WithClassDefaults(nn.Module):
+    k = Tenfold()
+    scale = 2.0
+
+    def __init__(self):
+        super().__init__()
+        self.k = 2
+        self.scale = 3.0
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.fc(x) * self.scale + self.k
+
+
+def test_module_attributes_read_from_the_instance_dict_keep_pythons_lookup_order():
+    # guards read plain attributes from the module's __dict__: a data descriptor of the class
+    # still comes first, and an attribute deleted from the instance falls back to the class's
+    model = WithClassDefaults()
+    backend = CountingBackend()
+    captured = dl.capture(model, backend=backend)
+    x = torch.randn(3, 2)
+    assert model.k == 20
+    run(captured, model, x)
+    model.k = 4                          # through the descriptor: the graph read 20 as a constant
+    run(captured, model, x)
+    del model.scale                      # the class's 2.0 now
+    run(captured, model, x)
+    assert backend.count == 3 and "scale" in reasons("forward")[-1]
+    model.scale = 3.0
+    model.fc.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+    run(captured, model, x)
+    assert backend.count == 4
 
 
 def _evalframe_entries(model):

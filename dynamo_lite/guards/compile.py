@@ -238,14 +238,23 @@ def guard_local_names(arg_names: list[str]) -> dict[str, str]:
     return names
 
 
-def _owners(source) -> list:
-    """`source` and the sources it is reached through, outermost first (`self`, `self._modules['a']`,
-    ...), up to and without the frame's own variable."""
+def _owners(source, scope: Scope) -> list:
+    """`source` and the sources its fast expression is reached through, outermost first (`self`,
+    `self.__dict__`, `self.__dict__['_modules']`, ...), up to and without the frame's own variable."""
     chain = []
-    while source is not None and getattr(source, "owner", None) is not None:
+    while source is not None:
+        read_through = getattr(source, "read_through", None)
+        through = read_through(scope) if read_through is not None else None
+        if through is None:
+            break
         chain.append(source)
-        source = source.owner
+        source = through
     return chain[::-1]
+
+
+def _subject(guard):
+    """The source a guard's check reads first (NoHooksMatch reads its module's __dict__)."""
+    return getattr(guard, "reads", None) or getattr(guard, "source", None)
 
 
 def _check_lines(guards: list[Guard], scope: Scope, const) -> list[str]:
@@ -256,16 +265,16 @@ def _check_lines(guards: list[Guard], scope: Scope, const) -> list[str]:
     so the reads happen where and in the order they did inline, only not again."""
     uses: dict = {}
     for guard in guards:
-        subjects = [getattr(guard, "source", None), *getattr(guard, "sources", ())]   # (DistinctMatch: many)
+        subjects = [_subject(guard), *getattr(guard, "sources", ())]   # (DistinctMatch: many)
         for subject in subjects:
-            for source in _owners(subject):
+            for source in _owners(subject, scope):
                 try:
                     uses[source] = uses.get(source, 0) + 1
                 except TypeError:        # an unhashable key in the path: spelt out each time
                     break
     lines = []
     for guard in guards:
-        for source in _owners(getattr(guard, "source", None)):
+        for source in _owners(_subject(guard), scope):
             try:
                 shared = uses.get(source, 0) > 1 and source not in scope.cached
             except TypeError:
@@ -279,7 +288,9 @@ def _check_lines(guards: list[Guard], scope: Scope, const) -> list[str]:
     return lines
 
 
-def compile_guards(guards: list[Guard], arg_names: list[str], globals_dict: dict, name: str = "") -> CompiledGuards:
+def compile_guards(guards: list[Guard], arg_names: list[str], globals_dict: dict, name: str = "",
+                   instance_attrs: frozenset = frozenset()) -> CompiledGuards:
+    """`instance_attrs`: sources the trace read from their owner's instance __dict__ (Scope)."""
     local_names = guard_local_names(arg_names)
     consts: dict[str, Any] = {}
     by_id: dict[int, str] = {}
@@ -291,7 +302,7 @@ def compile_guards(guards: list[Guard], arg_names: list[str], globals_dict: dict
             consts[by_id[key]] = value
         return by_id[key]
 
-    scope = Scope(local_names, globals_name="___G", fn_name="___fn", const=const)
+    scope = Scope(local_names, globals_name="___G", fn_name="___fn", const=const, instance_attrs=instance_attrs)
 
     params = ", ".join(["___fn", *local_names.values()])
     lines = _check_lines(guards, scope, const)

@@ -12,7 +12,7 @@ import torch
 
 from ..compat import HEAPTYPE
 from ..runtime import items_left
-from ..sources import Scope, Source
+from ..sources import AttrSource, Scope, Source
 
 
 class Guard:
@@ -549,15 +549,35 @@ class GlobalStateMatch(Guard):
         return GlobalStateMatch.now().describe()
 
 
+try:
+    from .._evalframe import no_module_hooks as _no_module_hooks
+except ImportError:                                    # an extension built before it existed
+    _no_module_hooks = None
+
+
 @dataclass(frozen=True, eq=False)
 class NoHooksMatch(Guard):
-    """The module (still) has no forward/backward hooks, so inlining its forward is exact."""
+    """The module (still) has no forward/backward hooks, so inlining its forward is exact. The
+    check reads the hook tables from the module's __dict__ (where nn.Module keeps them), shown as
+    attributes."""
     source: Source
 
+    TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+    @property
+    def reads(self) -> Source:
+        return AttrSource(self.source, "__dict__")
+
     def code(self, scope, const):
-        m = scope.expr(self.source)
-        return (f"not ({m}._forward_hooks or {m}._forward_pre_hooks or {m}._backward_hooks "
-                f"or {m}._backward_pre_hooks)")
+        if scope.readable:
+            m = scope.expr(self.source)
+            return f"not ({' or '.join(f'{m}.{table}' for table in self.TABLES)})"
+        if _no_module_hooks is not None:              # the same test in C (_evalframe.c)
+            return f"{const(_no_module_hooks)}({scope.expr(self.reads)})"
+        d = scope.expr(self.reads)
+        if not d.isidentifier():                      # (not held in a local: read it once)
+            return f"not ((___h := {d})[{self.TABLES[0]!r}] or {' or '.join(f'___h[{t!r}]' for t in self.TABLES[1:])})"
+        return f"not ({' or '.join(f'{d}[{table!r}]' for table in self.TABLES)})"
 
     def describe(self):
         return f"{self.source.name()} has no hooks"

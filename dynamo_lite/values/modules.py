@@ -19,12 +19,12 @@ from ..breaks import UNKNOWN_CALL, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, USER
 from ..guards import DictKeysMatch, NoHooksMatch
 from ..modelled import models
 from ..runtime import sequential_of
-from ..sources import AttrSource, ItemSource, ModuleDictSource
+from ..sources import AttrSource, ItemSource, ModuleDictSource, Source
 from .base import Const, IteratorValue, Value, missing_attribute
 from .containers import DictValue, SeqValue
 from .functions import FunctionValue
-from .objects import (MISSING, ObjectValue, class_attribute, guard_class_attribute, pending_instance_attr,
-                      python_function, sub_source)
+from .objects import (MISSING, ObjectValue, class_attribute, guard_class_attribute, is_data_descriptor,
+                      pending_instance_attr, python_function, sub_source)
 
 _TABLES = ("_parameters", "_buffers", "_modules")
 _SEQUENCES = (torch.nn.Sequential, torch.nn.ModuleList)
@@ -50,12 +50,14 @@ class ModuleValue(ObjectValue):
         view = self._dict_value(frame)               # `self.__dict__` read earlier: the trace's view of it
         cls_attr = inspect.getattr_static(type(m), name, MISSING)
         in_dict = name in (d if view is None else view.items)
-        if isinstance(cls_attr, property) or not in_dict and cls_attr is not MISSING:
+        if is_data_descriptor(cls_attr) or not in_dict and cls_attr is not MISSING:
             result = class_attribute(frame, self, type(m), name, src)
             if result is not MISSING:
                 return result
         if in_dict:
-            return frame.wrap(d[name], sub_source(src, name)) if view is None else view.items[name]
+            if view is not None:
+                return view.items[name]
+            return frame.wrap(d[name], self._instance_attr(frame, name, cls_attr) or sub_source(src, name))
         found = self.table_entry(frame, name)
         if found is not None:
             return found
@@ -63,6 +65,18 @@ class ModuleValue(ObjectValue):
         if custom is not None and custom is not torch.nn.Module.__getattr__:
             return FunctionValue(custom).call(frame, [self, Const(name)], {})
         raise missing_attribute(frame, self, name)
+
+    def _instance_attr(self, frame, name: str, cls_attr=MISSING):
+        """`self.source.name`, noted as read from the module's __dict__ (guards read it there: a
+        dict lookup instead of an attribute read that nn.Module's __getattr__ keeps slow), or None
+        where the class could come between: a custom __getattribute__, a data descriptor."""
+        if not isinstance(self.source, Source) or type(self.obj).__getattribute__ is not object.__getattribute__:
+            return None
+        if is_data_descriptor(cls_attr):
+            return None
+        source = AttrSource(self.source, name)
+        frame.tracer.instance_attrs.add(source)
+        return source
 
     def table_entry(self, frame, name: str):
         """`name` from the module's parameters, buffers or submodules, or None."""
@@ -156,7 +170,8 @@ class ModuleValue(ObjectValue):
     def _hooks(self, frame, table: str) -> list:
         """(id, hook value) of one of the module's hook tables, in calling order."""
         hooks = self.obj.__dict__[table]
-        return [(hook_id, frame.wrap(hook, ItemSource(AttrSource(self.source, table), hook_id)
+        table_source = self._instance_attr(frame, table) or AttrSource(self.source, table)
+        return [(hook_id, frame.wrap(hook, ItemSource(table_source, hook_id)
                                      if self.source is not None else None)) for hook_id, hook in hooks.items()]
 
     def _call_forward(self, frame, args, kwargs):
@@ -178,7 +193,8 @@ class ModuleValue(ObjectValue):
         """Iterating or measuring a container module depends on its table's keys."""
         if self.source is not None:
             entries = self.obj.__dict__[table]
-            frame.tracer.add_guard(DictKeysMatch(AttrSource(self.source, table), type(entries), tuple(entries)))
+            source = self._instance_attr(frame, table) or AttrSource(self.source, table)
+            frame.tracer.add_guard(DictKeysMatch(source, type(entries), tuple(entries)))
 
     def get_iter(self, frame):
         if isinstance(self.obj, _CONTAINERS):

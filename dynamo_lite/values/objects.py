@@ -74,6 +74,13 @@ def sub_source(source, name):
     return AttrSource(source, name) if source is not None else None
 
 
+def is_data_descriptor(attr) -> bool:
+    """Whether a class attribute takes precedence over an instance dict entry of its name (its
+    type defines __set__ or __delete__: CPython's tp_descr_set)."""
+    kind = type(attr)
+    return attr is not MISSING and (hasattr(kind, "__set__") or hasattr(kind, "__delete__"))
+
+
 def python_function(cls, name):
     """`cls.name` when it is a Python function found on the class (a special method the user
     wrote), else None."""
@@ -464,7 +471,7 @@ class ObjectValue(_Instance):
         if src is not None and not is_plain_getattr(cls):
             src = _GenericOwner(src)
         cls_attr = inspect.getattr_static(cls, name, MISSING)
-        is_data_descr = cls_attr is not MISSING and hasattr(type(cls_attr), "__set__")
+        is_data_descr = is_data_descriptor(cls_attr)
         d = instance_dict(o)
         table = REAL_TYPE_METHODS.get(cls)
         if table is not None and name in table[0]:
