@@ -208,3 +208,38 @@ def test_a_write_giving_an_input_grad_keeps_every_output_in_place():
     (sum(t.sum() for t in want[:3]) + want_args[2].sum()).backward()
     torch.testing.assert_close(got_args[1].grad, want_args[1].grad)
     torch.testing.assert_close(got_args[3].grad, want_args[3].grad)
+
+
+def test_training_parts_are_not_traced_again_and_compile_as_if_they_were(monkeypatch):
+    """AOTAutograd's forward and backward parts are functional aten graphs over our decomposition
+    table already: they are compiled as they come (their fake values refreshed for the backward's
+    saved activations in our layouts), not traced again through make_fx. What that builds must be
+    what the retraced graphs build: the same kernels and wrapper, the same gradients as eager."""
+    def step(x, w1, g1, b1, w2, g2, b2, w3):
+        # a residual block in training mode: its saved activations are channels-last convolution
+        # outputs, which the backward's example inputs are restrided to
+        h = F.relu(F.batch_norm(F.conv2d(x, w1, padding=1), None, None, g1, b1, training=True))
+        h = F.batch_norm(F.conv2d(h, w2, padding=1), None, None, g2, b2, training=True)
+        return F.linear(F.relu(h + x).mean((2, 3)), w3).logsumexp(-1).sum()
+    torch.manual_seed(0)
+    c = 8
+    args = (torch.randn(2, c, 8, 8, device=DEVICE), torch.randn(c, c, 3, 3, device=DEVICE) * 0.2,
+            torch.rand(c, device=DEVICE) + 0.5, torch.randn(c, device=DEVICE),
+            torch.randn(c, c, 3, 3, device=DEVICE) * 0.2, torch.rand(c, device=DEVICE) + 0.5,
+            torch.randn(c, device=DEVICE), torch.randn(5, c, device=DEVICE))
+    from dynamo_lite.backends.triton import settings
+    monkeypatch.setattr(settings, "extern_layouts", "always")     # saved activations channels-last: restrided
+    retraced = []
+    real_to_aten = triton_backend_module.to_aten
+    monkeypatch.setattr(triton_backend_module, "to_aten", lambda gm, inputs: retraced.append(gm) or real_to_aten(gm, inputs))
+
+    def built():
+        start = len(triton_backend_module.recent)
+        check_training(step, *args)
+        parts = list(triton_backend_module.recent)[start:]
+        return [(p.wrapper_source, [k.source for k in p.kernels]) for p in parts]
+    as_they_come = built()
+    assert not retraced and as_they_come
+    monkeypatch.setattr(triton_backend_module, "from_aten", lambda gm, inputs: real_to_aten(gm, inputs))
+    dl.reset()
+    assert built() == as_they_come

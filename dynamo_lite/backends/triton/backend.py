@@ -4,6 +4,9 @@
       --schedule--> fused groups + extern calls --codegen--> Triton kernels
       --WrapperCodegen--> `call(arg0, ...)`, returned with `.compiled_graph` for inspection
 
+(Training: AOTAutograd traces the captured graph with the same decomposition table; its forward
+and backward parts enter at `decompose.from_aten`, not traced again.)
+
 Static shapes are specialized: sizes and strides are constants in the kernels. A graph captured
 with symbolic sizes (dynamic capture, `torch.compile(dynamic=True)`) is compiled once per distinct
 concrete input shape at run time. What cannot be compiled runs eagerly, never fails: single
@@ -39,7 +42,7 @@ from ..graph_checks import checking_after, checks_hoisted
 from . import availability, precompile, settings
 from .codegen import KernelSource, generate
 from .cudagraphs import Recorded, static_positions, why_not_recordable
-from .decompose import grad_mode_after, to_aten
+from .decompose import from_aten, grad_mode_after, to_aten
 from .graph_lowering import GraphLowering, graph_outputs
 from .ir import ExternNode
 from .scheduler import schedule
@@ -199,8 +202,10 @@ class _Refused(Exception):
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, free_outputs: frozenset = frozenset(),
-                  cuda_graph_static: Optional[frozenset] = None) -> Callable:
+                  cuda_graph_static: Optional[frozenset] = None, aten: bool = False) -> Callable:
     """Compile for exactly these input shapes; on an internal error, run `gm` eagerly instead.
+    `aten`: `gm` is already a functional aten graph over our decomposition table (a part that
+    AOTAutograd traced with it), not traced again (decompose.from_aten).
     `free_outputs`: output positions that may come out in a layout of ours (the compiled
     callable's `compiled_graph.output_strides` says which did). `cuda_graph_static`: record the
     graph into a CUDA graph where it can be (cudagraphs.py), these input positions in place."""
@@ -209,7 +214,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, free_outputs: 
         checked, checks = checks_hoisted(gm)
         if checked is None:
             raise _Refused(checks)
-        call, info = _compile(checked, example_inputs, free_outputs, recording=cuda_graph_static is not None)
+        call, info = _compile(checked, example_inputs, free_outputs, recording=cuda_graph_static is not None,
+                              aten=aten)
     except _Refused as e:
         return _eager(gm, str(e))
     except Exception as e:
@@ -276,8 +282,9 @@ def _in_layouts(result, strides: list):
     return type(result)(out)
 
 
-def _compile(gm, example_inputs, free_outputs: frozenset = frozenset(), recording: bool = False):
-    aten_gm = to_aten(gm, example_inputs)
+def _compile(gm, example_inputs, free_outputs: frozenset = frozenset(), recording: bool = False,
+             aten: bool = False):
+    aten_gm = from_aten(gm, example_inputs) if aten else to_aten(gm, example_inputs)
     lowering = GraphLowering(aten_gm, example_inputs, free_outputs).run()
     keep = {o.layout[0].name for o in lowering.outputs if getattr(o, "layout", None) is not None}
     items = []
@@ -519,7 +526,7 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         free = layouts.free_outputs(part) if forward else frozenset()
         if not forward:
             part_inputs = layouts.backward_inputs(part, list(part_inputs))
-        compiled = compile_graph(part, list(part_inputs), free)
+        compiled = compile_graph(part, list(part_inputs), free, aten=True)
         latest = compiled.compiled_graph
         if forward:
             layouts.note(part, latest.output_strides)

@@ -10,6 +10,7 @@ tensor) so the lowering table stays small. The few in-place ops decompositions l
 """
 from __future__ import annotations
 
+import copy
 import functools
 import operator
 from typing import Optional
@@ -163,6 +164,27 @@ def to_aten(gm: torch.fx.GraphModule, example_inputs: list) -> torch.fx.GraphMod
     traced.graph.eliminate_dead_code()
     traced.recompile()
     return traced
+
+
+def from_aten(gm: torch.fx.GraphModule, example_inputs: list) -> torch.fx.GraphModule:
+    """`to_aten`'s result for a graph that is already one: a part AOTAutograd traced through the
+    same decomposition table, functionalized. Tracing it again (make_fx: ~40% of a ResNet-50
+    training graph's compile on the CPU) would only refresh its nodes' fake values, which is all
+    that is done here, for the example inputs as they come (a backward's saved activations in the
+    layouts our forward gave them, not the ones AOTAutograd assumed: GraphLowering reads strides
+    there)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+    gm = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))      # (the caller's graph keeps its values)
+    modes = {x.fake_mode for x in example_inputs if getattr(x, "fake_mode", None) is not None}
+    mode = modes.pop() if len(modes) == 1 else FakeTensorMode(allow_non_fake_inputs=True)
+    inputs = [int(x) if isinstance(x, torch.SymInt) else x for x in example_inputs]
+    with torch.no_grad(), torch._guards.tracing(None):
+        FakeTensorProp(gm, mode).propagate(*inputs)
+    functionalize_leftovers(gm)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
 
 
 #: `a |= b` on tensors calls aten::__ior__, which functionalization rejects: use the method
