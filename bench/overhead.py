@@ -58,8 +58,9 @@ def time_calls(fn, args, calls: int) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
-def per_call_us(fns, args, calls: int, repeats: int) -> list[float]:
-    """Median time per call of each fn; the fns are timed round-robin so drift hits all alike."""
+def per_call_us(fns, args, calls: int, repeats: int, stat=statistics.median) -> list[float]:
+    """`stat` (median) of each fn's time per call over `repeats` samples of `calls` calls; the fns
+    are timed round-robin so drift hits all alike."""
     for fn in fns:
         for _ in range(200):
             fn(*args)
@@ -67,7 +68,7 @@ def per_call_us(fns, args, calls: int, repeats: int) -> list[float]:
     for _ in range(repeats):
         for i, fn in enumerate(fns):
             samples[i].append(time_calls(fn, args, calls))
-    return [statistics.median(s) for s in samples]
+    return [stat(s) for s in samples]
 
 
 def measure(name, eager_fn, make_dl, make_dynamo, args, calls, repeats):
@@ -88,19 +89,6 @@ def _frame_values(model, args) -> dict:
     return dict(bound.arguments)
 
 
-def _min_us(fns_and_args, repeats: int, calls: int = 50) -> list[float]:
-    """The least time per call of each (fn, args) over `repeats` rounds of `calls` calls, the fns
-    timed in turn within each round (a slow spell of the machine hits all of them)."""
-    best = [float("inf")] * len(fns_and_args)
-    for _ in range(repeats):
-        for i, (fn, arg) in enumerate(fns_and_args):
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn(*arg)
-            best[i] = min(best[i], (time.perf_counter() - start) / calls * 1e6)
-    return best
-
-
 def guard_checks(models, repeats: int) -> None:
     """Ours and TorchDynamo's guard check of each model's forward frame, timed alone, in turns."""
     from dynamo_lite.convert_frame import cache_entries
@@ -119,7 +107,8 @@ def guard_checks(models, repeats: int) -> None:
         compiled(*args)
         manager = _debug_get_cache_entry_list(code)[0].guard_manager
         assert manager.check(values), "TorchDynamo's guards fail on the frame they were made for"
-        t_ours, t_dynamo = _min_us([(ours.check, frame_args), (manager.check, (values,))], repeats)
+        t_ours, t_dynamo = per_call_us([lambda: ours.check(*frame_args), lambda: manager.check(values)], (),
+                                       50, repeats, stat=min)
         print(f"{name:<24} guard check: dynamo_lite {t_ours:7.1f} us ({len(ours.guards.guards)} guards) | "
               f"TorchDynamo {t_dynamo:7.1f} us | ratio {t_ours / t_dynamo:.2f}")
 

@@ -73,7 +73,6 @@ class Emitter:
         self.instance_dicts = {id(d) for d in tracer.instance_dicts}
         self.pins: list = None                  # (source, local) pairs while sources are pinned
         self.paths: Optional[dict] = None       # while end_pinning loads them: path -> local holding it
-        self.path_locals = 0
         self.temporaries = 0
         self.frame_cells: dict = {}     # id(CellValue) -> CellVar/FreeVar, the frame's own cells at a break
         self.after_replay: list = []    # emitters of code that must run after the replayed side effects
@@ -280,8 +279,7 @@ class Emitter:
             self.emit("LOAD_FAST", self.paths[src])
         else:
             src.reload(self)
-            self.paths[src] = name = f"___path{self.path_locals}"
-            self.path_locals += 1
+            self.paths[src] = name = self.temporary()
             self.emit("COPY", 1)
             self.emit("STORE_FAST", name)
 

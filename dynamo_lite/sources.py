@@ -33,11 +33,7 @@ class Source:
         """The source the fast expression (`expr`, or `reload` without a scope) reads first to reach
         this one: what a guard function (guards/compile.py) or the code loading a graph's inputs
         (codegen.Emitter.end_pinning) holds in a local when several go through it."""
-        owner = getattr(self, "owner", None)
-        if owner is not None and type(self) is AttrSource and scope is not None and scope.instance_attrs \
-                and self in scope.instance_attrs:
-            return AttrSource(owner, "__dict__")
-        return owner
+        return getattr(self, "owner", None)
 
     def __str__(self) -> str:
         return self.name()
@@ -72,9 +68,14 @@ class Scope:
                 name = None
             if name is not None:
                 return name
-        if self.instance_attrs and type(source) is AttrSource and source in self.instance_attrs:
-            return f"{self.expr(AttrSource(source.owner, '__dict__'))}[{source.attr!r}]"
         return source.expr(self)
+
+    def in_instance_dict(self, source: "Source") -> bool:
+        """Whether the fast expression reads `source` from its owner's __dict__ (instance_attrs)."""
+        try:
+            return bool(self.instance_attrs) and source in self.instance_attrs
+        except TypeError:               # a source holding an unhashable key: never noted
+            return False
 
     def const(self, value) -> str:
         """Name under which generated code can reach `value` (guards pass a pool)."""
@@ -137,7 +138,14 @@ class AttrSource(Source):
     attr: str
 
     def expr(self, scope):
+        if scope.in_instance_dict(self):
+            return f"{scope.expr(AttrSource(self.owner, '__dict__'))}[{self.attr!r}]"
         return f"{scope.expr(self.owner)}.{self.attr}"
+
+    def read_through(self, scope=None):
+        if scope is not None and scope.in_instance_dict(self):
+            return AttrSource(self.owner, "__dict__")
+        return self.owner
 
     def reload(self, em):
         em.load_source(self.owner)

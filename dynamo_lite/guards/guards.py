@@ -574,10 +574,8 @@ class NoHooksMatch(Guard):
             return f"not ({' or '.join(f'{m}.{table}' for table in self.TABLES)})"
         if _no_module_hooks is not None:              # the same test in C (_evalframe.c)
             return f"{const(_no_module_hooks)}({scope.expr(self.reads)})"
-        d = scope.expr(self.reads)
-        if not d.isidentifier():                      # (not held in a local: read it once)
-            return f"not ((___h := {d})[{self.TABLES[0]!r}] or {' or '.join(f'___h[{t!r}]' for t in self.TABLES[1:])})"
-        return f"not ({' or '.join(f'{d}[{table!r}]' for table in self.TABLES)})"
+        first, *rest = self.TABLES
+        return f"not ((___h := {scope.expr(self.reads)})[{first!r}] or {' or '.join(f'___h[{t!r}]' for t in rest)})"
 
     def describe(self):
         return f"{self.source.name()} has no hooks"

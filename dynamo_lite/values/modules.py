@@ -19,12 +19,12 @@ from ..breaks import UNKNOWN_CALL, UNSUPPORTED_MUTATION, UNSUPPORTED_VALUE, USER
 from ..guards import DictKeysMatch, NoHooksMatch
 from ..modelled import models
 from ..runtime import sequential_of
-from ..sources import AttrSource, ItemSource, ModuleDictSource, Source
+from ..sources import AttrSource, ItemSource, ModuleDictSource
 from .base import Const, IteratorValue, Value, missing_attribute
 from .containers import DictValue, SeqValue
 from .functions import FunctionValue
 from .objects import (MISSING, ObjectValue, class_attribute, guard_class_attribute, is_data_descriptor,
-                      pending_instance_attr, python_function, sub_source)
+                      is_plain_getattr, pending_instance_attr, python_function, sub_source)
 
 _TABLES = ("_parameters", "_buffers", "_modules")
 _SEQUENCES = (torch.nn.Sequential, torch.nn.ModuleList)
@@ -57,7 +57,7 @@ class ModuleValue(ObjectValue):
         if in_dict:
             if view is not None:
                 return view.items[name]
-            return frame.wrap(d[name], self._instance_attr(frame, name, cls_attr) or sub_source(src, name))
+            return frame.wrap(d[name], self._instance_attr(frame, name, cls_attr))
         found = self.table_entry(frame, name)
         if found is not None:
             return found
@@ -67,15 +67,12 @@ class ModuleValue(ObjectValue):
         raise missing_attribute(frame, self, name)
 
     def _instance_attr(self, frame, name: str, cls_attr=MISSING):
-        """`self.source.name`, noted as read from the module's __dict__ (guards read it there: a
-        dict lookup instead of an attribute read that nn.Module's __getattr__ keeps slow), or None
-        where the class could come between: a custom __getattribute__, a data descriptor."""
-        if not isinstance(self.source, Source) or type(self.obj).__getattribute__ is not object.__getattribute__:
-            return None
-        if is_data_descriptor(cls_attr):
-            return None
-        source = AttrSource(self.source, name)
-        frame.tracer.instance_attrs.add(source)
+        """The source of `name`, found in the module's __dict__: noted as read there (guards read it
+        there: a dict lookup instead of an attribute read that nn.Module's __getattr__ keeps slow)
+        unless the class could come between (a custom __getattribute__, a data descriptor)."""
+        source = sub_source(self.source, name)
+        if type(source) is AttrSource and is_plain_getattr(type(self.obj)) and not is_data_descriptor(cls_attr):
+            frame.tracer.instance_attrs.add(source)
         return source
 
     def table_entry(self, frame, name: str):
@@ -170,7 +167,7 @@ class ModuleValue(ObjectValue):
     def _hooks(self, frame, table: str) -> list:
         """(id, hook value) of one of the module's hook tables, in calling order."""
         hooks = self.obj.__dict__[table]
-        table_source = self._instance_attr(frame, table) or AttrSource(self.source, table)
+        table_source = self._instance_attr(frame, table)
         return [(hook_id, frame.wrap(hook, ItemSource(table_source, hook_id)
                                      if self.source is not None else None)) for hook_id, hook in hooks.items()]
 
@@ -193,8 +190,7 @@ class ModuleValue(ObjectValue):
         """Iterating or measuring a container module depends on its table's keys."""
         if self.source is not None:
             entries = self.obj.__dict__[table]
-            source = self._instance_attr(frame, table) or AttrSource(self.source, table)
-            frame.tracer.add_guard(DictKeysMatch(source, type(entries), tuple(entries)))
+            frame.tracer.add_guard(DictKeysMatch(self._instance_attr(frame, table), type(entries), tuple(entries)))
 
     def get_iter(self, frame):
         if isinstance(self.obj, _CONTAINERS):
