@@ -18,7 +18,7 @@ Engines (Inductor first: the others' ratios are to it):
   capture   dynamo_lite with the `eager` backend: what capturing costs, without compiling
   ours-w0   dynamo_lite's `triton` backend, DYNAMO_LITE_TRITON_COMPILE_WORKERS=0: each kernel
             compiles at its first launch, in the parent (as before precompile.py)
-  ours      the `triton` backend with its default compile workers (min(CPUs, 8))
+  ours      the `triton` backend with its default compile workers (min(CPUs, 32))
   ours-after-inductor
             `ours`, timed after `torch.compile` compiled and ran the same model in the same process
             (as bench/models_gpu.py measures first calls: Inductor's compile workers, TorchDynamo and

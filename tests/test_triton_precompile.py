@@ -206,7 +206,7 @@ def test_worker_count_from_the_environment(value, expected):
     out = subprocess.run([sys.executable, "-c", "from dynamo_lite.backends.triton import settings; "
                           "print(settings.compile_workers)"], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert int(out.stdout) == (min(os.cpu_count() or 1, 8) if expected is None else expected)
+    assert int(out.stdout) == (min(os.cpu_count() or 1, 32) if expected is None else expected)
 
 
 FIRST_LAUNCH = """

@@ -9,7 +9,7 @@
     DYNAMO_LITE_TRITON_COMPILE_WORKERS=n
                                   processes that compile a graph's kernels ahead of its first call
                                   (precompile.py); 0: each kernel compiles at its first launch.
-                                  Default: min(CPUs, 8)
+                                  Default: min(CPUs, 32)
     DYNAMO_LITE_TRITON_GENERIC_LAUNCH=0
                                   kernels launch through Triton's C launcher per signature (built
                                   with gcc) instead of our one generic launcher (generic_launch.py,
@@ -38,7 +38,7 @@ def _int_from_env(name: str, default: int, low: int = 0) -> int:
 
 
 def _workers_from_env() -> int:
-    default = min(os.cpu_count() or 1, 8)
+    default = min(os.cpu_count() or 1, 32)     # as Inductor's compile_threads
     try:
         return max(0, int(os.environ.get("DYNAMO_LITE_TRITON_COMPILE_WORKERS", default)))
     except ValueError:
