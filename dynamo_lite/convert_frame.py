@@ -844,10 +844,12 @@ class BackendError(RuntimeError):
 def _guard_distinct_inputs(tracer) -> None:
     # a tensor over a numpy array is made afresh on each reload: the array is what must be distinct;
     # a float input is immutable, so which float object it is does not matter (a learning rate and
-    # the `initial_lr` it started from are often the same one)
+    # the `initial_lr` it started from are often the same one). Only where a write lands in an input
+    # (or may: written_inputs cannot tell): in-place ops on the graph's own intermediates (a
+    # ResNet's `relu(inplace=True)`) make no input's value depend on another's identity.
     sources = tuple(src.owner if isinstance(src, FromNumpySource) else src
                     for (_, real, src) in tracer.graph.inputs if src is not None and isinstance(real, torch.Tensor))
-    if len(sources) > 1 and tracer.graph.mutates_inputs():
+    if len(sources) > 1 and tracer.graph.writes_into_inputs():
         tracer.add_guard(DistinctMatch(sources))
 
 

@@ -52,6 +52,23 @@ try:
 except ImportError:        # built only where torch's headers were available at install time
     TensorCheck = None
 
+try:
+    from .._evalframe import no_module_hooks as _no_module_hooks
+except ImportError:                                    # an extension built before it existed
+    _no_module_hooks = None
+try:
+    # id() without the "builtins.id" audit event: each id() runs any Python audit hook installed
+    # (filelock installs one at import on 3.12+, and Hugging Face and torch.compile import it)
+    from .._evalframe import address as _address, distinct as _distinct
+except ImportError:
+    _address = _distinct = None
+
+
+def _id_of(x: str, scope, const) -> str:
+    """Python for `id(x)` in a guard: the extension's address(), or id() where that is missing
+    or the guard is shown to a person."""
+    return f"{const(_address)}({x})" if _address is not None and not scope.readable else f"id({x})"
+
 
 def weakref_able(obj) -> bool:
     try:
@@ -169,6 +186,8 @@ class DistinctMatch(Guard):
     source: Source = field(default=None)
 
     def code(self, scope, const):
+        if _distinct is not None and not scope.readable:
+            return f"{const(_distinct)}({', '.join(scope.expr(s) for s in self.sources)})"
         ids = ", ".join(f"id({scope.expr(s)})" for s in self.sources)
         return f"len({{{ids}}}) == {len(self.sources)}"
 
@@ -222,7 +241,7 @@ class IdMatch(Guard):
 
     def code(self, scope, const):
         if self.weak:
-            return f"id({scope.expr(self.source)}) == {self.obj_id}"
+            return f"{_id_of(scope.expr(self.source), scope, const)} == {self.obj_id}"
         return f"{scope.expr(self.source)} is {const(self.obj)}"
 
     def describe(self):
@@ -549,10 +568,6 @@ class GlobalStateMatch(Guard):
         return GlobalStateMatch.now().describe()
 
 
-try:
-    from .._evalframe import no_module_hooks as _no_module_hooks
-except ImportError:                                    # an extension built before it existed
-    _no_module_hooks = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -643,7 +658,7 @@ class FunctionMatch(Guard):
     def code(self, scope, const):
         x = scope.expr(self.source)
         made_of = (f"type({x}) is {const(types.FunctionType)} and {x}.__code__ is {const(self.code_obj)} "
-                   f"and id({x}.__globals__) == {self.globals_id} and not {x}.__dict__ "
+                   f"and {_id_of(x + '.__globals__', scope, const)} == {self.globals_id} and not {x}.__dict__ "
                    f"and len({x}.__defaults__ or ()) == {self.n_defaults} "
                    f"and tuple({x}.__kwdefaults__ or ()) == {self.kwdefault_keys!r}")
         if self.seen is None:
