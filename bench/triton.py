@@ -301,7 +301,7 @@ def new_kernel_compile_ms() -> tuple[float, float, float]:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
-    parser.add_argument("-k", default="", help="only workloads whose name contains this")
+    parser.add_argument("-k", default="", help="only workloads whose name contains this (or one of these, comma-separated)")
     parser.add_argument("--dump", default="", help="write each workload's compiled source to this folder")
     opts = parser.parse_args()
     if not torch.cuda.is_available():
@@ -319,7 +319,7 @@ def main():
     speed_ours, speed_ind = [], []
     with torch.no_grad():
         for name, fn, args, nbytes in workloads(opts.quick):
-            if opts.k and opts.k not in name:
+            if opts.k and not any(part in name for part in opts.k.split(",")):
                 continue
             dl.reset()
             torch._dynamo.reset()
