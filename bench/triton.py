@@ -169,6 +169,12 @@ def sum_dim1(x):
     return x.sum(1)
 
 
+def embedding_backward(grad, ids):
+    """A token embedding's gradient, as a training graph computes it (GPT-2's 50257x768 table):
+    each token's gradient row added into its row of a zero table, repeated tokens summed."""
+    return torch.ops.aten.embedding_dense_backward(grad, ids, 50257, -1, False)
+
+
 def optimizer_state(shapes, dev):
     params = [torch.randn(s, device=dev) for s in shapes]
     return (params, [torch.randn_like(p) for p in params], [torch.zeros_like(p) for p in params],
@@ -227,6 +233,11 @@ def workloads(quick: bool):
     out.append((f"sum over dim 0 of {'x'.join(map(str, x3.shape))} fp32", sum_dim0, (x3,), x3.numel() * 4))
     out.append((f"sum over dim 1 of {'x'.join(map(str, x3.shape))} fp32", sum_dim1, (x3,), x3.numel() * 4))
     out.append((f"softmax(x).cumsum(-1) {rows}x4096 fp32 (a scan)", cumulative_probabilities, (s,), 2 * s.numel() * 4))
+    # an embedding's backward (index_put with accumulate: atomic adds): written table + gradient read
+    tokens = 512 if quick else 4096
+    ge, ids = torch.randn(tokens, 768, device=dev), torch.randint(0, 50257, (tokens,), device=dev)
+    out.append((f"embedding backward {tokens}x768 into 50257 rows fp32", embedding_backward, (ge, ids),
+                (50257 * 768 + ge.numel()) * 4))
     # optimizer updates: in place (reads p, g, m, v; writes p, m, v)
     m = 1 << (20 if quick else 24)
     state = optimizer_state([(m,)], dev)

@@ -246,3 +246,59 @@ def test_training_parts_are_not_traced_again_and_compile_as_if_they_were(monkeyp
     monkeypatch.setattr(triton_backend_module, "from_aten", lambda gm, inputs: real_to_aten(gm, inputs))
     dl.reset()
     assert built() == as_they_come
+
+
+def _scatter_kernels_and_index_puts(record) -> tuple[int, int]:
+    """(kernels adding with atomics, index_put aten calls) of a compiled graph's record (a
+    training graph's: its forward and backward parts together)."""
+    kernels = sum("tl.atomic_add" in k.source for k in record.kernels)
+    calls = sum(n for op, n in record.extern_ops.items() if "index_put" in op)
+    return kernels, calls
+
+
+@pytest.mark.parametrize("lead", [(2, 6), (9,)])
+def test_embedding_backward_adds_rows_in_a_kernel(lead):
+    """An embedding's backward (AOTAutograd's `_unsafe_masked_index_put_accumulate` into zeros:
+    repeated tokens add up, the padding index gets nothing) is a kernel of atomic adds with the
+    gradient computed inside it, not an aten call."""
+    def fn(w, ids, scale):
+        return (F.embedding(ids, w, padding_idx=3) * scale).sin().sum()
+    torch.manual_seed(0)
+    ids = torch.randint(0, 7, lead, device=DEVICE)
+    ids.view(-1)[:3] = torch.tensor([3, 5, 5])                  # the padding index and a repeat
+    record = check_training(fn, torch.randn(7, 16, device=DEVICE), ids, torch.randn(16, device=DEVICE))
+    kernels, calls = _scatter_kernels_and_index_puts(record)
+    assert kernels == 1 and calls == 0
+
+
+def test_index_put_accumulate_adds_into_a_tensor_with_negative_indices():
+    """`_unsafe_index_put(x, [i], v, accumulate=True)` (what decompositions leave): x's values,
+    plus every value at its row, negative indices counted from the end, values broadcast."""
+    def fn(x, i, v):
+        return torch.ops.aten._unsafe_index_put(x * 2, [i], v.exp(), True) + 1
+    torch.manual_seed(0)
+    x, v = torch.randn(6, 3, 4, device=DEVICE), torch.randn(3, 4, device=DEVICE)
+    i = torch.tensor([[0, -1], [5, 0], [2, 2]], device=DEVICE)
+    got = dl.capture(fn, backend="triton")(x, i, v)
+    torch.testing.assert_close(got, fn(x, i, v))
+    kernels, calls = _scatter_kernels_and_index_puts(triton_backend_module.recent[-1])
+    assert kernels == 1 and calls == 0
+
+
+def test_deterministic_algorithms_keep_index_put_an_aten_call():
+    """Atomic adds sum repeated positions in no fixed order: with deterministic algorithms asked
+    for, the scatter stays eager's (sorted) aten call, and turning the setting on recaptures."""
+    def fn(w, ids):
+        return F.embedding(ids, w).sum()
+    ids = torch.tensor([1, 1, 2], device=DEVICE)
+    w = torch.randn(4, 8, device=DEVICE)
+    captured = dl.capture(fn, backend="triton")
+    torch.testing.assert_close(grads_of(captured, (w, ids)), grads_of(fn, (w, ids)))
+    assert _scatter_kernels_and_index_puts(triton_backend_module.recent[-1]) == (1, 0)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        got = grads_of(captured, (w, ids))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    torch.testing.assert_close(got, grads_of(fn, (w, ids)))
+    assert _scatter_kernels_and_index_puts(triton_backend_module.recent[-1]) == (0, 1)

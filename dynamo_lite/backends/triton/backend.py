@@ -44,8 +44,8 @@ from .codegen import KernelSource, generate
 from .cudagraphs import Recorded, static_positions, why_not_recordable
 from .decompose import from_aten, grad_mode_after, to_aten
 from .graph_lowering import GraphLowering, graph_outputs
-from .ir import ExternNode
-from .scheduler import schedule
+from .ir import ExternNode, ScatterNode
+from .scheduler import schedule, scatter_groups
 from .wrapper import KernelCall, WrapperCodegen
 
 log = logging.getLogger("dynamo_lite.triton")
@@ -289,16 +289,17 @@ def _compile(gm, example_inputs, free_outputs: frozenset = frozenset(), recordin
     keep = {o.layout[0].name for o in lowering.outputs if getattr(o, "layout", None) is not None}
     items = []
     kernels = []
-    for item in schedule(lowering.nodes, keep):
-        if isinstance(item, ExternNode):
-            items.append(item)
+    for scheduled in schedule(lowering.nodes, keep):
+        if isinstance(scheduled, ExternNode):
+            items.append(scheduled)
             continue
-        ks = generate(item, frozenset(lowering.scalar_args))
-        if ks is not None:
-            kernels.append(ks)
-            items.append(KernelCall(ks, item))
-        elif item.stores:                         # zero elements: outputs still need a buffer
-            items.append(KernelCall(None, item))
+        for item in scatter_groups(scheduled) if isinstance(scheduled, ScatterNode) else [scheduled]:
+            ks = generate(item, frozenset(lowering.scalar_args))
+            if ks is not None:
+                kernels.append(ks)
+                items.append(KernelCall(ks, item))
+            elif item.stores:                     # zero elements: outputs still need a buffer
+                items.append(KernelCall(None, item))
     wrapper = WrapperCodegen(lowering, items, grad_mode_after(gm))
     source = wrapper.generate()
     namespace = dict(wrapper.globals)

@@ -224,7 +224,9 @@ class KernelBuilder:
         """Order the x dims (and the r dims) outer to inner by their stride in the main access,
         so that neighbouring lanes touch neighbouring memory (channels-last tensors, transposes)."""
         reference = None
-        full_stores = [s for _, _, s, role in self.stores if role in ("full", "scan")]
+        # (a scatter's store index leaves out the scattered dim: the domain's own order, the
+        # values' logical one, serves better)
+        full_stores = [s for _, v, s, role in self.stores if role in ("full", "scan") and v.op is not Op.SCATTER_ADD]
         if full_stores:
             reference = full_stores[0]
         else:
@@ -300,7 +302,8 @@ class KernelBuilder:
         that dim on its y axis, and Triton's coalescing gives each access its own fast axis
         (through shared memory). None where no load needs it, or the dims are too small."""
         n = len(self.xsizes)
-        if self.is_reduction or n < 2 or not settings.tile_2d:
+        if self.is_reduction or n < 2 or not settings.tile_2d \
+                or any(v.op is Op.SCATTER_ADD for _, v, _, _ in self.stores):
             return None
         inner = f"x{n - 1}"
         if not self.stores or any(index.coeff(inner) != 1 for _, _, index, _ in self.stores):
@@ -543,6 +546,7 @@ class KernelBuilder:
         roots = [b for _, b in self.reductions + self.scans] + [v for _, v, _, _ in self.stores]
         out = affines(roots)
         out += [e.arg[1] + max(0, e.arg[2] * (e.arg[3] - 1)) for e in walk(roots) if e.op is Op.GATHER]
+        out += [s + max(0, v.arg[0] * (v.arg[1] - 1)) for _, v, s, _ in self.stores if v.op is Op.SCATTER_ADD]
         return out + [s for _, _, s, _ in self.stores]
 
     @staticmethod
@@ -742,9 +746,13 @@ class KernelBuilder:
         this kernel overwrites (the old value is meant: graph_lowering._write_back)."""
         stores = [(buf, value, index, r) for buf, value, index, r in self.stores
                   if (r in ("out", "reduction")) == (role == "out")]
-        values = [self._broadcast(self.emit(value), value, True, self.is_reduction and r in ("full", "scan"))
+        values = [None if value.op is Op.SCATTER_ADD else
+                  self._broadcast(self.emit(value), value, True, self.is_reduction and r in ("full", "scan"))
                   for _, value, _, r in stores]
         for (buf, value, index, r), v in zip(stores, values):
+            if value.op is Op.SCATTER_ADD:
+                self._emit_scatter_add(buf, value, index)
+                continue
             ptr = self._param(buf.name)
             full = self.is_reduction and r in ("full", "scan")
             if compute_dtype(buf.dtype) != buf.dtype or (value.dtype != buf.dtype and buf.dtype is not torch.bool):
@@ -761,6 +769,18 @@ class KernelBuilder:
             target = self.loop_lines if (self.loop_lines is not None) else self.lines_outer
             target.append(f"tl.store({ptr} + ({offset}), {v}, {mask})")
 
+
+    def _emit_scatter_add(self, buf, store: Expr, index: Affine):
+        """A ScatterNode's adds (a pointwise kernel over the values): each lane adds its value at
+        `index + stride * position` where its mask holds, atomically (positions repeat)."""
+        value, position, mask = (self._broadcast(self.emit(e), e, True, False) for e in store.args)
+        stride = store.arg[0]
+        if compute_dtype(buf.dtype) != buf.dtype or store.args[0].dtype != buf.dtype:
+            value = f"{value}.to({TL_TYPE[buf.dtype]})"
+        offset = self._index(index) + (f" + {position}" if stride == 1 else f" + {stride} * {position}")
+        self.ops_used.add("scatter_add")
+        self.lines_outer.append(f"tl.atomic_add({self._param(buf.name)} + ({offset}), {value}, "
+                                f"xmask & ({mask}), sem=\"relaxed\")")
 
     def _define_scanned(self, member, body: Expr):
         """The scan of `body` along the tile's rows (the lanes past a row's end hold the identity,

@@ -18,9 +18,9 @@ import torch
 import torch.fx
 
 from . import availability, layouts, settings
-from .ir import (Affine, Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, ScanNode, at_position, cast,
-                 const, contiguous_strides, domain_vars, load, loads, walk)
-from . import lower_losses, lower_reductions, lower_views  # noqa: F401  (the rest of the lowering table)
+from .ir import (Affine, Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, ScanNode, ScatterNode, at_position,
+                 cast, const, contiguous_strides, domain_vars, load, loads, walk)
+from . import lower_losses, lower_reductions, lower_scatter, lower_views  # noqa: F401  (the rest of the lowering table)
 from .lowerings import NotLowerable, lookup
 from .values import Value, broadcast_to, compute_view_strides
 
@@ -46,7 +46,7 @@ class GraphLowering:
         # saves for its backward: AOTAutograd compiles the backward with the strides reported
         # for them, `output_strides`), the others keep eager's strides
         self.free_outputs = free_outputs
-        self.nodes: list = []                        # PointwiseNode | ReductionNode | ScanNode | ExternNode
+        self.nodes: list = []                        # PointwiseNode | ReductionNode | ScanNode | ScatterNode | ExternNode
         self.buffers: dict[str, Buffer] = {}
         self.input_buffers: list[Optional[Buffer]] = []
         self.constants: dict[str, torch.Tensor] = {}
@@ -149,6 +149,15 @@ class GraphLowering:
         buf = self.new_buffer(sizes, contiguous_strides(sizes), buffer_dtype, x.device)
         body = cast(x.load(domain_vars(x.ndim)), acc)
         self.nodes.append(ReductionNode(buf, x.sizes, tuple(dims), kind, body))
+        return Value.of_buffer(buf)
+
+    def add_scatter(self, sizes, dtype, device, init, domain, body, dest: tuple, position, mask) -> Value:
+        """A new contiguous buffer of `sizes` holding `init` (an expression over its own domain),
+        with `body` (over `domain`) added at `dest` (an index of the buffer per domain element,
+        over the domain's variables) but along dim 0 at the loaded `position`, where `mask`."""
+        buf = self.new_buffer(sizes, contiguous_strides(sizes), dtype, device)
+        self.nodes.append(ScatterNode(buf, init, tuple(domain), body, buf.store_index(dest), buf.strides[0],
+                                      sizes[0], position, mask))
         return Value.of_buffer(buf)
 
     def add_scan(self, x: Value, dim: int, kind: str, acc: torch.dtype, buffer_dtype: torch.dtype) -> Value:

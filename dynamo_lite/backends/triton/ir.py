@@ -11,8 +11,9 @@ Three layers:
   structurally equal expressions are the same object (cheap CSE, identity comparisons).
 * nodes     - `PointwiseNode` (one expression over a domain, stored to a buffer),
   `ReductionNode` (an expression over a domain, reduced over some of its dims), `ScanNode` (an
-  expression over a domain, scanned along one dim: cumsum) and `ExternNode` (an aten call run
-  by the wrapper, e.g. mm, conv, or anything we cannot lower).
+  expression over a domain, scanned along one dim: cumsum), `ScatterNode` (an expression over a
+  domain, added at data-dependent positions of a buffer: index_put with accumulate) and
+  `ExternNode` (an aten call run by the wrapper, e.g. mm, conv, or anything we cannot lower).
 
 Variable names inside a node are `v0, v1, ...`, one per dim of its domain.
 """
@@ -121,6 +122,8 @@ class Op(enum.Enum):
     CAST = "cast"          # to self.dtype
     REDUCED = "reduced"    # arg = name of a reduction node of the same kernel (its row result)
     SCANNED = "scanned"    # arg = name of a scan node of the same kernel (its value at the position)
+    SCATTER_ADD = "scatter_add"  # a ScatterNode's store: args = (value, int position, mask), arg =
+                           # (stride, size): adds value at the store index + stride * position
     # unary
     NEG = "neg"; ABS = "abs"; EXP = "exp"; EXP2 = "exp2"; LOG = "log"; LOG2 = "log2"
     SQRT = "sqrt"; RSQRT = "rsqrt"; RECIP = "reciprocal"; SIN = "sin"; COS = "cos"
@@ -374,6 +377,34 @@ class ScanNode(_Computed):
     dim: int
     kind: str                   # "sum" | "prod"
     body: Expr
+
+
+@dataclasses.dataclass(eq=False)
+class ScatterNode(_Computed):
+    """`buffer = init`, then `buffer[index(v) + stride * position(v)] += body(v)` for every v in
+    `sizes` where `mask(v)` (index_put with accumulate=True over one dim: an embedding's backward).
+    `init` is an expression over the buffer's own domain (the tensor added into, or zeros);
+    `index` (over the domain's variables) places v in the buffer's other dims, and `position`, a
+    loaded integer in [0, size), along the scattered one. The adds are atomic: where positions
+    repeat, they add in no fixed order (non-deterministic in the last bits, as eager's CUDA
+    kernels for index_add and scatter_add are). Scheduled alone: one kernel stores `init`, a
+    second adds (scheduler.scatter_groups)."""
+    buffer: Buffer
+    init: Expr
+    sizes: tuple[int, ...]
+    body: Expr
+    index: Affine
+    stride: int
+    size: int
+    position: Expr
+    mask: Expr
+
+    def reads(self) -> set[str]:
+        return set().union(*(buffers_read(e) for e in (self.init, self.body, self.position, self.mask)))
+
+    def store_expr(self) -> Expr:
+        """The store, as the kernel adding the values sees it (Op.SCATTER_ADD)."""
+        return expr(Op.SCATTER_ADD, (self.body, self.position, self.mask), (self.stride, self.size), self.body.dtype)
 
 
 #: buffers_read's answers, per expression (expressions are immutable and shared: ir.expr)

@@ -16,6 +16,8 @@ Softmax, layer_norm and rms_norm therefore become one group each, with their poi
 neighbours. A node writing into a graph input (input mutation; an aten `copy_` into a host input)
 must run after every reader of it;
 writes into inputs of one shape fuse with each other even when they share nothing (horizontally).
+A scatter (ScatterNode: values added at loaded positions) runs alone, as two kernels
+(`scatter_groups`); what computes its values is inlined into the second, as into any kernel.
 """
 from __future__ import annotations
 
@@ -24,11 +26,11 @@ import functools
 import heapq
 from typing import Optional, Union
 
-from .ir import (Affine, Buffer, ExternNode, PointwiseNode, ReductionNode, ScanNode, at_position, loads,
-                 substitute_index)
+from .ir import (Affine, Buffer, ExternNode, PointwiseNode, ReductionNode, ScanNode, ScatterNode, at_position,
+                 loads, substitute_index)
 
 MAX_GROUP_MEMBERS = 64
-Node = Union[PointwiseNode, ReductionNode, ScanNode, ExternNode]
+Node = Union[PointwiseNode, ReductionNode, ScanNode, ScatterNode, ExternNode]
 
 
 @dataclasses.dataclass(eq=False)
@@ -173,6 +175,20 @@ def fit(group: Group, node) -> Optional[Member]:
     return None
 
 
+def scatter_groups(node: ScatterNode) -> list[Group]:
+    """The two kernels of a scatter: one stores `init` over the buffer, the other (over the values'
+    domain) adds each value at its position (Op.SCATTER_ADD, atomic). The second must not start
+    before the first is done, which two launches on one stream give."""
+    init = new_group(PointwiseNode(node.buffer, node.init))
+    mapping = _full_map(node.sizes)
+    key = _key(node.sizes)
+    add = Member(node, "full", substitute_index([node.store_expr()], mapping)[0], node.index.substitute(mapping))
+    groups = [init, Group(key, (False,) * len(key), [add])]
+    for g in groups:
+        g.stores = list(g.members)
+    return groups
+
+
 def new_group(node) -> Group:
     if isinstance(node, ScanNode):
         sizes, reduced = _reduction_shape(node)
@@ -251,7 +267,7 @@ class Scheduler:
                 anc |= self.ancestors[d]
             self.ancestors[i] = anc
 
-    def run(self) -> list[Union[Group, ExternNode]]:
+    def run(self) -> list[Union[Group, ExternNode, ScatterNode]]:
         groups: list[Group] = []
         self.item_of: dict[int, object] = {}               # node index -> its Group or ExternNode
         self.dependents: dict[int, set] = {}               # id(item) -> items that depend on it
@@ -264,7 +280,7 @@ class Scheduler:
         for i, node in enumerate(self.nodes):
             target = None
             member = None
-            if not isinstance(node, ExternNode):
+            if not isinstance(node, (ExternNode, ScatterNode)):    # (those run alone)
                 for g in self._candidates(i):
                     member = fit(g, node)
                     if member is None or len(g.members) >= MAX_GROUP_MEMBERS:
@@ -373,7 +389,7 @@ class Scheduler:
                 if self.item_of[j] is not mine and position[id(self.item_of[j])] > position[id(mine)]:
                     raise NotImplementedError(f"write into {node.name} before a kernel that reads its old value")
 
-    def _order(self) -> list[Union[Group, ExternNode]]:
+    def _order(self) -> list[Union[Group, ExternNode, ScatterNode]]:
         """Topological order of groups and externs; among ready items, the earliest first."""
         first: dict[int, int] = {}
         for i in range(len(self.nodes)):
@@ -414,5 +430,5 @@ def _outputs(node) -> list[Buffer]:
     return [node.buffer]
 
 
-def schedule(nodes: list[Node], keep: set[str]) -> list[Union[Group, ExternNode]]:
+def schedule(nodes: list[Node], keep: set[str]) -> list[Union[Group, ExternNode, ScatterNode]]:
     return Scheduler(nodes, keep).run()

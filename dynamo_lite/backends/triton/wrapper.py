@@ -32,7 +32,7 @@ import torch
 from .codegen import KernelSource
 from .graph_lowering import TRUSTED_LAYOUT, GraphLowering
 from .host_math import RUNTIME, HostMath
-from .ir import Buffer, BufferArg, ExternNode
+from .ir import Buffer, BufferArg, ExternNode, Op
 from .scheduler import Group
 
 
@@ -261,7 +261,9 @@ class WrapperCodegen:
         scalars = item.kernel.scalars
         may_misalign = tuple(k for k, name in enumerate(item.kernel.args)
                              if self.lw.buffers[name].kind in ("input", "extern", "constant") and k not in scalars)
-        written = {m.node.name for m in item.group.stores if m.node.buffer.kind == "input"}
+        # (a scatter's adds land on what its first kernel stored: tuned on copies as well)
+        written = {m.node.name for m in item.group.stores
+                   if m.node.buffer.kind == "input" or m.body.op is Op.SCATTER_ADD}
         in_place = tuple(k for k, name in enumerate(item.kernel.args) if name in written)
         from .launch import Launcher
         from .precompile import arg_type
