@@ -234,7 +234,8 @@ WRAPPER_CODES: dict = {}        # id(code) -> code (kept alive here): looked up 
 
 def _called_from_wrapper(frame) -> bool:
     """Whether `frame` (the caller of the frame being evaluated) is a `capture` wrapper."""
-    return frame is not None and id(frame.f_code) in WRAPPER_CODES
+    # (address(), not id(): no audit event per call; guards/guards.py says why)
+    return frame is not None and _evalframe.address(frame.f_code) in WRAPPER_CODES
 
 
 def _runs_eagerly_nested(caller, module) -> bool:
