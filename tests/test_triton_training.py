@@ -283,6 +283,13 @@ def test_index_put_accumulate_adds_into_a_tensor_with_negative_indices():
     torch.testing.assert_close(got, fn(x, i, v))
     kernels, calls = _scatter_kernels_and_index_puts(triton_backend_module.recent[-1])
     assert kernels == 1 and calls == 0
+    # into a tensor of another layout: the result keeps it, as eager's
+    def permuted(x, i, v):
+        return torch.ops.aten._unsafe_index_put(x.permute(0, 2, 1) * 2, [i], v, True)
+    got = dl.capture(permuted, backend="triton")(x, i, v.t())
+    want = permuted(x, i, v.t())
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride()
 
 
 def test_deterministic_algorithms_keep_index_put_an_aten_call():

@@ -152,10 +152,12 @@ class GraphLowering:
         return Value.of_buffer(buf)
 
     def add_scatter(self, sizes, dtype, device, init, domain, body, dest: tuple, position, mask) -> Value:
-        """A new contiguous buffer of `sizes` holding `init` (an expression over its own domain),
-        with `body` (over `domain`) added at `dest` (an index of the buffer per domain element,
-        over the domain's variables) but along dim 0 at the loaded `position`, where `mask`."""
-        buf = self.new_buffer(sizes, contiguous_strides(sizes), dtype, device)
+        """A new buffer of `sizes` holding `init` (an expression over its own domain), with `body`
+        (over `domain`) added at `dest` (an index of the buffer per domain element, over the
+        domain's variables) but along dim 0 at the loaded `position`, where `mask`. In the layout
+        eager gives the node's result (index_put keeps its input's), else contiguous."""
+        strides = _dense_strides(self.node.meta.get("val"), sizes) if self.node is not None else None
+        buf = self.new_buffer(sizes, strides or contiguous_strides(sizes), dtype, device)
         self.nodes.append(ScatterNode(buf, init, tuple(domain), body, buf.store_index(dest), buf.strides[0],
                                       sizes[0], position, mask))
         return Value.of_buffer(buf)
