@@ -323,6 +323,26 @@ def test_outputs_that_view_one_another_share_memory(fn, shared):
         shared(outs)
 
 
+def test_a_view_that_changes_nothing_is_another_object_than_its_base():
+    """`w = a.view(-1)` of a 1-d `a`, both returned: the kernels make one buffer, eager two tensor
+    objects sharing it (a fuzzed program: `w is a` held in ours). An in-place op's result, which
+    eager returns as its input object itself, stays that object."""
+    def f(n):
+        a = torch.arange(4.0, device=DEVICE) + n
+        w = a.view(-1)
+        b = a.mul_(2)
+        return a, w, b
+    n = torch.ones((), device=DEVICE)
+    expected = f(n)
+    got = dl.capture(f, backend="triton")(n)
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e)
+    assert all(g.fallback_reason is None for g in compiled_graphs())
+    for outs in (expected, got):
+        a, w, b = outs
+        assert w is not a and b is a and w.data_ptr() == a.data_ptr()
+
+
 def test_an_unused_matrix_product_of_mixed_dtypes_raises_as_eager():
     """Its result is dead code the backend would drop; the fake kernel takes the mixed dtypes
     that eager's refuses, so the op breaks the graph and raises there (a fuzzed program)."""

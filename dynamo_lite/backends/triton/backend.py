@@ -365,21 +365,27 @@ def _outputs_viewing_outputs(call, gm) -> Callable:
     keys = [storage_key(ev) if _static_tensor(ev) else None for ev in examples]
     bases = {key: _base_output([i for i, k in enumerate(keys) if k == key], examples)
              for key in set(keys) - inputs - {None}}
-    views = []                      # (view position, base position, size, stride, offset from the base's)
+    # (view position, base position, size, stride, offset from the base's, whether eager returns
+    # the base object itself there: an in-place op's result)
+    views = []
     for i, (key, ev) in enumerate(zip(keys, examples)):
         b = bases.get(key)
         if b is not None and b != i:
             base = examples[b]
-            views.append((i, b, tuple(ev.shape), ev.stride(), ev.storage_offset() - base.storage_offset()))
+            views.append((i, b, tuple(ev.shape), ev.stride(), ev.storage_offset() - base.storage_offset(),
+                          ev is base))
     if not views:
         return call
 
     def run(*args):
         result = list(call(*args))
-        for i, b, size, stride, offset in views:
+        for i, b, size, stride, offset, same_object in views:
             base = result[b]
-            if result[i].untyped_storage().data_ptr() != base.untyped_storage().data_ptr():
-                # (where the kernels already return one buffer, an in-place op's result: kept)
+            # a buffer of its own, or the base's buffer object itself where eager returns another
+            # tensor object (a view that changes nothing, `a.view(-1)` of a 1-d a); where the
+            # kernels return one buffer of what eager shares (an in-place op's result): kept
+            if result[i].untyped_storage().data_ptr() != base.untyped_storage().data_ptr() or \
+                    (result[i] is base and not same_object):
                 result[i] = base.as_strided(size, stride, base.storage_offset() + offset)
         return type(outs)(result)
     return run
