@@ -159,6 +159,13 @@ def test_oracle_compares_library_values():
     ("s 2.71\n", "s 2.9\n", (1e-3, 1e-4), False),
     ("n 10 of 12\n", "n 11 of 12\n", (1e-3, 1e-4), False),                     # integers exactly
     ("x 1.0 done\n", "x 1.0 done!\n", (1e-3, 1e-4), False),
+    # a compiling backend's tensors name its autograd function, a long name wrapping the line
+    ("tensor([0.5], grad_fn=<GeluBackward0>)\n", "tensor([0.5],\n       grad_fn=<CompiledFunctionBackward>)\n",
+     (1e-3, 1e-4), True),
+    ("tensor([0.5], grad_fn=<GeluBackward0>)\n", "tensor([0.5],\n       grad_fn=<CompiledFunctionBackward>)\n",
+     (None, None), False),
+    ("tensor([0.5], grad_fn=<GeluBackward0>)\n", "tensor([0.6], grad_fn=<CompiledFunctionBackward>)\n",
+     (1e-3, 1e-4), False),
 ])
 def test_printed_floats_compare_within_the_backends_tolerance(eager, got, tolerance, same):
     from fuzz.oracle import same_printed

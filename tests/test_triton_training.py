@@ -309,3 +309,28 @@ def test_deterministic_algorithms_keep_index_put_an_aten_call():
         torch.use_deterministic_algorithms(False)
     torch.testing.assert_close(got, grads_of(fn, (w, ids)))
     assert _scatter_kernels_and_index_puts(triton_backend_module.recent[-1]) == (0, 1)
+
+
+def test_an_input_written_in_place_is_returned_as_itself():
+    """`x += r; w -= c; return x, w` with r carrying a gradient and w a view of another input:
+    eager returns the input objects themselves, x now with a gradient history. AOTAutograd writes
+    the new values back into them and returns tensors of its own; the backend gives back the
+    inputs, and gradients flow through them as in eager (a fuzzed program: `out is x` failed)."""
+    def fn(x, r, w, a):
+        x += r
+        w -= torch.tensor(-1.5, device=DEVICE)
+        a.diagonal()
+        return x, w
+
+    def run(f):
+        torch.manual_seed(0)
+        x, a = torch.randn(3, 5, device=DEVICE), torch.randn(3, 1, device=DEVICE)
+        leaf = torch.randn(3, 5, device=DEVICE, requires_grad=True)
+        w = a.unsqueeze(0)
+        out = f(x, leaf * 1, w, a)
+        (out[0] * torch.arange(5.0, device=DEVICE)).sum().backward()
+        return (out[0] is x, out[1] is w), (x.detach().clone(), a.clone(), leaf.grad)
+    expected = run(fn)
+    got = run(dl.capture(fn, backend="triton"))
+    assert expected[0] == got[0] == (True, True)
+    torch.testing.assert_close(got[1], expected[1])

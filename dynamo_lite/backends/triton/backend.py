@@ -560,8 +560,40 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         if settings.strict:
             raise
         return _eager(gm, f"autograd: {type(e).__name__}: {e}")
+    run = _inputs_returned_as_themselves(run, gm)
     run.compiled_graph = info
     recent.append(info)
+    return run
+
+
+def _inputs_returned_as_themselves(call, gm) -> Callable:
+    """Where eager returns an input object itself (`x += y; return x`), give back that object:
+    AOTAutograd writes a mutated input back with `copy_` and returns the new value as a tensor of
+    its own (a fuzzed program: `out is x` held in eager, not in ours). The input holds the value,
+    and its autograd history (the copy's) leads into the compiled function: the same gradients."""
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = output.args[0] if isinstance(output.args[0], (tuple, list)) else None
+    if not outs:
+        return call
+    position = {n: k for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
+
+    def input_of(node) -> Optional[int]:
+        while isinstance(node, torch.fx.Node) and node.op != "placeholder":
+            node = node.args[0]
+        return position.get(node)
+    pairs = [(i, input_of(o)) for i, o in enumerate(outs) if _is_input_itself(o)]
+    pairs = [(i, k) for i, k in pairs if k is not None]
+    if not pairs:
+        return call
+
+    def run(*args):
+        result = call(*args)
+        if all(result[i] is args[k] for i, k in pairs):
+            return result
+        out = list(result)
+        for i, k in pairs:
+            out[i] = args[k]
+        return type(result)(out) if isinstance(result, tuple) else out
     return run
 
 
