@@ -334,3 +334,26 @@ def test_an_input_written_in_place_is_returned_as_itself():
     got = run(dl.capture(fn, backend="triton"))
     assert expected[0] == got[0] == (True, True)
     torch.testing.assert_close(got[1], expected[1])
+
+
+def test_a_backward_that_cannot_be_traced_runs_the_graph_as_captured_without_torchs_warning(monkeypatch):
+    """`x += x @ w.t()` saves x for the matmul's backward and then writes it: eager's backward
+    would raise, and AOTAutograd's trace of it (under anomaly mode) fails, warning "Error
+    detected in MmBackward0" with torch's traceback first. The graph runs as captured, the
+    reason recorded; torch's warning is not shown."""
+    import warnings
+    from dynamo_lite.backends.triton import settings
+    monkeypatch.setattr(settings, "strict", False)
+    w = torch.randn(4, 4, device=DEVICE, requires_grad=True)
+
+    def fn(x):
+        x += x @ w.t()
+        return x
+    x1, x2 = torch.randn(2, 4, device=DEVICE), None
+    x2 = x1.clone()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = dl.capture(fn, backend="triton")(x1)
+    torch.testing.assert_close(got, fn(x2))
+    assert not [c for c in caught if "Error detected" in str(c.message)]
+    assert triton_backend_module.recent[-1].fallback_reason.startswith("autograd: RuntimeError")

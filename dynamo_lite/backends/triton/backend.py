@@ -549,17 +549,28 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
             return compiled(*args)
         boxed._boxed_call = True
         return boxed
-    try:
-        # keep writes into inputs that need no grad (batch-norm running statistics) in the
-        # forward graph, where they become kernel stores, instead of copies after it
-        run = aot_module_simplified(gm, example_inputs, fw_compiler=lambda p, i: compile_part(p, i, forward=True),
-                                    bw_compiler=lambda part, inputs: compile_part(_without_dead_calls(part), inputs),
-                                    partition_fn=layouts.partition, decompositions=decomposition_table(),
-                                    keep_inference_input_mutations=not _gives_an_input_grad(gm, example_inputs))
-    except Exception as e:
-        if settings.strict:
-            raise
-        return _eager(gm, f"autograd: {type(e).__name__}: {e}")
+    # AOTAutograd traces the backward under anomaly mode: a backward that fails there (eager's
+    # would too, when called: a saved tensor written in place) warns "Error detected in ..."
+    # with torch's traceback before it raises. That failure is the fallback reason recorded
+    # below; its warning is not shown. Warnings of a trace that succeeds are.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            # keep writes into inputs that need no grad (batch-norm running statistics) in the
+            # forward graph, where they become kernel stores, instead of copies after it
+            run = aot_module_simplified(gm, example_inputs, fw_compiler=lambda p, i: compile_part(p, i, forward=True),
+                                        bw_compiler=lambda part, inputs: compile_part(_without_dead_calls(part), inputs),
+                                        partition_fn=layouts.partition, decompositions=decomposition_table(),
+                                        keep_inference_input_mutations=not _gives_an_input_grad(gm, example_inputs))
+            failure = None
+        except Exception as e:
+            if settings.strict:
+                raise
+            failure = e
+    if failure is not None:
+        return _eager(gm, f"autograd: {type(failure).__name__}: {failure}")
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     run = _inputs_returned_as_themselves(run, gm)
     run.compiled_graph = info
     recent.append(info)
