@@ -344,6 +344,25 @@ def test_scans_along_each_dim(shape, dim):
     compile_and_check(fn, t(*shape), kernels=2, externs=0, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_logcumsumexp_is_a_scan_with_infinities_and_nan_as_eager(dtype):
+    """logcumsumexp: a scan combining with log(exp(a) + exp(b)) (the larger factored out), its
+    producer and consumer in its kernel, along either dim; -inf (an empty prefix), +inf and NaN
+    come out as eager's, fp16 scanned in fp32."""
+    x = t(6, 37) * 3
+    x[0, 3] = float("-inf")
+    x[1, :5] = float("-inf")
+    x[2, 7] = float("inf")
+    x[3, 9] = float("nan")
+    x = x.to(dtype)
+
+    def fn(x):
+        return torch.logcumsumexp(x * 2, -1) + 1, torch.logcumsumexp(x, 0)
+    tol = 2e-2 if dtype is torch.float16 else 1e-4
+    info = compile_and_check(fn, x, kernels=2, externs=0, rtol=tol, atol=tol, equal_nan=True)
+    assert all("_logaddexp" in k.source for k in info.kernels)
+
+
 def test_reverse_cumsum_of_a_flip_and_its_gradient():
     """A suffix sum (`x.flip(d).cumsum(d).flip(d)`, what the gradient of cumsum computes): the
     scan reads its row backwards, the flip of its result is a second kernel (a lane would need

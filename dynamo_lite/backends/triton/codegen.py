@@ -109,10 +109,16 @@ REDUCE = {"sum": "tl.sum({}, 1)", "max": "tl.reduce({}, 1, _max_nan)", "min": "t
 HELPERS = {
     "max": "@triton.jit\ndef _max_nan(a, b):\n    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
     "min": "@triton.jit\ndef _min_nan(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
+    # log(exp(a) + exp(b)): equal operands (two infinities of a sign as well) give a + log 2, a NaN
+    # propagates; the larger operand is factored out (logcumsumexp's scan)
+    "logsumexp": "@triton.jit\ndef _logaddexp(a, b):\n"
+                 "    hi = tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n"
+                 "    lo = tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n"
+                 "    return tl.where(a == b, hi + 0.6931471805599453, hi + tl.log(1.0 + tl.exp(lo - hi)))\n\n\n",
 }
 COMBINE = {"sum": lambda acc, v: f"{acc} + {v}", "max": _nan_max, "min": _nan_min}
 #: how a scan kind scans a tile along its rows
-SCAN = {"sum": "tl.cumsum({}, 1)", "prod": "tl.cumprod({}, 1)"}
+SCAN = {"sum": "tl.cumsum({}, 1)", "prod": "tl.cumprod({}, 1)", "logsumexp": "tl.associative_scan({}, 1, _logaddexp)"}
 
 
 def identity(kind: str, dtype: torch.dtype) -> str:
@@ -120,6 +126,8 @@ def identity(kind: str, dtype: torch.dtype) -> str:
         return "0"
     if kind == "prod":
         return "1"
+    if kind == "logsumexp":
+        return 'float("-inf")'
     if dtype.is_floating_point:
         return 'float("-inf")' if kind == "max" else 'float("inf")'
     info = torch.iinfo(dtype)
@@ -787,6 +795,8 @@ class KernelBuilder:
         and come after every element of the row), for the stores and the members reading it."""
         kind = member.node.kind
         self.ops_used.add(f"cum{kind}")
+        if kind in HELPERS:
+            self.helpers.add(kind)
         v = self._broadcast(self.emit(body), body, True, True)
         name = self._tmp()
         self.lines_outer.append(f"{name} = " + SCAN[kind].format(f"tl.where(xmask & rmask, {v}, {identity(kind, body.dtype)})"))

@@ -375,7 +375,7 @@ class ScanNode(_Computed):
     buffer: Buffer
     sizes: tuple[int, ...]
     dim: int
-    kind: str                   # "sum" | "prod"
+    kind: str                   # "sum" | "prod" | "logsumexp"
     body: Expr
 
 

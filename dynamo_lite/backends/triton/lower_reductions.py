@@ -1,6 +1,6 @@
 """Lowerings of reductions: sum, mean, amax/amin, any/all, var/var_mean. Each adds a
 `ReductionNode` through the `GraphLowering`; the result is a view of its keep-dim buffer.
-Scans (cumsum, cumprod) add a `ScanNode`: a kernel of its own holding whole rows, its producers
+Scans (cumsum, cumprod, logcumsumexp) add a `ScanNode`: a kernel of its own holding whole rows, its producers
 computed inside it.
 
 Shapes: a reduction over any dims (innermost, outer, several) is one node; codegen orders the
@@ -323,15 +323,20 @@ def lower_prims_var(lw, node, x, dims, correction, *, output_dtype=None):
 # scans
 # ---------------------------------------------------------------------------------------------
 
-@register(aten.cumsum.default, aten.cumprod.default)
+SCAN_KINDS = {aten.cumsum.default: "sum", aten.cumprod.default: "prod", aten.logcumsumexp.default: "logsumexp"}
+
+
+@register(*SCAN_KINDS)
 def lower_scan(lw, node, x, dim, *, dtype=None):
-    """cumsum / cumprod along one dim: rows held whole in registers (along memory up to
-    `persistent_limit`, across it up to PERSISTENT_MAX_OUTER), in fp32 for fp16/bf16 and int64
-    for integers, as eager accumulates; longer rows stay aten calls."""
+    """cumsum / cumprod / logcumsumexp along one dim: rows held whole in registers (along memory
+    up to `persistent_limit`, across it up to PERSISTENT_MAX_OUTER), in fp32 for fp16/bf16 and
+    int64 for integers, as eager accumulates; longer rows stay aten calls."""
     meta = out_meta(node)
-    kind = "sum" if node.target is aten.cumsum.default else "prod"
+    kind = SCAN_KINDS[node.target]
     if x.numel() == 0 or x.dtype.is_complex or meta.dtype.is_complex or meta.dtype is torch.bool:
         raise NotLowerable("an empty, complex or bool scan")
+    if kind == "logsumexp" and not meta.dtype.is_floating_point:
+        raise NotLowerable("logcumsumexp of integers")
     dim = dim % max(x.ndim, 1)
 
     source = lazy(x.sizes, meta.dtype, x.device, lambda idx: cast(x.load(idx), meta.dtype))
