@@ -412,10 +412,6 @@ class GraphBuilder:
         self.graph.output(tuple(v.node for v in outputs))
         return torch.fx.GraphModule(self.module_root(self.graph), self.graph)
 
-    def mutates_inputs(self) -> bool:
-        """Whether any node writes into a tensor in place (so input aliasing matters)."""
-        return any(self.writes_in_place(node) for node in self.graph.nodes)
-
     def written_inputs(self) -> Optional[list[int]]:
         """Positions of the graph inputs an in-place write lands in (see `written_inputs`)."""
         return written_inputs(self.graph)

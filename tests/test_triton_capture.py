@@ -304,14 +304,29 @@ def _write_through_the_widest(outs):
     assert outs[2] == 7.0 and outs[3][1] == 7.0
 
 
+def _a_view_that_changes_nothing(x):
+    a = x[0] + 1
+    w = a.view(-1)
+    b = a.mul_(2)
+    return a, w, b
+
+
+def _other_objects_but_the_in_place_result(outs):
+    a, w, b = outs
+    assert w is not a and b is a and w.data_ptr() == a.data_ptr()
+
+
 @pytest.mark.parametrize("fn, shared", [(_outputs_that_view_outputs, _write_through_the_base),
-                                        (_outputs_viewing_a_tensor_not_returned, _write_through_the_widest)])
+                                        (_outputs_viewing_a_tensor_not_returned, _write_through_the_widest),
+                                        (_a_view_that_changes_nothing, _other_objects_but_the_in_place_result)])
 def test_outputs_that_view_one_another_share_memory(fn, shared):
     """Eager returns `m[0]` and `m.unsqueeze(0)` as views of `m`: the compiled graph's results are
     remade as those views of its `m`, so writing into one shows in the others, as in eager. When
     every output sharing memory views an intermediate the graph does not return (`t =
     s.unsqueeze(0); return t, t[0]`: a fuzzed program), the one spanning the others' memory is
-    the base."""
+    the base. `w = a.view(-1)` of a 1-d `a`, both returned: the kernels make one buffer, eager two
+    tensor objects sharing it (a fuzzed program: `w is a` held in ours); an in-place op's result,
+    which eager returns as its input object itself, stays that object."""
     triton_backend_module.recent.clear()
     x = torch.randn(3, 4, device=DEVICE)
     expected = fn(x)
@@ -321,26 +336,6 @@ def test_outputs_that_view_one_another_share_memory(fn, shared):
     assert all(g.fallback_reason is None for g in compiled_graphs())
     for outs in (expected, got):
         shared(outs)
-
-
-def test_a_view_that_changes_nothing_is_another_object_than_its_base():
-    """`w = a.view(-1)` of a 1-d `a`, both returned: the kernels make one buffer, eager two tensor
-    objects sharing it (a fuzzed program: `w is a` held in ours). An in-place op's result, which
-    eager returns as its input object itself, stays that object."""
-    def f(n):
-        a = torch.arange(4.0, device=DEVICE) + n
-        w = a.view(-1)
-        b = a.mul_(2)
-        return a, w, b
-    n = torch.ones((), device=DEVICE)
-    expected = f(n)
-    got = dl.capture(f, backend="triton")(n)
-    for e, g in zip(expected, got):
-        torch.testing.assert_close(g, e)
-    assert all(g.fallback_reason is None for g in compiled_graphs())
-    for outs in (expected, got):
-        a, w, b = outs
-        assert w is not a and b is a and w.data_ptr() == a.data_ptr()
 
 
 def test_an_unused_matrix_product_of_mixed_dtypes_raises_as_eager():

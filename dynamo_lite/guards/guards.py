@@ -53,15 +53,12 @@ except ImportError:        # built only where torch's headers were available at 
     TensorCheck = None
 
 try:
-    from .._evalframe import no_module_hooks as _no_module_hooks
-except ImportError:                                    # an extension built before it existed
-    _no_module_hooks = None
-try:
-    # id() without the "builtins.id" audit event: each id() runs any Python audit hook installed
-    # (filelock installs one at import on 3.12+, and Hugging Face and torch.compile import it)
-    from .._evalframe import address as _address, distinct as _distinct
-except ImportError:
-    _address = _distinct = None
+    # address()/distinct(): id() without the "builtins.id" audit event (each id() runs any Python
+    # audit hook installed: filelock installs one at import on 3.12+, and Hugging Face and
+    # torch.compile import it)
+    from .._evalframe import address as _address, distinct as _distinct, no_module_hooks as _no_module_hooks
+except ImportError:                                    # an extension built before they existed
+    _address = _distinct = _no_module_hooks = None
 
 
 def _id_of(x: str, scope, const) -> str:
@@ -566,8 +563,6 @@ class GlobalStateMatch(Guard):
 
     def shown(self, value):
         return GlobalStateMatch.now().describe()
-
-
 
 
 @dataclass(frozen=True, eq=False)

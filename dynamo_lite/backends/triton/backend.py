@@ -433,12 +433,18 @@ def _returns_view_of_written_input(graph: torch.fx.Graph) -> Optional[int]:
 
 def _is_input_itself(node) -> bool:
     """Is `node` a placeholder, or an in-place op returning its first argument, one in turn?"""
+    return _input_itself(node) is not None
+
+
+def _input_itself(node) -> Optional[torch.fx.Node]:
+    """The placeholder `node` is (itself, or through in-place ops returning their first
+    argument), or None."""
     from ...graph_builder import GraphBuilder
     while isinstance(node, torch.fx.Node) and node.op != "placeholder":
         if not (GraphBuilder.writes_in_place(node) and node.args and "out" not in node.kwargs):
-            return False
+            return None
         node = node.args[0]
-    return isinstance(node, torch.fx.Node)
+    return node if isinstance(node, torch.fx.Node) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -587,13 +593,7 @@ def _inputs_returned_as_themselves(call, gm) -> Callable:
     if not outs:
         return call
     position = {n: k for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
-
-    def input_of(node) -> Optional[int]:
-        while isinstance(node, torch.fx.Node) and node.op != "placeholder":
-            node = node.args[0]
-        return position.get(node)
-    pairs = [(i, input_of(o)) for i, o in enumerate(outs) if _is_input_itself(o)]
-    pairs = [(i, k) for i, k in pairs if k is not None]
+    pairs = [(i, position[p]) for i, p in enumerate(map(_input_itself, outs)) if p is not None]
     if not pairs:
         return call
 

@@ -754,17 +754,16 @@ class KernelBuilder:
         this kernel overwrites (the old value is meant: graph_lowering._write_back)."""
         stores = [(buf, value, index, r) for buf, value, index, r in self.stores
                   if (r in ("out", "reduction")) == (role == "out")]
-        values = [None if value.op is Op.SCATTER_ADD else
-                  self._broadcast(self.emit(value), value, True, self.is_reduction and r in ("full", "scan"))
+        for buf, value, index, _ in stores:
+            if value.op is Op.SCATTER_ADD:             # (a scatter's kernel stores nothing else)
+                self._emit_scatter_add(buf, value, index)
+        stores = [st for st in stores if st[1].op is not Op.SCATTER_ADD]
+        values = [self._broadcast(self.emit(value), value, True, self.is_reduction and r in ("full", "scan"))
                   for _, value, _, r in stores]
         for (buf, value, index, r), v in zip(stores, values):
-            if value.op is Op.SCATTER_ADD:
-                self._emit_scatter_add(buf, value, index)
-                continue
             ptr = self._param(buf.name)
             full = self.is_reduction and r in ("full", "scan")
-            if compute_dtype(buf.dtype) != buf.dtype or (value.dtype != buf.dtype and buf.dtype is not torch.bool):
-                v = f"{v}.to({TL_TYPE[buf.dtype]})"
+            v = _as_stored(v, value.dtype, buf.dtype)
             # the pointer covers the whole tile, even where the index ignores some dims
             offset = self._index(index)
             if self.ydim is not None:
@@ -783,8 +782,7 @@ class KernelBuilder:
         `index + stride * position` where its mask holds, atomically (positions repeat)."""
         value, position, mask = (self._broadcast(self.emit(e), e, True, False) for e in store.args)
         stride = store.arg[0]
-        if compute_dtype(buf.dtype) != buf.dtype or store.args[0].dtype != buf.dtype:
-            value = f"{value}.to({TL_TYPE[buf.dtype]})"
+        value = _as_stored(value, store.args[0].dtype, buf.dtype)
         offset = self._index(index) + (f" + {position}" if stride == 1 else f" + {stride} * {position}")
         self.ops_used.add("scatter_add")
         self.lines_outer.append(f"tl.atomic_add({self._param(buf.name)} + ({offset}), {value}, "
@@ -803,6 +801,13 @@ class KernelBuilder:
         scanned = expr(Op.SCANNED, (), member.node.name, body.dtype)
         self.outer_cse[id(scanned)] = name
         self._reduced_exprs.append(scanned)      # keeps the interned expression alive
+
+
+def _as_stored(v: str, dtype: torch.dtype, buffer_dtype: torch.dtype) -> str:
+    """Value `v` (of `dtype`, computed in compute_dtype) as a buffer of `buffer_dtype` holds it."""
+    if compute_dtype(buffer_dtype) != buffer_dtype or (dtype != buffer_dtype and buffer_dtype is not torch.bool):
+        return f"{v}.to({TL_TYPE[buffer_dtype]})"
+    return v
 
 
 def _online_softmax_max(member, body: Expr, bodies: dict) -> Optional[str]:
