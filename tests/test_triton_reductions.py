@@ -121,6 +121,7 @@ def test_cross_entropy_backward_is_one_kernel_without_extern():
 
 # -- online softmax edge cases ---------------------------------------------------------------------
 
+
 def test_looped_softmax_with_infinities_matches_eager(looped_above_8192):
     def fn(x):
         return torch.softmax(x, -1), torch.log_softmax(x, -1)
@@ -244,6 +245,32 @@ def test_long_rows_that_are_normalized_are_not_split(monkeypatch):
     assert 'evict_last' in first and 'evict_first' not in first and 'evict_first' in second
     info = compile_and_check(total, *args, rtol=1e-4, atol=1e-3, externs=0)
     assert info.kernels[0].xnumel > 4
+
+
+@pytest.mark.parametrize("pixels", [(128, 128), (100, 100)], ids=["blocks-tile-the-row", "ragged-row"])
+def test_looped_group_norm_reads_per_channel_values_once_a_block(monkeypatch, pixels):
+    """A looped group norm over (2 channels, 128x128 pixels) rows: every block lies in one channel
+    (the block sizes divide 16384), so the channel's weight and bias are one load a row per block
+    (not a gather per element), and no lane is past the row's end (no rmask); over 100x100 pixels
+    blocks straddle channels and the row's end: gathers and masks, the same values."""
+    monkeypatch.setattr(lower_reductions, "NORMALIZE_MIN_ROWS", 4)
+
+    def norm(x, w, b):
+        return F.silu(F.group_norm(x, 4, w, b))
+    args = (t(1, 8, *pixels), t(8), t(8))
+    info = compile_and_check(norm, *args, rtol=1e-4, atol=1e-4, externs=0, kernels=1)
+    source = info.kernels[0].source
+    assert info.kernels[0].kind == "red" and source.count("for roffset") == 2, source
+    per_channel = [line for line in source.splitlines() if "tl.load(ptr1 " in line or "tl.load(ptr2 " in line]
+    assert per_channel, source
+    if pixels == (128, 128):
+        assert "tl.static_assert(16384 % RBLOCK == 0)" in source
+        assert "r0 = (roffset // 16384)" in source
+        assert all("rindex" not in line and "rmask" not in line for line in per_channel), per_channel
+        assert "rmask)" not in source and "& rmask" not in source, source
+    else:
+        assert "static_assert" not in source
+        assert all("rmask" in line for line in per_channel), per_channel
 
 
 def test_batch_norm_training_statistics_split_and_update():
