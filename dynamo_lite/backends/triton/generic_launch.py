@@ -21,8 +21,9 @@ packed as its C types; then two null pointers, the global and profile scratch bu
 tests/test_triton_generic_launch.py compares the bytes with what Triton's own launcher passes.
 
 `settings.generic_launch` (DYNAMO_LITE_TRITON_GENERIC_LAUNCH=0 turns it off) is on by default:
-every triton test file has passed with it on an H200 (README, "Compile latency"). It is used with
-the Triton releases it was checked against (`VERIFIED_TRITON`); with another, Triton's launcher.
+every triton test file has passed with it on an H200 (docs/measurements.md, "One generic
+launcher"). It is used with the Triton releases it was checked against (`VERIFIED_TRITON`); with
+another, Triton's launcher.
 """
 from __future__ import annotations
 

@@ -13,8 +13,8 @@
     DYNAMO_LITE_TRITON_GENERIC_LAUNCH=0
                                   kernels launch through Triton's C launcher per signature (built
                                   with gcc) instead of our one generic launcher (generic_launch.py,
-                                  the default: no gcc run per kernel signature; README, "Compile
-                                  latency")
+                                  the default: no gcc run per kernel signature;
+                                  docs/measurements.md, "One generic launcher")
     DYNAMO_LITE_TRITON_HOST_MATH=0  ops on host scalars stay aten calls (host_math.py; to compare)
     DYNAMO_LITE_TRITON_TILE_2D=0    pointwise kernels keep a 1-D tile even with a transposed operand
                                   (codegen.KernelBuilder._transposed_dim; to compare)
