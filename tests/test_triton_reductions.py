@@ -273,6 +273,54 @@ def test_looped_group_norm_reads_per_channel_values_once_a_block(monkeypatch, pi
         assert all("rmask" in line for line in per_channel), per_channel
 
 
+@pytest.fixture
+def blocks_of_8(monkeypatch):
+    """Every reduction loops, in blocks of at most 8 (the launcher's bound and the kernels'
+    divisibility rule at 8 instead of 4096): block-constant dims and rows that blocks tile exactly
+    at sizes the interpreter runs quickly, along and across rows."""
+    from dynamo_lite.backends.triton import codegen, launch, settings
+    monkeypatch.setattr(codegen, "LOOPED_RBLOCK_MAX", 8)
+    monkeypatch.setattr(launch, "LOOPED_RBLOCK_MAX", 8)
+    monkeypatch.setattr(codegen, "PERSISTENT_MAX_OUTER", 2)
+    monkeypatch.setattr(settings, "persistent_max_inner", 8)
+    monkeypatch.setattr(lower_reductions, "NORMALIZE_MIN_ROWS", 1)
+
+
+def _weighted_sum(x, w):                      # w per index of dim 1: one value a block of (5, 16)
+    var, mean = torch.var_mean(x, (1, 2))
+    return (x * w[:, None]).sum((1, 2)), var, mean
+
+
+def _masked_softmax(x):                         # rows of 24: blocks of 8 tile them
+    return torch.softmax(x.masked_fill(x > 1.0, float("-inf")), -1), torch.log_softmax(x, -1)
+
+
+def _ragged(x):                                 # rows of 21: the last block is partial
+    return x.sum(-1), x.amax(-1), torch.softmax(x, -1)
+
+
+def _outer(x):                                  # across rows of (4, 8) per output: outer, looped
+    return x.sum((0, 1)), x.amax(0)
+
+
+@pytest.mark.parametrize("case", [
+    ("group_norm", lambda x, w, b: F.gelu(F.group_norm(x, 2, w, b)), lambda: (t(2, 4, 4, 8), t(4), t(4))),
+    ("weighted_sum", _weighted_sum, lambda: (t(3, 5, 16), t(5))),
+    ("masked_softmax", _masked_softmax, lambda: (t(3, 24),)),
+    ("ragged", _ragged, lambda: (t(3, 21),)),
+    ("outer", _outer, lambda: (t(4, 8, 6),)),
+    ("cross_entropy_even", lambda x, y: F.cross_entropy(x, y), lambda: (t(5, 32), targets(5, 32, (1,)))),
+    ("cross_entropy_ragged", lambda x, y: F.cross_entropy(x, y), lambda: (t(5, 30), targets(5, 30))),
+], ids=lambda c: c[0])
+def test_reductions_in_small_blocks_match_eager(blocks_of_8, case):
+    _, fn, make = case
+    info = compile_and_check(fn, *make(), rtol=1e-4, atol=1e-4, equal_nan=True)
+    sources = "".join(k.source for k in info.kernels)
+    assert "for roffset" in sources, sources          # every reduction looped
+    if case[0] in ("group_norm", "weighted_sum"):
+        assert "% RBLOCK == 0)" in sources and "(roffset // " in sources, sources
+
+
 def test_batch_norm_training_statistics_split_and_update():
     def fn(x, mean, var, w, b):
         return F.batch_norm(x, mean, var, w, b, training=True, momentum=0.1).relu()

@@ -245,7 +245,8 @@ def _eager_if_first_call_fails(call, gm, info: CompiledGraph) -> Callable:
     """Triton compiles each kernel at its first launch: a kernel it rejects fails the first call.
     Then run the captured graph instead, on the inputs as they were (the first call copies the
     inputs the graph writes, to put them back); if that fails too, the error is the user's and
-    propagates as in eager."""
+    propagates as in eager. With `settings.strict` (tests) a first call that fails where eager
+    runs raises."""
     chosen: list = []
 
     def run(*args):
@@ -262,6 +263,8 @@ def _eager_if_first_call_fails(call, gm, info: CompiledGraph) -> Callable:
                 return _in_layouts(gm(*args), info.output_strides)
             result = eager(*args)
             info.fallback_reason = f"first call failed: {type(e).__name__}: {e}"
+            if settings.strict:                  # eager ran: the failure was ours
+                raise RuntimeError(f"triton backend: {info.fallback_reason}") from e
             warnings.warn(f"dynamo_lite triton backend: graph runs eagerly ({info.fallback_reason})", stacklevel=2)
             chosen.append(eager)
             return result

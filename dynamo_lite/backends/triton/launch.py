@@ -92,9 +92,18 @@ def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
                 out.append(cfg)
         return out[:3]
     # looped reduction: blocks of at most LOOPED_RBLOCK_MAX (the kernel relies on it: codegen)
+    out = []
+    for cfg in _looped(ks, interpret, rblock_full):
+        cfg = dict(cfg, RBLOCK=min(cfg["RBLOCK"], LOOPED_RBLOCK_MAX))
+        if cfg not in out:
+            out.append(cfg)
+    return out
+
+
+def _looped(ks: KernelSource, interpret: bool, rblock_full: int) -> list[dict]:
     if ks.inner:
         if interpret:
-            return [dict(XBLOCK=min(_next_pow2(ks.xnumel), 4), RBLOCK=min(rblock_full, LOOPED_RBLOCK_MAX), num_warps=4)]
+            return [dict(XBLOCK=min(_next_pow2(ks.xnumel), 4), RBLOCK=min(rblock_full, 4096), num_warps=4)]
         # (each the fastest somewhere on an H200: cross-entropy over 32000 logits bf16 with
         # (1, 4096, 4) 155 us against 159-286 us, fp32 with (1, 4096, 8); group norm's 32768-rows
         # with (1, 4096, 32) 39 us against 41-49)

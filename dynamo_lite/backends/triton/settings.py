@@ -1,6 +1,7 @@
 """Settings of the triton backend, read once from the environment (tests may assign them).
 
     DYNAMO_LITE_TRITON_STRICT=1   raise instead of running a graph eagerly when compiling it fails
+                                  (or its first call fails where eager runs)
     DYNAMO_LITE_TRITON_DEBUG=1    print each graph's wrapper and kernel sources
     DYNAMO_LITE_TRITON_TUNE=0     no launch-config benchmarking (take the first candidate)
     DYNAMO_LITE_CACHE_DIR=path    kernel/config cache (default ~/.cache/dynamo_lite)
