@@ -252,7 +252,8 @@ def test_looped_group_norm_reads_per_channel_values_once_a_block(monkeypatch, pi
     """A looped group norm over (2 channels, 128x128 pixels) rows: every block lies in one channel
     (the block sizes divide 16384), so the channel's weight and bias are one load a row per block
     (not a gather per element), and no lane is past the row's end (no rmask); over 100x100 pixels
-    blocks straddle channels and the row's end: gathers and masks, the same values."""
+    blocks straddle channels and the row's end: gathers, and masks in the last block, the same
+    values."""
     monkeypatch.setattr(lower_reductions, "NORMALIZE_MIN_ROWS", 4)
 
     def norm(x, w, b):
@@ -268,9 +269,35 @@ def test_looped_group_norm_reads_per_channel_values_once_a_block(monkeypatch, pi
         assert "r0 = (roffset // 16384)" in source
         assert all("rindex" not in line and "rmask" not in line for line in per_channel), per_channel
         assert "rmask)" not in source and "& rmask" not in source, source
-    else:
-        assert "static_assert" not in source
-        assert all("rmask" in line for line in per_channel), per_channel
+    else:                       # whole blocks unmasked, the last, partial one masked (peeled)
+        assert "static_assert" not in source and source.count("if 20000 % RBLOCK != 0:") == 2, source
+        masked = [line for line in per_channel if "rmask" in line]
+        assert masked and len(masked) < len(per_channel), per_channel
+
+
+@pytest.mark.parametrize("peel", [True, False], ids=["peeled", "masked-throughout"])
+def test_ragged_rows_mask_only_their_last_block(looped_above_8192, monkeypatch, peel):
+    """Rows of 10000 logits in blocks that do not tile them: the whole blocks run without lane
+    masks and the last, partial block with them (`settings.peel_tail`); off, every block is masked.
+    Both match eager, infinities and an all -inf row included."""
+    from dynamo_lite.backends.triton import settings
+    monkeypatch.setattr(settings, "peel_tail", peel)
+
+    def fn(x, tgt):
+        return F.cross_entropy(x, tgt), torch.log_softmax(x, -1).amax(-1)
+    x = t(5, 10000) * 10
+    x[1] = float("-inf")
+    x[2, 9999] = float("inf")
+    x[3, 9990:] = 50.0                                    # the max in the partial block only
+    info = compile_and_check(fn, x, targets(5, 10000, ignored=(1,)), equal_nan=True)
+    row = next(k for k in info.kernels if k.kind == "red")
+    assert ("if 10000 % RBLOCK != 0:" in row.source) == peel, row.source
+    if peel:
+        loops = row.source.split("for roffset in range(0, (10000 // RBLOCK) * RBLOCK, RBLOCK):")[1:]
+        assert loops, row.source
+        for loop in loops:
+            whole, tail = loop.split("if 10000 % RBLOCK != 0:")
+            assert "& rmask" not in whole and "& rmask" in tail, loop
 
 
 @pytest.fixture

@@ -5,8 +5,9 @@ Three skeletons (Inductor's names): `poi` pointwise (1-D tile over the flattened
 persistent reduction (a [XBLOCK, RBLOCK] tile holding whole rows: every reduction of the group
 runs on registers; a scan's kernel is one too, `tl.cumsum` along the rows) and `red` looped
 reduction (one loop over the row per reduction, recomputing the inlined prologue, then a last
-loop for the stores; where every block size divides the row, no lane masks, and what is constant
-within a block, a dim the blocks never cross, is computed once a block: `_plan_block_vars`). Math runs in fp32 (fp16/bf16 are upcast on load and rounded on store or
+loop for the stores; where every block size divides the row, no lane masks, else only the last,
+partial block is masked: `_row_loop`; what is constant within a block, a dim the blocks never
+cross, is computed once a block: `_plan_block_vars`). Math runs in fp32 (fp16/bf16 are upcast on load and rounded on store or
 at an explicit cast); only `tl.*` functions are used, never libdevice (max and min reduce with
 combine functions of the kernel's module: HELPERS), so the same source runs under
 TRITON_INTERPRET=1.
@@ -691,32 +692,7 @@ class KernelBuilder:
                 shape = "[XBLOCK, 1]" if m.node.name in self.online else "[XBLOCK, RBLOCK]"   # a row's max
                 self.lines_outer.append(f"{acc} = tl.full({shape}, {ident}, {TL_TYPE[compute_dtype(body.dtype)]})")
                 accs.append(acc)
-            loop = self._open_loop()
-            for (m, body), acc in zip(stage, accs):
-                if m.node.name in self.online.values():
-                    continue                     # updated with its max, below
-                v = self._broadcast(self.emit(body), body, True, True)
-                partner = self.online.get(m.node.name)
-                if partner is None:
-                    loop.append(f"{acc} = " + self._in_row(COMBINE[m.node.kind](acc, v), acc))
-                    continue
-                # online softmax, a block at a time: the row's running max (one value a row)
-                # grows by each block's max, and the lanes' sums of exp(v - max) are rescaled by
-                # exp(old max - new max), one exp a row (one pass over the row instead of two,
-                # and one exp per element). (A running max per lane, exp(-|v - max|) per element
-                # and no reduction across the block in the loop, measured slower on the H200:
-                # cross-entropy 8192x32000 bf16 194 vs 168 us, more instructions per element)
-                # While a row's max is -inf, 0 stands in for it (exp(-inf - -inf) would be NaN):
-                # the row's -inf values then add exp(-inf) = 0, per row, not a test per element.
-                sum_acc, block, new, shift = f"acc_{partner}", self._tmp(), self._tmp(), self._tmp()
-                masked = self._in_row(v, 'float("-inf")')
-                loop.append(f"{block} = {self._reduce('max', masked)}")
-                loop.append(f"{new} = {_nan_max(acc, block)}")
-                loop.append(f"{shift} = tl.where({new} == float(\"-inf\"), 0.0, {new})")
-                loop.append(f"{sum_acc} = {sum_acc} * tl.exp({acc} - {shift}) + "
-                            f"{self._in_row(f'tl.exp({v} - {shift})', '0.0')}")
-                loop.append(f"{acc} = {new}")
-            self._close_loop(out)
+            self._row_loop(out, lambda loop: self._emit_stage(loop, stage, accs))
             for (m, body), acc in zip(stage, accs):
                 if m.node.name in self.online:
                     self._define_reduced(m, body, acc)              # the row's max already
@@ -731,12 +707,37 @@ class KernelBuilder:
                 self._define_reduced(m, body, f"tl.where({row_max} == float(\"-inf\"), float(\"nan\"), "
                                               f"tl.sum({acc}, 1)[:, None])")
         if any(role == "full" for _, _, _, role in self.stores):
-            self._open_loop()
-            self._emit_stores("full")
-            self._close_loop(out)
+            self._row_loop(out, lambda loop: self._emit_stores("full"))
         self._emit_stores("out")
         out.extend(self.lines_outer)
         return out
+
+    def _emit_stage(self, loop: list[str], stage: list, accs: list[str]):
+        """The loop body updating one stage's accumulators (`accs`) with a block of the row."""
+        for (m, body), acc in zip(stage, accs):
+            if m.node.name in self.online.values():
+                continue                     # updated with its max, below
+            v = self._broadcast(self.emit(body), body, True, True)
+            partner = self.online.get(m.node.name)
+            if partner is None:
+                loop.append(f"{acc} = " + self._in_row(COMBINE[m.node.kind](acc, v), acc))
+                continue
+            # online softmax, a block at a time: the row's running max (one value a row)
+            # grows by each block's max, and the lanes' sums of exp(v - max) are rescaled by
+            # exp(old max - new max), one exp a row (one pass over the row instead of two,
+            # and one exp per element). (A running max per lane, exp(-|v - max|) per element
+            # and no reduction across the block in the loop, measured slower on the H200:
+            # cross-entropy 8192x32000 bf16 194 vs 168 us, more instructions per element)
+            # While a row's max is -inf, 0 stands in for it (exp(-inf - -inf) would be NaN):
+            # the row's -inf values then add exp(-inf) = 0, per row, not a test per element.
+            sum_acc, block, new, shift = f"acc_{partner}", self._tmp(), self._tmp(), self._tmp()
+            masked = self._in_row(v, 'float("-inf")')
+            loop.append(f"{block} = {self._reduce('max', masked)}")
+            loop.append(f"{new} = {_nan_max(acc, block)}")
+            loop.append(f"{shift} = tl.where({new} == float(\"-inf\"), 0.0, {new})")
+            loop.append(f"{sum_acc} = {sum_acc} * tl.exp({acc} - {shift}) + "
+                        f"{self._in_row(f'tl.exp({v} - {shift})', '0.0')}")
+            loop.append(f"{acc} = {new}")
 
     def _stages(self) -> list[list]:
         """Reductions grouped by dependency depth: a stage only reads results of earlier stages,
@@ -781,19 +782,38 @@ class KernelBuilder:
             return ""
         return ', eviction_policy="evict_last"' if self._loop_no < last else ', eviction_policy="evict_first"'
 
-    def _open_loop(self) -> list[str]:
+    def _row_loop(self, out: list[str], emit_body):
+        """One loop over the row, its body written by `emit_body(lines)`. Where the blocks may not
+        tile the row (`_r_even` false), the body is written twice (`settings.peel_tail`): once for
+        the whole blocks, without lane masks, and once for the last, partial block, with them
+        (a row of 32000 logits in blocks of 4096: seven blocks unmasked, one masked)."""
         self._loop_no += 1
-        self.loop_lines = self._r_setup("roffset")
-        self.loop_cse = {}
-        return self.loop_lines
-
-    def _close_loop(self, out: list[str]):
-        out.extend(self.lines_outer)
-        out.append(f"for roffset in range(0, {self.rnumel}, RBLOCK):")
-        out.extend("    " + line for line in self.loop_lines)
+        if self._r_even or not settings.peel_tail:
+            emit_body(self._open_loop())
+            out.extend(self.lines_outer)
+            out.append(f"for roffset in range(0, {self.rnumel}, RBLOCK):")
+            out.extend("    " + line for line in self.loop_lines)
+        else:
+            self._r_even = True
+            emit_body(self._open_loop())
+            whole_blocks = self.loop_lines
+            self._r_even = False
+            emit_body(self._open_loop())
+            whole = f"({self.rnumel} // RBLOCK) * RBLOCK"
+            out.extend(self.lines_outer)
+            out.append(f"for roffset in range(0, {whole}, RBLOCK):")
+            out.extend("    " + line for line in whole_blocks)
+            out.append(f"if {self.rnumel} % RBLOCK != 0:")
+            out.append(f"    roffset = {whole}")
+            out.extend("    " + line for line in self.loop_lines)
         self.lines_outer = []
         self.loop_lines = None
         self.loop_cse = {}
+
+    def _open_loop(self) -> list[str]:
+        self.loop_lines = self._r_setup("roffset")
+        self.loop_cse = {}
+        return self.loop_lines
 
     def _reduce(self, kind: str, tile: str) -> str:
         if kind in HELPERS:

@@ -27,6 +27,8 @@
                                   the longest contiguous row a reduction keeps in registers (a
                                   persistent kernel: one read of the row); longer rows loop over it.
                                   Default 16384 (codegen.persistent_limit)
+    DYNAMO_LITE_TRITON_PEEL=0       a looped reduction over rows its blocks do not tile masks every
+                                  block, instead of the last, partial one alone (codegen; to compare)
 """
 import os
 
@@ -56,3 +58,4 @@ tile_2d: bool = os.environ.get("DYNAMO_LITE_TRITON_TILE_2D", "1") != "0"
 recompute: bool = os.environ.get("DYNAMO_LITE_TRITON_RECOMPUTE", "1") != "0"
 persistent_max_inner: int = _int_from_env("DYNAMO_LITE_TRITON_PERSISTENT_MAX", 16384, low=1)
 cudagraphs: bool = os.environ.get("DYNAMO_LITE_TRITON_CUDAGRAPHS", "") == "1"
+peel_tail: bool = os.environ.get("DYNAMO_LITE_TRITON_PEEL", "1") != "0"
