@@ -7,10 +7,10 @@ runs on registers; a scan's kernel is one too, `tl.cumsum` along the rows) and `
 reduction (one loop over the row per reduction, recomputing the inlined prologue, then a last
 loop for the stores; where every block size divides the row, no lane masks, else only the last,
 partial block is masked: `_row_loop`; what is constant within a block, a dim the blocks never
-cross, is computed once a block: `_plan_block_vars`). Math runs in fp32 (fp16/bf16 are upcast on load and rounded on store or
-at an explicit cast); only `tl.*` functions are used, never libdevice (max and min reduce with
-combine functions of the kernel's module: HELPERS), so the same source runs under
-TRITON_INTERPRET=1.
+cross, is computed once a block: `_plan_blocks`). Math runs in fp32 (fp16/bf16 are upcast on
+load and rounded on store or at an explicit cast); only `tl.*` functions are used, never
+libdevice (max and min reduce with combine functions of the kernel's module: HELPERS), so the
+same source runs under TRITON_INTERPRET=1.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from .scheduler import Group
 #: along contiguous rows the limit is `settings.persistent_max_inner` (persistent_limit)
 PERSISTENT_MAX_OUTER = 64
 #: the largest block a looped reduction's launch config may give it (launch.candidates): the r
-#: dims whose inner extent it divides are one value a block (`KernelBuilder._plan_block_vars`)
+#: dims whose inner extent it divides are one value a block (`KernelBuilder._plan_blocks`)
 LOOPED_RBLOCK_MAX = 4096
 
 
@@ -187,7 +187,7 @@ class KernelBuilder:
         self._last_loop: dict[tuple, int] = {}     # see _plan_eviction
         self.helpers: set[str] = set()             # HELPERS the kernel calls
         self._loop_no = -1
-        self._block_vars: set[str] = set()          # see _plan_block_vars
+        self._block_vars: set[str] = set()          # see _plan_blocks
         self._r_even = False
 
     # -- preparation: substitute in-group reads, merge dims ------------------------------------
@@ -331,15 +331,16 @@ class KernelBuilder:
         kept everywhere (rows past xnumel compute what no store keeps)."""
         return value if self._r_even else f"tl.where(xmask & rmask, {value}, {outside})"
 
-    def _plan_block_vars(self):
-        """The r dims a looped kernel's block never crosses: those whose inner extent (the product
-        of the r sizes inside them) every block size divides. Inside a block they are one value,
+    def _plan_blocks(self):
+        """What a looped kernel knows of its blocks, whose sizes are powers of two of at most
+        LOOPED_RBLOCK_MAX (launch.candidates; checked in the kernel):
+        `_r_even`: every block size divides the row, so no lane is ever past its end (no rmask);
+        `_block_vars`: the r dims a block never crosses, those whose inner extent (the product of
+        the r sizes inside them) every block size divides. Inside a block they are one value,
         computed from `roffset`, and what depends on no other r var is one value a row per block
         ([XBLOCK, 1]: group norm's weight and bias, per channel of its (group, channel, pixel)
-        row, a load and a multiply per block instead of two gathers and a multiply per element).
-        The launcher's block sizes are at most LOOPED_RBLOCK_MAX (checked in the kernel)."""
+        row, a load and a multiply per block instead of two gathers and a multiply per element)."""
         self._block_vars: set[str] = set()
-        # every block size divides the row: no lane is ever past its end (no rmask)
         self._r_even = self.kind == "red" and self.rnumel % LOOPED_RBLOCK_MAX == 0
         if self.kind != "red":
             return
@@ -542,7 +543,7 @@ class KernelBuilder:
             self.kind = "per"                   # a scan's row is always held whole (lower_scan's limit)
         if self.scans and self.kind != "per":
             raise AssertionError("a scan along rows too long to hold")
-        self._plan_block_vars()
+        self._plan_blocks()
         self.ydim = self._transposed_dim()
         self.int64 = self._needs_int64()
         body = self._body()
@@ -657,7 +658,7 @@ class KernelBuilder:
         lines = [f"rindex = {offset} + rbase" if offset else "rindex = rbase", "rmask = rindex < rnumel"]
         names = [f"r{i}" for i in range(len(self.rsizes))]
         decomposed = self._decompose(names, self.rsizes, "rindex")
-        if self._block_vars:               # one value a block (`_plan_block_vars`)
+        if self._block_vars:               # one value a block (`_plan_blocks`)
             block = dict(zip(names, self._decompose(names, self.rsizes, "roffset")))
             decomposed = [block[n] if n in self._block_vars else line for n, line in zip(names, decomposed)]
         return lines + decomposed
