@@ -21,6 +21,12 @@ calls fail there although eager runs them, and torch.optim's compile path makes 
   stand-in is its fake, a new tensor becomes a fake of it). Only for static shapes, outside
   autocast, with no tensor that requires grad unless grad mode is off, and never for a result
   that is a view into an input: what it cannot describe exactly, it refuses.
+
+And the other way round: a fake kernel that takes operands whose dtype the real kernel refuses
+(`torch.softmax` of an integer tensor: its meta function keeps the dtype, eager raises
+"not implemented for 'Long'"). `refused_dtype` asks the real kernel on one-element stand-ins
+when every tensor operand is an integer or bool tensor; the capture then breaks at the op and
+eager raises its own error there, where a compiling backend would have computed a value.
 """
 from __future__ import annotations
 
@@ -171,3 +177,53 @@ def example_from_stand_ins(fake_mode, fn: Callable, args: tuple, kwargs: dict, g
 
 def _static(t: torch.Tensor) -> bool:
     return all(isinstance(s, int) for s in (*t.shape, *t.stride()))
+
+
+_REFUSED_DTYPE = "not implemented for '"    # torch's dispatch error for a dtype a kernel lacks
+_STAND_IN_MAX_NUMEL = 1 << 16               # refused_dtype's stand-ins keep sizes up to this
+
+
+def refused_dtype(op: str, target, fn: Callable, args: tuple, kwargs: dict) -> Optional[str]:
+    """The error eager's kernel raises for the dtypes of these (fake) operands, when every tensor
+    operand is an integer or bool tensor and the call is one of torch's C operators; None when it
+    takes them, or this cannot tell. Asked on zero stand-ins of the same dtypes and devices (of
+    the same sizes where they are static and small, as position ids and masks are; else of one
+    element a dim), with the random number generators' states kept (a random op on them must
+    not move the user's stream); any other error of the stand-ins (a shape they do not fit) is
+    not an answer."""
+    tensors = _integral_tensors((*args, *kwargs.values()))
+    if not tensors or not is_torch_op(op, target):
+        return None
+    devices = sorted({t.fake_device for t in tensors if t.fake_device.type == "cuda"}, key=str)
+
+    def stand_in(a):
+        if not isinstance(a, FakeTensor):
+            return a
+        # (a shape error raised by torch costs ~1 ms: its C++ stack trace)
+        small = _static(a) and a.numel() <= _STAND_IN_MAX_NUMEL
+        return torch.zeros(tuple(a.shape) if small else (1,) * a.dim(), dtype=a.dtype, device=a.fake_device)
+    try:
+        with no_dispatch(), torch.no_grad(), torch.random.fork_rng(devices=devices):
+            real_args, real_kwargs = pytree.tree_map(stand_in, (args, kwargs))
+            fn(*real_args, **real_kwargs)
+    except Exception as e:            # noqa: BLE001 -- only the dispatch error is an answer
+        return str(e) if _REFUSED_DTYPE in str(e) else None
+    return None
+
+
+def _integral_tensors(operands) -> Optional[list]:
+    """The fake tensors among `operands` (and in lists and tuples among them), or None when there
+    are none or one of them is not an integer or bool fake tensor (this runs for every op traced:
+    most leave at their first operand)."""
+    found = []
+    for a in operands:
+        if isinstance(a, (list, tuple)):
+            inner = _integral_tensors(a) if any(isinstance(x, torch.Tensor) for x in a) else []
+            if inner is None:
+                return None
+            found += inner
+        elif isinstance(a, torch.Tensor):
+            if a.is_floating_point() or a.is_complex() or not isinstance(a, FakeTensor):
+                return None
+            found.append(a)
+    return found or None

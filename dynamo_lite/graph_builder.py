@@ -23,7 +23,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 
 from . import breaks, known_data
 from .breaks import Unsupported
-from .fake_fallbacks import example_from_stand_ins, example_with_placeholders, is_torch_op
+from .fake_fallbacks import example_from_stand_ins, example_with_placeholders, is_torch_op, refused_dtype
 from .runtime import (autocast_devices, check_all_true, check_assertion, enter_autocast, exit_autocast, power,
                       set_autocast_devices)
 from .values.base import Const, Value
@@ -296,6 +296,9 @@ class GraphBuilder:
             try:
                 example = run(fn, args, kwargs)
                 self._check_operand_dtypes(op, target, args, kwargs)
+                refused = refused_dtype(op, target, fn, args, kwargs)
+                if refused is not None:           # the fake kernel took what eager's refuses
+                    raise NotImplementedError(refused)
                 return example
             except DataDependentOutputException:
                 # a 0-d tensor where the op takes a Scalar: the binding reads it, the kernel never does

@@ -140,6 +140,23 @@ def test_a_matrix_product_of_mixed_dtypes_raises_as_eager_even_unused(product):
     assert str(result.captured.exc) == str(result.eager.exc)
 
 
+def test_an_op_eager_refuses_for_an_integer_dtype_breaks_there_and_int_ops_eager_takes_do_not():
+    """A fake kernel taking a dtype eager's kernel refuses (`softmax` of a Long tensor) is asked
+    on one-element stand-ins: the op is a user-exception break and eager raises there. Integer
+    ops eager runs (position ids, masks, cumsum of a mask) stay in the graph."""
+    def refused(x, ids):
+        y = x * 2
+        return y + torch.softmax(ids, -1)
+
+    def taken(x, mask):
+        pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        keep = (pos < 3) & mask
+        return x * keep + pos.max()
+    result = check(refused, torch.randn(2, 3), torch.arange(6).reshape(2, 3), graphs=None)
+    assert type(result.eager.exc) is NotImplementedError and str(result.captured.exc) == str(result.eager.exc)
+    check(taken, torch.randn(2, 5), torch.tensor([[1, 1, 0, 1, 1], [0, 1, 1, 1, 0]]).bool(), graphs=1)
+
+
 def test_getattr_default_and_hasattr_on_a_plain_object():
     def f(x, cfg):
         return x * getattr(cfg, "scale", 1.0) + (1 if hasattr(cfg, "bias") else 0) + cfg.hidden

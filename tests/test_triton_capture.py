@@ -354,6 +354,24 @@ def test_an_unused_matrix_product_of_mixed_dtypes_raises_as_eager():
     assert str(captured.value) == str(eager.value)
 
 
+@pytest.mark.parametrize("op", ["softmax", "log_softmax_unused"])
+def test_an_op_eager_refuses_for_an_integer_dtype_raises_as_eager(op):
+    """`softmax` of an integer tensor: its fake kernel keeps the dtype, eager's kernel raises "not
+    implemented for 'Long'"; the backend would compute it (or drop it, unused) in float math.
+    The op breaks the graph and eager raises its own error there (a fuzzed program)."""
+    def f(x, ids):
+        if op == "softmax":
+            return x * torch.softmax(ids, -1)
+        unused = ids.log_softmax(-1)        # noqa: F841
+        return x * 2
+    x, ids = torch.randn(2, 3, device=DEVICE), torch.arange(6, device=DEVICE).reshape(2, 3)
+    with pytest.raises(NotImplementedError) as eager:
+        f(x, ids)
+    with pytest.raises(NotImplementedError) as captured:
+        dl.capture(f, backend="triton")(x, ids)
+    assert str(captured.value) == str(eager.value)
+
+
 def _in_place_cast_eager_refuses(x):
     n = torch.full((), 2)                 # int64
     n.mul_(1.5)                           # eager: "result type Float can't be cast to ... Long"
