@@ -24,7 +24,7 @@ calls fail there although eager runs them, and torch.optim's compile path makes 
 
 And the other way round: a fake kernel that takes operands whose dtype the real kernel refuses
 (`torch.softmax` of an integer tensor: its meta function keeps the dtype, eager raises
-"not implemented for 'Long'"). `refused_dtype` asks the real kernel on one-element stand-ins
+"not implemented for 'Long'"). `refused_dtype` asks the real kernel on small zero stand-ins
 when every tensor operand is an integer or bool tensor; the capture then breaks at the op and
 eager raises its own error there, where a compiling backend would have computed a value.
 """
@@ -180,28 +180,29 @@ def _static(t: torch.Tensor) -> bool:
 
 
 _REFUSED_DTYPE = "not implemented for '"    # torch's dispatch error for a dtype a kernel lacks
-_STAND_IN_MAX_NUMEL = 1 << 16               # refused_dtype's stand-ins keep sizes up to this
+_STAND_IN_MAX_NUMEL = 1 << 16               # refused_dtype keeps sizes of operands and results up to this
 
 
-def refused_dtype(op: str, target, fn: Callable, args: tuple, kwargs: dict) -> Optional[str]:
+def refused_dtype(op: str, target, fn: Callable, args: tuple, kwargs: dict, example=None) -> Optional[str]:
     """The error eager's kernel raises for the dtypes of these (fake) operands, when every tensor
     operand is an integer or bool tensor and the call is one of torch's C operators; None when it
     takes them, or this cannot tell. Asked on zero stand-ins of the same dtypes and devices (of
-    the same sizes where they are static and small, as position ids and masks are; else of one
-    element a dim), with the random number generators' states kept (a random op on them must
-    not move the user's stream); any other error of the stand-ins (a shape they do not fit) is
-    not an answer."""
+    the same sizes where those and the fake result `example` are static and small, as position
+    ids and masks are; else of one element a dim), with the random number generators' states
+    kept (a random op on them must not move the user's stream); any other error of the
+    stand-ins (a shape they do not fit) is not an answer."""
     tensors = _integral_tensors((*args, *kwargs.values()))
     if not tensors or not is_torch_op(op, target):
         return None
     devices = sorted({t.fake_device for t in tensors if t.fake_device.type == "cuda"}, key=str)
+    # (a shape error raised by torch costs ~1 ms, its C++ stack trace: sizes are kept where cheap)
+    results = [t for t in pytree.tree_leaves(example) if isinstance(t, torch.Tensor)]
+    keep_sizes = all(_static(t) and t.numel() <= _STAND_IN_MAX_NUMEL for t in tensors + results)
 
     def stand_in(a):
         if not isinstance(a, FakeTensor):
             return a
-        # (a shape error raised by torch costs ~1 ms: its C++ stack trace)
-        small = _static(a) and a.numel() <= _STAND_IN_MAX_NUMEL
-        return torch.zeros(tuple(a.shape) if small else (1,) * a.dim(), dtype=a.dtype, device=a.fake_device)
+        return torch.zeros(tuple(a.shape) if keep_sizes else (1,) * a.dim(), dtype=a.dtype, device=a.fake_device)
     try:
         with no_dispatch(), torch.no_grad(), torch.random.fork_rng(devices=devices):
             real_args, real_kwargs = pytree.tree_map(stand_in, (args, kwargs))

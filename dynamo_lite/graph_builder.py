@@ -296,7 +296,7 @@ class GraphBuilder:
             try:
                 example = run(fn, args, kwargs)
                 self._check_operand_dtypes(op, target, args, kwargs)
-                refused = refused_dtype(op, target, fn, args, kwargs)
+                refused = refused_dtype(op, target, fn, args, kwargs, example)
                 if refused is not None:           # the fake kernel took what eager's refuses
                     raise NotImplementedError(refused)
                 return example
