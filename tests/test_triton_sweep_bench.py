@@ -1,0 +1,42 @@
+"""bench/triton_sweep.py's variants: parsed, applied for a block and undone (the GPU run itself
+needs CUDA)."""
+import pytest
+
+from bench_loader import load_bench
+
+sweep = load_bench("triton_sweep.py", "triton_sweep")
+
+
+def test_a_variant_is_parsed_into_assignments():
+    assert sweep.parse_variant("") == []
+    assert sweep.parse_variant("settings.peel_tail=False, lower_reductions.SPLIT_OUTER_MAX_PROGRAMS=128") == [
+        ("settings", "peel_tail", False), ("lower_reductions", "SPLIT_OUTER_MAX_PROGRAMS", 128)]
+
+
+@pytest.mark.parametrize("text", ["peel_tail=False", "torch.x=1", "settings.peel_tail", "settings.x=not_a_literal"])
+def test_a_malformed_variant_is_refused(text):
+    with pytest.raises(ValueError):
+        sweep.parse_variant(text)
+
+
+def test_assignments_hold_inside_the_block_and_are_undone_after_it_even_on_error():
+    from dynamo_lite.backends.triton import lower_reductions, settings
+    before = (settings.peel_tail, lower_reductions.SPLIT_OUTER_MAX_PROGRAMS)
+    with pytest.raises(RuntimeError):
+        with sweep.assigned(sweep.parse_variant("settings.peel_tail=False,lower_reductions.SPLIT_OUTER_MAX_PROGRAMS=7")):
+            assert (settings.peel_tail, lower_reductions.SPLIT_OUTER_MAX_PROGRAMS) == (False, 7)
+            raise RuntimeError("a variant's run failed")
+    assert (settings.peel_tail, lower_reductions.SPLIT_OUTER_MAX_PROGRAMS) == before
+
+
+def test_a_name_the_module_lacks_is_an_error_not_a_silent_run_of_the_code_as_is():
+    from dynamo_lite.backends.triton import settings
+    with pytest.raises(AttributeError):
+        with sweep.assigned([("settings", "peel_tail", False), ("settings", "no_such_setting", 1)]):
+            pass
+    assert settings.peel_tail is True
+
+
+def test_wide_configs_of_looped_reductions_keep_the_kernels_block_bound():
+    from dynamo_lite.backends.triton import codegen
+    assert all(c["RBLOCK"] <= codegen.LOOPED_RBLOCK_MAX for k in ("red_inner", "red_outer") for c in sweep.WIDE[k])
