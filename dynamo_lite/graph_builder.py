@@ -295,10 +295,7 @@ class GraphBuilder:
         try:
             try:
                 example = run(fn, args, kwargs)
-                self._check_operand_dtypes(op, target, args, kwargs)
-                refused = refused_dtype(op, target, fn, args, kwargs, example)
-                if refused is not None:           # the fake kernel took what eager's refuses
-                    raise NotImplementedError(refused)
+                self._check_operand_dtypes(op, target, fn, args, kwargs, example)
                 return example
             except DataDependentOutputException:
                 # a 0-d tensor where the op takes a Scalar: the binding reads it, the kernel never does
@@ -326,9 +323,14 @@ class GraphBuilder:
                 raise RuntimeError(f"a real tensor reached {_target_name(target)} while tracing") from e
             raise Unsupported(breaks.USER_EXCEPTION, f"{_target_name(target)} raised {type(e).__name__}: {e}") from None
 
-    def _check_operand_dtypes(self, op, target, args, kwargs):
-        """Raise as eager would for a matrix product of tensors of different dtypes (outside
-        autocast), which its fake kernel lets through (`_SAME_DTYPE_FUNCTIONS`)."""
+    def _check_operand_dtypes(self, op, target, fn, args, kwargs, example):
+        """Raise as eager would where the fake kernel lets through dtypes the real one refuses:
+        an op on integer or bool tensors whose kernel lacks that dtype (`refused_dtype`: raises
+        NotImplementedError, eager's error, past the stand-in retry below), and a matrix
+        product of tensors of different dtypes outside autocast (`_SAME_DTYPE_FUNCTIONS`)."""
+        refused = refused_dtype(op, target, fn, args, kwargs, example)
+        if refused is not None:
+            raise NotImplementedError(refused)
         product = any(target is f for f in _SAME_DTYPE_FUNCTIONS) if op == "call_function" else \
             (op == "call_method" and target in _SAME_DTYPE_METHODS)
         if not product or any(enabled for enabled, _ in self.autocast.values()):

@@ -189,6 +189,7 @@ class KernelBuilder:
         self._loop_no = -1
         self._block_vars: set[str] = set()          # see _plan_blocks
         self._r_even = False
+        self._lanes_in_row = False                  # see _row_loop
 
     # -- preparation: substitute in-group reads, merge dims ------------------------------------
 
@@ -326,10 +327,10 @@ class KernelBuilder:
         return v.startswith("r") and v not in self._block_vars
 
     def _in_row(self, value: str, outside: str) -> str:
-        """`value` in the lanes inside the row, `outside` in those past its end: in a looped
-        kernel whose blocks tile the row exactly (`_r_even`) there are none, and the value is
+        """`value` in the lanes inside the row, `outside` in those past its end: in a loop body
+        whose lanes are all inside the row (`_lanes_in_row`) there are none, and the value is
         kept everywhere (rows past xnumel compute what no store keeps)."""
-        return value if self._r_even else f"tl.where(xmask & rmask, {value}, {outside})"
+        return value if self._lanes_in_row else f"tl.where(xmask & rmask, {value}, {outside})"
 
     def _plan_blocks(self):
         """What a looped kernel knows of its blocks, whose sizes are powers of two of at most
@@ -342,6 +343,7 @@ class KernelBuilder:
         row, a load and a multiply per block instead of two gathers and a multiply per element)."""
         self._block_vars: set[str] = set()
         self._r_even = self.kind == "red" and self.rnumel % LOOPED_RBLOCK_MAX == 0
+        self._lanes_in_row = self._r_even
         if self.kind != "red":
             return
         for i in range(len(self.rsizes) - 1):
@@ -375,9 +377,7 @@ class KernelBuilder:
         return None
 
     def _mask_for(self, hx: bool, hr: bool) -> Optional[str]:
-        if not self.is_reduction:
-            return "xmask" if hx else None
-        if self._r_even:
+        if not self.is_reduction or self._lanes_in_row:
             return "xmask" if hx else None
         return {(True, True): "xmask & rmask", (True, False): "xmask",
                 (False, True): "rmask", (False, False): None}[(hx, hr)]
@@ -787,7 +787,8 @@ class KernelBuilder:
         """One loop over the row, its body written by `emit_body(lines)`. Where the blocks may not
         tile the row (`_r_even` false), the body is written twice (`settings.peel_tail`): once for
         the whole blocks, without lane masks, and once for the last, partial block, with them
-        (a row of 32000 logits in blocks of 4096: seven blocks unmasked, one masked)."""
+        (a row of 32000 logits in blocks of 4096: seven blocks unmasked, one masked).
+        `_lanes_in_row` says, while a body is written, whether its lanes need no mask."""
         self._loop_no += 1
         if self._r_even or not settings.peel_tail:
             emit_body(self._open_loop())
@@ -795,10 +796,10 @@ class KernelBuilder:
             out.append(f"for roffset in range(0, {self.rnumel}, RBLOCK):")
             out.extend("    " + line for line in self.loop_lines)
         else:
-            self._r_even = True
+            self._lanes_in_row = True
             emit_body(self._open_loop())
             whole_blocks = self.loop_lines
-            self._r_even = False
+            self._lanes_in_row = False
             emit_body(self._open_loop())
             whole = f"({self.rnumel} // RBLOCK) * RBLOCK"
             out.extend(self.lines_outer)
@@ -854,7 +855,7 @@ class KernelBuilder:
                 offset += " + 0 * xindex"
             if full and not any(self._lane_var(v_) for v_ in index.vars()) and "rindex" not in offset:
                 offset += " + 0 * rindex"
-            mask = "xmask & rmask" if full and not self._r_even else "xmask"
+            mask = "xmask & rmask" if full and not self._lanes_in_row else "xmask"
             target = self.loop_lines if (self.loop_lines is not None) else self.lines_outer
             target.append(f"tl.store({ptr} + ({offset}), {v}, {mask})")
 
