@@ -33,9 +33,12 @@ MODULES = ("settings", "codegen", "launch", "lower_reductions")
 
 #: launch configs `--wide` adds, by kernel kind: looped reductions along / across rows, 2-D tiles
 WIDE = {
-    "red_inner": [dict(XBLOCK=1, RBLOCK=r, num_warps=w) for r in (512, 1024, 2048, 4096) for w in (2, 4, 8, 16, 32)],
+    # (blocks larger than a kernel's bound, launch.block_bound, are left out)
+    "red_inner": [dict(XBLOCK=1, RBLOCK=r, num_warps=w) for r in (512, 1024, 2048, 4096, 8192) for w in (2, 4, 8, 16, 32)],
     "red_outer": [dict(XBLOCK=x, RBLOCK=r, num_warps=w) for x, r in ((64, 16), (128, 16), (64, 32), (128, 32), (256, 8))
                   for w in (4, 8)],
+    "poi": [dict(XBLOCK=x, num_warps=w) for x, w in ((1024, 2), (2048, 4), (4096, 4), (4096, 8), (8192, 8),
+                                                       (8192, 16), (16384, 16))],
     "poi_2d": [dict(XBLOCK=x, YBLOCK=y, num_warps=w) for x, y in ((64, 64), (128, 128), (64, 128), (128, 64),
                                                                  (256, 32), (32, 256)) for w in (4, 8)],
 }
@@ -75,6 +78,19 @@ def assigned(assignments):
             setattr(mod, name, value)
 
 
+def widened(ks, out: list[dict]) -> list[dict]:
+    """The tuner's candidates `out` for kernel `ks` and WIDE's for its kind, the blocks of a looped
+    reduction bound as the tuner's own are (launch.block_bound: the kernel's code relies on it)."""
+    from dynamo_lite.backends.triton import launch
+    out = list(out)
+    for cfg in WIDE.get(_kind(ks), []):
+        if ks.kind == "red" and cfg["RBLOCK"] > launch.block_bound(ks):
+            continue
+        if cfg not in out:
+            out.append(dict(cfg))
+    return out
+
+
 def _kind(ks) -> str:
     if ks.kind == "poi":
         return "poi_2d" if ks.ynumel > 1 else "poi"
@@ -112,13 +128,7 @@ def main(argv=None) -> int:
 
     def candidates(ks, interpret):
         out = original_candidates(ks, interpret)
-        if opts.wide and not interpret:
-            for cfg in WIDE.get(_kind(ks), []):
-                if ks.kind == "red" and cfg["RBLOCK"] > launch.LOOPED_RBLOCK_MAX:
-                    continue
-                if cfg not in out:
-                    out.append(dict(cfg))
-        return out
+        return widened(ks, out) if opts.wide and not interpret else out
     launch.Launcher._time, launch.candidates = time_and_note, candidates
     cache.load_config = lambda *a, **k: None          # every candidate timed again
 
@@ -130,11 +140,23 @@ def main(argv=None) -> int:
             if opts.k and not any(part in name for part in opts.k.split(",")):
                 continue
             ref = fn(*bench._clone(args))
+            in_place = ref is None
+            if in_place:               # an in-place update: compare what it wrote
+                ref = bench._clone(args)
+                fn(*ref)
+
+            def checked(f, who):
+                if in_place:
+                    got = bench._clone(args)
+                    f(*got)
+                    bench.check(bench._flat(got), bench._flat(ref), f"{name} ({who})")
+                else:
+                    bench.check(f(*args), ref, f"{name} ({who})")
             t_ind = None
             if opts.inductor:
                 torch._dynamo.reset()
                 ind = torch.compile(fn)
-                bench.check(ind(*args), ref, name + " (inductor)")
+                checked(ind, "inductor")
                 t_ind = bench.bench(ind, args)
             print(f"\n{name}" + (f": Inductor {t_ind:.4f} ms" if t_ind else ""))
             for text, assignments in variants:
@@ -143,10 +165,12 @@ def main(argv=None) -> int:
                     timed.clear()
                     bench._recorded.clear()
                     ours = dl.capture(fn, backend=bench._recording_backend)
-                    bench.check(ours(*args), ref, f"{name} (ours, {text or 'as is'})")
+                    checked(ours, f"ours, {text or 'as is'}")
                     t = bench.bench(ours, args)
                 ratio = f"  ours/Inductor {t / t_ind:.2f}" if t_ind else ""
-                share = f"  {100 * nbytes / (t * 1e-3) / copy_bw:.0f}% of copy" if nbytes else ""
+                share = (f"  {100 * nbytes / (t * 1e-3) / copy_bw:.0f}% of copy, "
+                         f"{100 * nbytes / (t * 1e-3) / bench.same_size_copy_bandwidth(nbytes):.0f}% of a "
+                         f"same-size copy") if nbytes else ""
                 kernels = sum(c.kernel_count for c in bench._recorded)
                 print(f"  [{text or 'as is'}] ours {t:.4f} ms{ratio}{share}  ({kernels} kernels)")
                 if opts.configs:

@@ -140,6 +140,40 @@ def test_looped_softmax_with_infinities_matches_eager(looped_above_8192):
     assert compiled.compiled_graph.kernels[0].source.count("for roffset") == 2   # stats, then stores
 
 
+@pytest.mark.parametrize("cols", [1000, 9000], ids=["persistent", "looped"])
+def test_softmax_at_the_edges_of_exp_matches_eager(looped_above_8192, cols):
+    """The looped online softmax sums exp2((v - max) * log2(e)) (codegen.EXP2_ONLINE_SUM: exp2
+    flushes denormal results, which change no such sum); values that are stored keep tl.exp, so
+    probabilities in the denormal range stay there (their log finite, as in eager). The same values
+    as eager at the edges: rows of -inf, +inf, NaN, magnitudes of 1e5 (an exact x - max), a spread
+    of 95 (exp(-95) is a denormal)."""
+    def fn(x):
+        return (torch.softmax(x, -1), torch.log_softmax(x, -1), torch.exp(x - x.amax(-1, keepdim=True)),
+                torch.log(torch.softmax(x, -1)))
+    x = t(7, cols) * 30
+    x[0] = float("-inf")
+    x[1, 3] = float("inf")
+    x[2, 5] = float("nan")
+    x[3] *= 3000.0
+    x[4, :] = -3e4
+    x[4, cols - 1] = 3e4
+    x[5, :] = -95.0
+    x[5, 0] = 0.0
+    x[6, :] = torch.linspace(-100.0, 0.0, cols)
+    gm = torch.fx.symbolic_trace(fn)
+    compiled = triton_backend(gm, [x])
+    got, want = compiled(x), fn(x)
+    for g, w in zip(got[:3], want[:3]):
+        torch.testing.assert_close(g, w, equal_nan=True)
+    # log of a denormal probability: finite, as eager's; its few mantissa bits give both engines'
+    # divisions a rounding of ~1e-6 relative there (H200: -95.0003 vs -95.0000)
+    torch.testing.assert_close(got[3], want[3], equal_nan=True, rtol=2e-5, atol=1e-5)
+    assert torch.isfinite(got[3][5]).all()              # (exp(-95): a denormal, not 0)
+    sources = "".join(k.source for k in compiled.compiled_graph.kernels)
+    assert ("tl.exp2((tmp" in sources) == (cols > 8192), sources       # the online sum's exps only
+    assert "tl.exp(" in sources, sources
+
+
 @pytest.mark.parametrize("n", [100, 30000], ids=["row-kernel", "split"])
 def test_max_and_min_of_rows_holding_nan_are_nan(n):
     """A row holding NaN: amax / amin are NaN as in eager (Triton's `tl.max` / `tl.min` combine with
@@ -307,7 +341,6 @@ def blocks_of_8(monkeypatch):
     at sizes the interpreter runs quickly, along and across rows."""
     from dynamo_lite.backends.triton import codegen, launch, settings
     monkeypatch.setattr(codegen, "LOOPED_RBLOCK_MAX", 8)
-    monkeypatch.setattr(launch, "LOOPED_RBLOCK_MAX", 8)
     monkeypatch.setattr(codegen, "PERSISTENT_MAX_OUTER", 2)
     monkeypatch.setattr(settings, "persistent_max_inner", 8)
     monkeypatch.setattr(lower_reductions, "NORMALIZE_MIN_ROWS", 1)
@@ -346,6 +379,24 @@ def test_reductions_in_small_blocks_match_eager(blocks_of_8, case):
     assert "for roffset" in sources, sources          # every reduction looped
     if case[0] in ("group_norm", "weighted_sum"):
         assert "% RBLOCK == 0)" in sources and "(roffset // " in sources, sources
+
+
+def test_rows_that_only_half_the_largest_block_tiles_get_blocks_of_that_half(blocks_of_8):
+    """Rows of 20 (5 x 4, the bound 8): blocks of at most 4, no lane masks, and the launcher never
+    offers a larger block (as rows of 5 x 4096 with blocks of up to 8192); rows of 24 keep the
+    bound of 8, and ragged rows of 21 too."""
+    from dynamo_lite.backends.triton import launch
+
+    def fn(x, y, z):
+        return torch.softmax(x, -1), y.sum(-1), z.amax(-1)
+    info = compile_and_check(fn, t(3, 20), t(3, 24), t(3, 21), rtol=1e-4, atol=1e-4)
+    bounds = {k.rnumel: k.rblock_max for k in info.kernels if k.kind == "red"}
+    assert bounds == {20: 4, 24: 8, 21: 8}, bounds
+    for k in info.kernels:
+        assert all(c["RBLOCK"] <= k.rblock_max for c in launch.candidates(k, interpret=False)), k.name
+        assert all(c["RBLOCK"] <= k.rblock_max for c in launch.candidates(k, interpret=True)), k.name
+    row20 = next(k for k in info.kernels if k.rnumel == 20).source
+    assert "tl.static_assert(20 % RBLOCK == 0)" in row20 and "rmask)" not in row20 and "& rmask" not in row20, row20
 
 
 def test_batch_norm_training_statistics_split_and_update():

@@ -37,6 +37,17 @@ def test_a_name_the_module_lacks_is_an_error_not_a_silent_run_of_the_code_as_is(
     assert settings.peel_tail is True
 
 
-def test_wide_configs_of_looped_reductions_keep_the_kernels_block_bound():
-    from dynamo_lite.backends.triton import codegen
-    assert all(c["RBLOCK"] <= codegen.LOOPED_RBLOCK_MAX for k in ("red_inner", "red_outer") for c in sweep.WIDE[k])
+def test_wide_configs_of_looped_reductions_keep_the_kernels_block_bound(monkeypatch):
+    import dataclasses
+    from dynamo_lite.backends.triton import codegen, launch
+    from dynamo_lite.backends.triton.codegen import KernelSource
+    ks = KernelSource("k", "", ["a", "b"], "red", 8192, 32000, True, ["exp"], rblock_max=8192)
+    tuned = launch.candidates(ks, interpret=False)
+    wide = sweep.widened(ks, tuned)
+    assert wide[:len(tuned)] == tuned and len(wide) > len(tuned)
+    assert max(c["RBLOCK"] for c in wide) == 8192
+    halved = dataclasses.replace(ks, rblock_max=4096)        # (a row only 4096 tiles: codegen._block_bound)
+    assert max(c["RBLOCK"] for c in sweep.widened(halved, launch.candidates(halved, interpret=False))) == 4096
+    monkeypatch.setattr(codegen, "LOOPED_RBLOCK_MAX", 1024)  # a kernel without a bound of its own: the module's
+    unbound = dataclasses.replace(ks, rblock_max=0)
+    assert max(c["RBLOCK"] for c in sweep.widened(unbound, launch.candidates(unbound, interpret=False))) == 1024
