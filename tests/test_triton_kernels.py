@@ -76,6 +76,71 @@ def test_unary_math_ops():
     compile_and_check(fn, t(257), kernels=1, rtol=1e-4, atol=1e-3)
 
 
+def test_powers_of_negative_bases_and_denormal_powers_match_eager():
+    """x ** e for integer e beyond the multiplies (|e| > 8) has x's sign where e is odd, as eager
+    ((-2) ** 11 = -2048, not 2^(11 log2 -2) = NaN); a non-integer e of a negative x is NaN in both.
+    2^x and x ** e below 2^-126 are denormals as in eager (the GPU's exp2 flushes them: their
+    log would be -inf), and a power that small, logged, is finite."""
+    def fn(x, small, tiny):
+        return (x ** 11, x ** 10, x ** -9, x ** 2.5, torch.exp2(small), tiny ** 1.95,
+                torch.log2(torch.exp2(small)), torch.log(tiny ** 1.95))
+    x = torch.tensor([-2.0, -1.5, -0.5, 0.0, 0.5, 1.5, 2.0], device=DEVICE)
+    small = torch.tensor([-130.0, -140.0, -126.5, -149.0, -100.0, 3.0, -160.0], device=DEVICE)
+    tiny = torch.tensor([1e-20, 3e-20, 1e-21, 5e-19, 1e-10, 0.5, 2.0], device=DEVICE)
+    info = compile_and_check(fn, x, small, tiny, rtol=1e-4, atol=1e-30, equal_nan=True)
+    assert "_exp2(" in info.kernels[0].source
+
+
+_PTX_OF = r"""
+import importlib.util, json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from dynamo_lite.backends.triton import settings
+path, name, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+spec = importlib.util.spec_from_file_location("kernel", path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+signature = dict(args, XBLOCK="constexpr")
+attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(args))}
+src = ASTSource(getattr(module, name), signature=signature, constexprs={"XBLOCK": 64}, attrs=attrs)
+kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(settings.compile_options(), num_warps=1))
+print(kernel.asm["ptx"])
+"""
+
+
+def test_a_product_minus_itself_is_zero_as_in_eager(tmp_path):
+    """`x * y - x * y` fused into one kernel is 0, as eager's (which rounds each op): Triton may not
+    contract one op's multiply with the next op's add into an FMA, which gives the product's
+    rounding error instead (settings.compile_options; fuzz seed 2202, program 41, on an H200: a
+    where() on that value took the other branch). Checked in the kernel's PTX for an H100 too,
+    compiled here (no GPU needed), so CPU CI sees it; on a GPU, also in the values."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from dynamo_lite.backends.triton import settings
+
+    def fn(x, y):
+        p = x * y
+        d = (p - x * y) * 1e8
+        return torch.where(d == 0, 1.0, -1.0), d
+    x, y = t(4096), t(4096)
+    info = compile_and_check(fn, x, y, kernels=1, rtol=0, atol=0)
+    assert settings.compile_options() == {"enable_fp_fusion": False}
+    kernel = info.kernels[0]
+    path = tmp_path / "kernel.py"
+    path.write_text(kernel.source)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", _PTX_OF, str(path), kernel.name,
+                          json.dumps({f"ptr{i}": "*fp32" for i in range(len(kernel.args))})],
+                         capture_output=True, text=True, env=env, timeout=300)
+    if run.returncode != 0 and ("ptxas" in run.stderr or "LLVM" in run.stderr and "not found" in run.stderr):
+        pytest.skip(f"Triton cannot compile for sm_90 here: {run.stderr[-300:]}")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "mul.rn.f32" in run.stdout and "fma" not in run.stdout, run.stdout
+
+
 def test_activations():
     def fn(x):
         return (F.gelu(x) + F.gelu(x, approximate="tanh") + F.silu(x) + F.hardswish(x) + F.elu(x)

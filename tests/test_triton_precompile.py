@@ -215,7 +215,7 @@ FIRST_LAUNCH = """
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import ASTSource
     from triton.runtime import driver
-    from dynamo_lite.backends.triton import cache, precompile
+    from dynamo_lite.backends.triton import cache, precompile, settings
     from dynamo_lite.backends.triton.codegen import KernelSource
     from dynamo_lite.backends.triton.launch import Launcher
 
@@ -242,7 +242,7 @@ FIRST_LAUNCH = """
     ASTSource.make_ir = lambda self, *a, **k: compiles.append(1) or make_ir(self, *a, **k)
     driver.set_active(StandInDriver())
     args = [torch.empty(4096) for _ in ks.args]
-    constexprs = {k: v for k, v in cfg.items() if k != "num_warps"}
+    constexprs = dict({k: v for k, v in cfg.items() if k != "num_warps"}, **settings.compile_options())
     with cache.triton_binary_cache():            # what Launcher._slow does, short of the launch
         launcher.fn.run(*args, grid=(1,), warmup=True, num_warps=cfg["num_warps"], **constexprs)
         print("PRECOMPILED", len(compiles))

@@ -76,7 +76,7 @@ TEMPLATES = {
     Op.NEG: lambda a: f"-{a}",
     Op.ABS: lambda a: f"tl.abs({a})",
     Op.EXP: lambda a: f"tl.exp({a})",
-    Op.EXP2: lambda a: f"tl.exp2({a})",
+    Op.EXP2: lambda a: f"_exp2({a})",
     Op.LOG: lambda a: f"tl.log({a})",
     Op.LOG2: lambda a: f"tl.log2({a})",
     Op.SQRT: lambda a: f"tl.sqrt({a})",
@@ -99,7 +99,7 @@ TEMPLATES = {
     Op.DIV: lambda a, b: f"{a} / {b}",
     Op.MAX: _nan_max,
     Op.MIN: _nan_min,
-    Op.POW: lambda a, b: f"tl.exp2({b} * tl.log2({a}))",
+    Op.POW: lambda a, b: f"_exp2({b} * tl.log2({a}))",
     Op.EQ: lambda a, b: f"{a} == {b}",
     Op.NE: lambda a, b: f"{a} != {b}",
     Op.LT: lambda a, b: f"{a} < {b}",
@@ -125,6 +125,10 @@ REDUCE = {"sum": "tl.sum({}, 1)", "max": "tl.reduce({}, 1, _max_nan)", "min": "t
 HELPERS = {
     "max": "@triton.jit\ndef _max_nan(a, b):\n    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
     "min": "@triton.jit\ndef _min_nan(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
+    # 2^x as eager's exp2 and pow: tl.exp2 flushes results below 2^-126 to zero on the GPU
+    # (ex2.approx.ftz), eager keeps them (denormals, whose log is finite): 2^(x + 64) * 2^-64
+    "exp2": "@triton.jit\ndef _exp2(x):\n"
+            "    return tl.where(x < -126.0, tl.exp2(x + 64.0) * 5.421010862427522e-20, tl.exp2(x))\n\n\n",
     # log(exp(a) + exp(b)): equal operands (two infinities of a sign as well) give a + log 2, a NaN
     # propagates; the larger operand is factored out (logcumsumexp's scan)
     "logsumexp": "@triton.jit\ndef _logaddexp(a, b):\n"
@@ -481,6 +485,8 @@ class KernelBuilder:
         if op is Op.CAST:
             return self._emit_cast(e)
         self.ops_used.add(op.value)
+        if op in (Op.EXP2, Op.POW):
+            self.helpers.add("exp2")
         args = [self.emit(a) for a in e.args]
         if op in UNARY or op is Op.WHERE:
             args = [self._as_tensor(a, x) if (op in UNARY or i == 0) else a
@@ -748,8 +754,16 @@ class KernelBuilder:
         for (m, body), acc in zip(stage, accs):
             if m.node.name in self.online.values():
                 continue                     # updated with its max, below
-            v = self._broadcast(self.emit(body), body, True, True)
             partner = self.online.get(m.node.name)
+            if partner is None and m.node.kind == "sum" and body.op is Op.MUL \
+                    and compute_dtype(body.dtype).is_floating_point:
+                # a sum of products (a variance's squares): one FMA a lane (Triton contracts no
+                # op's multiply with another's add: settings.compile_options; a sum's rounding
+                # is its own, no op's result is observable in it)
+                a, b = (self.emit(x) for x in body.args)
+                loop.append(f"{acc} = " + self._in_row(f"tl.fma({a}, {b}, {acc})", acc))
+                continue
+            v = self._broadcast(self.emit(body), body, True, True)
             if partner is None:
                 loop.append(f"{acc} = " + self._in_row(COMBINE[m.node.kind](acc, v), acc))
                 continue
@@ -767,7 +781,7 @@ class KernelBuilder:
             loop.append(f"{new} = {_nan_max(acc, block)}")
             loop.append(f"{shift} = tl.where({new} == float(\"-inf\"), 0.0, {new})")
             exp_v = f"tl.exp2(({v} - {shift}) * {LOG2E})" if EXP2_ONLINE_SUM else f"tl.exp({v} - {shift})"
-            loop.append(f"{sum_acc} = {sum_acc} * tl.exp({acc} - {shift}) + {self._in_row(exp_v, '0.0')}")
+            loop.append(f"{sum_acc} = tl.fma({sum_acc}, tl.exp({acc} - {shift}), {self._in_row(exp_v, '0.0')})")
             loop.append(f"{acc} = {new}")
 
     def _stages(self) -> list[list]:

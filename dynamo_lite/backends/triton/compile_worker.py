@@ -107,7 +107,7 @@ def compile_job(job: dict) -> float:
     fn = _load_kernel(job["path"], job["name"])
     target = GPUTarget(*job["target"])
     backend = make_backend(target)
-    kwargs = dict(job["constexprs"], num_warps=job["num_warps"])
+    kwargs = dict(job["constexprs"], num_warps=job["num_warps"], **job.get("options", {}))
     kwargs["debug"] = kwargs.get("debug", fn.debug) or knobs.runtime.debug
     kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
     try:

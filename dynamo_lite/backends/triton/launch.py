@@ -30,7 +30,7 @@ from typing import Optional
 
 import torch
 
-from . import cache, codegen, generic_launch
+from . import cache, codegen, generic_launch, settings
 from .codegen import KernelSource
 
 #: kernels with fewer elements than this are not benchmarked (launch-bound anyway)
@@ -225,6 +225,7 @@ class Launcher:
         kwargs = dict(self._constexprs())
         if not _interpreting():
             kwargs["num_warps"] = self.config["num_warps"]
+            kwargs.update(settings.compile_options())
             start = time.perf_counter()
             generic_launch.install()
             with cache.triton_binary_cache():
@@ -262,7 +263,7 @@ class Launcher:
 
     def _time(self, cfg: dict, args, reps: int = 8) -> float:
         grid = grid_for(self.ks, cfg)
-        kwargs = {k: v for k, v in cfg.items()}
+        kwargs = dict(cfg, **settings.compile_options())
         self._take_precompiled(cfg)
         generic_launch.install()
         with cache.triton_binary_cache():

@@ -246,6 +246,13 @@ def lower_pow(lw, node, base, exponent):
             for _ in range(n - 1):
                 acc = binary(Op.MUL, acc, x)
             return unary(Op.RECIP, acc) if e < 0 else acc
+        if e.is_integer():
+            # 2^(e * log2 |x|), negative where x is and e odd ((-2) ** 11); log2 of a negative
+            # x would be NaN
+            magnitude = binary(Op.POW, unary(Op.ABS, x), const(e, x.dtype))
+            if int(e) % 2 == 0:
+                return magnitude
+            return where(binary(Op.LT, x, const(0, x.dtype)), unary(Op.NEG, magnitude), magnitude)
         return binary(Op.POW, x, const(e, x.dtype))
     return pointwise(node, fn, [base])
 

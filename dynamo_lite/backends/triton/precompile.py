@@ -264,7 +264,8 @@ def request(ks, arg_types: tuple[str, ...], cfg: dict, target: list) -> dict:
     """The job for kernel `ks` (its source is in our kernel cache) with launch config `cfg`."""
     return {"path": str(cache.loaded_from(ks.name)), "name": ks.name, "args": list(arg_types),
             "constexprs": {k: v for k, v in cfg.items() if k != "num_warps"},
-            "num_warps": cfg["num_warps"], "target": list(target), "cache_dir": cache.binary_dir(),
+            "num_warps": cfg["num_warps"], "options": settings.compile_options(), "target": list(target),
+            "cache_dir": cache.binary_dir(),
             "generic_launch": _generic_launch_usable(), **parent_key(target)}
 
 

@@ -27,6 +27,12 @@
                                   the longest contiguous row a reduction keeps in registers (a
                                   persistent kernel: one read of the row); longer rows loop over it.
                                   Default 16384 (codegen.persistent_limit)
+    DYNAMO_LITE_TRITON_FP_FUSION=1  let Triton contract a multiply and an add of two ops into one FMA
+                                  (faster where a kernel is bound by its arithmetic; but `x * y - x * y`
+                                  is then the product's rounding error, not 0 as in eager, which
+                                  rounds every op). Off by default: each op rounds as in eager, and
+                                  the kernels write `tl.fma` themselves where no op's result is
+                                  observable (a sum's accumulation: codegen)
     DYNAMO_LITE_TRITON_PEEL=0       a looped reduction over rows its blocks do not tile masks every
                                   block, instead of the last, partial one alone (codegen; to compare)
 """
@@ -59,3 +65,12 @@ recompute: bool = os.environ.get("DYNAMO_LITE_TRITON_RECOMPUTE", "1") != "0"
 persistent_max_inner: int = _int_from_env("DYNAMO_LITE_TRITON_PERSISTENT_MAX", 16384, low=1)
 cudagraphs: bool = os.environ.get("DYNAMO_LITE_TRITON_CUDAGRAPHS", "") == "1"
 peel_tail: bool = os.environ.get("DYNAMO_LITE_TRITON_PEEL", "1") != "0"
+fp_fusion: bool = os.environ.get("DYNAMO_LITE_TRITON_FP_FUSION", "") == "1"
+
+
+def compile_options() -> dict:
+    """Triton's options for every kernel we compile (launch.py, and compile workers through
+    precompile.request): no contraction of one op's multiply with another's add into an FMA
+    unless `fp_fusion` (eager rounds each op: `x * y - x * y` is 0 there, and was the product's
+    rounding error in a fused kernel on the GPU: fuzz seed 2202, program 41)."""
+    return {"enable_fp_fusion": fp_fusion}
