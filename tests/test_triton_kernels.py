@@ -124,8 +124,11 @@ def test_a_product_minus_itself_is_zero_as_in_eager(tmp_path):
     def fn(x, y):
         p = x * y
         d = (p - x * y) * 1e8
-        return torch.where(d == 0, 1.0, -1.0), d
+        return (torch.where(d == 0, 1.0, -1.0), d, torch.floor(x / y), torch.sqrt(x.abs()).floor(),
+                y.abs().reciprocal())
     x, y = t(4096), t(4096)
+    x[:4] = torch.tensor([4.6875, 49.0, 1e6, 7.0])              # exact quotients and roots
+    y[:4] = torch.tensor([0.9375, 7.0, 1e3, 7.0])
     info = compile_and_check(fn, x, y, kernels=1, rtol=0, atol=0)
     assert settings.compile_options() == {"enable_fp_fusion": False}
     kernel = info.kernels[0]
@@ -138,7 +141,39 @@ def test_a_product_minus_itself_is_zero_as_in_eager(tmp_path):
     if run.returncode != 0 and ("ptxas" in run.stderr or "LLVM" in run.stderr and "not found" in run.stderr):
         pytest.skip(f"Triton cannot compile for sm_90 here: {run.stderr[-300:]}")
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "mul.rn.f32" in run.stdout and "fma" not in run.stdout, run.stdout
+    ptx = run.stdout
+    assert "mul.rn.f32" in ptx and "fma" not in ptx, ptx
+    # IEEE division and square root, as eager's (Triton's `/` is div.full.f32, up to 2 ulp off:
+    # 4.6875 / 0.9375 gave 5.0000005; tl.sqrt is sqrt.approx.ftz.f32)
+    assert "div.rn.f32" in ptx and "div.full" not in ptx and "sqrt.rn.f32" in ptx and "sqrt.approx" not in ptx, ptx
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_floor_division_of_floats_is_eagers(dtype):
+    """torch.div(a, b, rounding_mode="floor") is the floor of the exact quotient, as eager's (and
+    Python's //): 1.0 // 0.1 is 9, though 1.0 / 0.1 rounds to 10.0; and at the edges (0, -0,
+    infinities, NaN, exact multiples, negative divisors) the same values, bit for bit. float64
+    stays an aten call (its exact remainder would need a wider type)."""
+    def fn(a, b):
+        return torch.div(a, b, rounding_mode="floor"), torch.div(a, b, rounding_mode="trunc") * 2
+    inf, nan = float("inf"), float("nan")
+    edges_a = [1.0, 1.0, -7.0, 4.6875, 0.5, -0.5, -0.0, 0.0, 3.0, -3.0, inf, -inf, 5.0, -1.0, 1.0, nan, 6.0, -6.0]
+    edges_b = [0.1, 0.2, 0.7, 0.9375, 2.0, 2.0, 2.0, 0.0, 0.0, 0.0, 2.0, 3.0, inf, inf, -inf, 1.0, -3.0, 0.25]
+    # quotients below 128 in magnitude: exact in bf16 too (Triton's interpreter truncates fp32 to
+    # bf16 where eager and the GPU round to nearest, so larger ones could differ by a bf16 ulp on CI)
+    b_rest = (torch.rand(200) * 3 + 0.5) * torch.where(torch.rand(200) < 0.5, -1.0, 1.0)
+    a = torch.cat([torch.tensor(edges_a), torch.randn(200) * 40]).to(DEVICE, dtype)
+    b = torch.cat([torch.tensor(edges_b), b_rest]).to(DEVICE, dtype)
+    if dtype is torch.bfloat16:
+        # computed in fp32 and rounded once, as eager on CUDA (opmath); eager on the CPU rounds
+        # its steps to bf16 (66 // -0.582 is -115 there, the floor of -113.4 being -114)
+        compiled = triton_backend(torch.fx.symbolic_trace(fn), [a, b])
+        for got, want in zip(compiled(a, b), fn(a.float(), b.float())):
+            torch.testing.assert_close(got, want.to(dtype), rtol=0, atol=0, equal_nan=True)
+        assert not compiled.compiled_graph.extern_ops
+        return
+    info = compile_and_check(fn, a, b, rtol=0, atol=0, equal_nan=True)
+    assert bool(info.extern_ops) == (dtype is torch.float64), info.extern_ops
 
 
 def test_activations():
@@ -499,7 +534,7 @@ def test_a_pooled_values_per_channel_part_is_computed_once_per_output():
     def fn(x, s):
         return F.max_pool2d(x * s.sqrt()[None, :, None, None], 3, 2, 1)
     info = compile_and_check(fn, t(2, 4, 9, 9), t(4).abs() + 0.1, kernels=1, externs=0)
-    assert info.source.count("tl.sqrt(") == 1, info.source
+    assert info.source.count("tl.sqrt_rn(") == 1, info.source
 
 
 def test_max_pool2d_fuses_with_a_cheap_producer_and_consumer():

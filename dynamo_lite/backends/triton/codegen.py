@@ -118,6 +118,15 @@ INT_TEMPLATES = {
     Op.MIN: lambda a, b: f"tl.minimum({a}, {b})",
 }
 
+#: fp32 variants rounded as eager's (IEEE round-to-nearest): Triton's `/` is div.full.f32 (up to 2 ulp
+#: off: 4.6875 / 0.9375 gave 5.0000005, so a floor or a comparison of an exact quotient went wrong)
+#: and tl.sqrt is sqrt.approx.ftz.f32 on the GPU
+PRECISE_FP32 = {
+    Op.DIV: lambda a, b: f"tl.div_rn({a}, {b})",
+    Op.RECIP: lambda a: f"tl.div_rn(1.0, {a})",
+    Op.SQRT: lambda a: f"tl.sqrt_rn({a})",
+}
+
 #: how a reduction kind reduces a tile along its rows. Not `tl.max` / `tl.min`: they combine with
 #: maxnumf / minnumf, which drop a NaN on the GPU (eager's max of a row holding NaN is NaN), so
 #: max and min reduce with NaN-propagating combine functions of the kernel's module (HELPERS)
@@ -491,6 +500,8 @@ class KernelBuilder:
         if op in UNARY or op is Op.WHERE:
             args = [self._as_tensor(a, x) if (op in UNARY or i == 0) else a
                     for i, (a, x) in enumerate(zip(args, e.args))]
+        if op in PRECISE_FP32 and compute_dtype(e.dtype) is torch.float32:
+            return PRECISE_FP32[op](*args)
         table = INT_TEMPLATES if (op in INT_TEMPLATES and not compute_dtype(e.args[0].dtype).is_floating_point) else TEMPLATES
         return table[op](*args)
 
@@ -556,8 +567,8 @@ class KernelBuilder:
             shape = self._full_shape()
         if e.op is Op.CONST:
             return f"tl.full({shape}, {name}, {TL_TYPE[compute_dtype(e.dtype)]})"
-        if not ex and not er:
-            return f"{name} + tl.zeros({shape}, {TL_TYPE[compute_dtype(e.dtype)]})"
+        if not ex and not er:      # (parenthesized: a cast appended applies to the sum)
+            return f"({name} + tl.zeros({shape}, {TL_TYPE[compute_dtype(e.dtype)]}))"
         return f"tl.broadcast_to({name}, {shape})"
 
     # -- kernel assembly ---------------------------------------------------------------------

@@ -214,8 +214,31 @@ def lower_div(lw, node, a, b, *, rounding_mode=None):
         raise NotLowerable("integer division")
     if rounding_mode is None:
         return pointwise(node, lambda x, y: binary(Op.DIV, x, y), [a, b])
-    op = {"floor": Op.FLOOR, "trunc": Op.TRUNC}[rounding_mode]
-    return pointwise(node, lambda x, y: unary(op, binary(Op.DIV, x, y)), [a, b])
+    if rounding_mode == "floor":
+        if out_meta(node).dtype is torch.float64:
+            raise NotLowerable("floor division of float64 (its exact remainder needs a wider type)")
+        return pointwise(node, floor_divide, [a, b])
+    return pointwise(node, lambda x, y: unary(Op.TRUNC, binary(Op.DIV, x, y)), [a, b])
+
+
+def floor_divide(a: Expr, b: Expr) -> Expr:
+    """Eager's floor division of floats (Python's `//`): the floor of the exact quotient, not of
+    the rounded one (1.0 // 0.1 is 9: the quotient 9.99999985 rounds to 10.0). floor(a / b) is
+    one too large exactly where the remainder a - floor * b has the other sign than b; in float64
+    the product of two float32 values is exact and the difference keeps its sign. Division by 0
+    is a / b, as eager's; inf // b is NaN, and a finite a // inf is 0 or -1 (the remainder is a)."""
+    quotient = binary(Op.DIV, a, b)
+    down = unary(Op.FLOOR, quotient)
+    wide = [cast(x, torch.float64) for x in (a, b, down)]
+    exact = binary(Op.SUB, wide[0], binary(Op.MUL, wide[2], wide[1]))
+    inf = const(float("inf"), b.dtype)
+    remainder = where(binary(Op.EQ, unary(Op.ABS, b), inf), wide[0], exact)
+    zero, zero64 = const(0, a.dtype), const(0, torch.float64)
+    past = binary(Op.AND, binary(Op.NE, remainder, zero64),
+                  binary(Op.NE, binary(Op.LT, remainder, zero64), binary(Op.LT, b, zero)))
+    fixed = where(past, binary(Op.SUB, down, const(1, a.dtype)), down)
+    fixed = where(unary(Op.ISNAN, remainder), const(float("nan"), a.dtype), fixed)
+    return where(binary(Op.EQ, b, zero), quotient, fixed)
 
 
 @register(prims.div)
