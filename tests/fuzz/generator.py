@@ -333,8 +333,10 @@ class Body:
             return None
         op = self.pick(["+", "-", "*", "/", "+", "*"])
         dtype = "float" if "float" in (t.dtype, b[1].dtype) or op == "/" else "long"
-        fn = self.pick([None, None, None, "torch.add", "torch.mul", "torch.maximum", "torch.sub"])
+        fn = self.pick([None, None, None, "torch.add", "torch.mul", "torch.maximum", "torch.sub", "floor", "trunc"])
         shape = broadcast(t.shape, b[1].shape)
+        if fn in ("floor", "trunc"):         # rounded float division: exact quotients, 1.0 // 0.1 == 9
+            return f"torch.div({code}.float(), {b[0]}, rounding_mode='{fn}')", T(shape, "float")
         if fn:
             return f"{fn}({code}, {b[0]})", T(shape, dtype)
         return f"({code} {op} {b[0]})", T(shape, dtype)
