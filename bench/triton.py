@@ -275,10 +275,8 @@ def wall_per_call(fn, args, calls: int = 500) -> float:
 
 
 def copy_bandwidth() -> float:
-    src = torch.empty(1 << 28, device="cuda")              # 1 GiB fp32
-    dst = torch.empty_like(src)
-    ms = bench(lambda: dst.copy_(src), ())
-    return 2 * src.numel() * 4 / (ms * 1e-3)
+    """A 1 GiB device-to-device copy's bandwidth, read + write."""
+    return same_size_copy_bandwidth(2 << 30)
 
 
 _same_size: dict[int, float] = {}
@@ -293,6 +291,28 @@ def same_size_copy_bandwidth(nbytes: int) -> float:
         dst = torch.empty_like(src)
         _same_size[nbytes] = nbytes / (bench(lambda: dst.copy_(src), ()) * 1e-3)
     return _same_size[nbytes]
+
+
+def reference(fn, args) -> tuple[object, bool]:
+    """(what eager `fn` computes from clones of `args`, whether it updates them in place): for an
+    in-place update (it returns None) the reference is the arguments after it."""
+    ref = fn(*_clone(args))
+    if ref is not None:
+        return ref, False
+    ref = _clone(args)
+    fn(*ref)
+    return ref, True
+
+
+def check_engine(f, args, ref, in_place: bool, name: str):
+    """Compare engine `f` with `reference`'s result: its output, or what it wrote into clones of
+    `args` when the workload updates them in place."""
+    if not in_place:
+        check(f(*args), ref, name)
+        return
+    got = _clone(args)
+    f(*got)
+    check(_flat(got), _flat(ref), name)
 
 
 def check(a, b, name):
@@ -352,18 +372,9 @@ def main():
             ours = dl.capture(fn, backend=_recording_backend)
             _recorded.clear()
             ind = torch.compile(fn)
-            ref = fn(*_clone(args))
-            in_place = ref is None
-            if in_place:                               # an in-place update: compare what it wrote
-                ref = _clone(args)
-                fn(*ref)
-                for who, f in (("ours", ours), ("inductor", ind)):
-                    got = _clone(args)
-                    f(*got)
-                    check(_flat(got), _flat(ref), f"{name} ({who})")
-            else:
-                check(ours(*args), ref, name + " (ours)")
-                check(ind(*args), ref, name + " (inductor)")
+            ref, in_place = reference(fn, args)
+            check_engine(ours, args, ref, in_place, name + " (ours)")
+            check_engine(ind, args, ref, in_place, name + " (inductor)")
             t_eager, t_ind, t_ours = bench(fn, args), bench(ind, args), bench(ours, args)
             torch._dynamo.reset()                      # the same backend under TorchDynamo's capture
             ours_tc = torch.compile(fn, backend=triton_backend)

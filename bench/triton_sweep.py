@@ -139,24 +139,12 @@ def main(argv=None) -> int:
         for name, fn, args, nbytes in bench.workloads(opts.quick):
             if opts.k and not any(part in name for part in opts.k.split(",")):
                 continue
-            ref = fn(*bench._clone(args))
-            in_place = ref is None
-            if in_place:               # an in-place update: compare what it wrote
-                ref = bench._clone(args)
-                fn(*ref)
-
-            def checked(f, who):
-                if in_place:
-                    got = bench._clone(args)
-                    f(*got)
-                    bench.check(bench._flat(got), bench._flat(ref), f"{name} ({who})")
-                else:
-                    bench.check(f(*args), ref, f"{name} ({who})")
+            ref, in_place = bench.reference(fn, args)
             t_ind = None
             if opts.inductor:
                 torch._dynamo.reset()
                 ind = torch.compile(fn)
-                checked(ind, "inductor")
+                bench.check_engine(ind, args, ref, in_place, f"{name} (inductor)")
                 t_ind = bench.bench(ind, args)
             print(f"\n{name}" + (f": Inductor {t_ind:.4f} ms" if t_ind else ""))
             for text, assignments in variants:
@@ -165,7 +153,7 @@ def main(argv=None) -> int:
                     timed.clear()
                     bench._recorded.clear()
                     ours = dl.capture(fn, backend=bench._recording_backend)
-                    checked(ours, f"ours, {text or 'as is'}")
+                    bench.check_engine(ours, args, ref, in_place, f"{name} (ours, {text or 'as is'})")
                     t = bench.bench(ours, args)
                 ratio = f"  ours/Inductor {t / t_ind:.2f}" if t_ind else ""
                 share = (f"  {100 * nbytes / (t * 1e-3) / copy_bw:.0f}% of copy, "

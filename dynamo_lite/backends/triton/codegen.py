@@ -370,13 +370,12 @@ class KernelBuilder:
         row, a load and a multiply per block instead of two gathers and a multiply per element)."""
         self._block_vars: set[str] = set()
         self.rblock_max = self._block_bound() if self.kind == "red" else 0
-        if self.kind == "per":
-            # a persistent kernel's block is its row rounded up to a power of two
-            # (launch.candidates): a row of a power of two is its block, no lane past its end
-            self._r_even = UNMASKED_EXACT_ROWS and self.rnumel & (self.rnumel - 1) == 0
-        else:
-            self._r_even = UNMASKED_EXACT_ROWS and self.kind == "red" and self.rnumel % self.rblock_max == 0
-        self._lanes_in_row = self._r_even
+        exact = False
+        if self.kind == "per":       # its block: the row rounded up to a power of two (launch.candidates)
+            exact = self.rnumel & (self.rnumel - 1) == 0
+        elif self.kind == "red":
+            exact = self.rnumel % self.rblock_max == 0
+        self._r_even = self._lanes_in_row = UNMASKED_EXACT_ROWS and exact
         if self.kind != "red":
             return
         for i in range(len(self.rsizes) - 1):
