@@ -291,7 +291,7 @@ def test_it_passes_the_driver_what_tritons_own_launcher_passes(tmp_path):
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", f"-I{include}", "-Wl,-soname,libcuda.so.1", "-o", str(stub),
                     str(stub_dir / "stub.c")], check=True)
     env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"), TRITON_LIBCUDA_PATH=str(stub_dir),
-               PYTHONPATH=REPO)
+               PYTHONPATH=os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p))
     env.pop("TRITON_INTERPRET", None)
     out = subprocess.run([sys.executable, "-c", COMPARE, str(stub), include, json.dumps(CASES)], env=env,
                          capture_output=True, text=True, timeout=300)

@@ -6,6 +6,8 @@ asserts how many kernels the graph became (fusion really happened). On a machine
 the kernels run under Triton's interpreter (TRITON_INTERPRET=1, set here before triton loads),
 so shapes stay small.
 """
+import re
+
 import pytest
 import torch
 
@@ -146,6 +148,28 @@ def test_a_product_minus_itself_is_zero_as_in_eager(tmp_path):
     # IEEE division and square root, as eager's (Triton's `/` is div.full.f32, up to 2 ulp off:
     # 4.6875 / 0.9375 gave 5.0000005; tl.sqrt is sqrt.approx.ftz.f32)
     assert "div.rn.f32" in ptx and "div.full" not in ptx and "sqrt.rn.f32" in ptx and "sqrt.approx" not in ptx, ptx
+
+
+def test_a_quotient_of_an_approximate_value_is_divided_without_ieee_divisions_slow_path():
+    """IEEE division (tl.div_rn) where both operands are what eager computes, to the bit; Triton's
+    `/` (div.full, no slow path) where one comes from an approximate function (exp: ex2.approx), as
+    a softmax's normalization: the GPU's IEEE division calls a subroutine for every numerator of 0,
+    which a causal mask makes half of them (1.9x slower on an H200). Values as eager's either way."""
+    def fn(scores, mask, x, y):
+        probs = scores.masked_fill(mask, float("-inf")).softmax(-1)
+        return probs, x / y, torch.exp(x) / y, (x / y).floor()
+    scores, x, y = t(64, 128), t(64, 128), t(64, 128)
+    x[0, :3], y[0, :3] = torch.tensor([4.6875, 49.0, 1e6]), torch.tensor([0.9375, 7.0, 1e3])
+    mask = torch.ones(64, 128, device=DEVICE, dtype=torch.bool).triu(1)
+    info = compile_and_check(fn, scores, mask, x, y)
+    source = "\n".join(k.source for k in info.kernels)
+    divisions = re.findall(r"tmp\d+ = (tl\.div_rn\(tmp\d+, tmp\d+\)|tmp\d+ / tmp\d+)", source)
+    ieee = [d for d in divisions if d.startswith("tl.div_rn")]
+    # x / y (a value and under the floor: one expression, once per kernel that holds it) rounded as
+    # eager's; the softmax's and exp(x) / y with `/`
+    assert 1 <= len(ieee) <= len(info.kernels) and len(divisions) - len(ieee) >= 2, source
+    got = triton_backend(torch.fx.symbolic_trace(fn), [scores, mask, x, y])(scores, mask, x, y)
+    assert torch.equal(got[1], x / y) and torch.equal(got[3], (x / y).floor())
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
