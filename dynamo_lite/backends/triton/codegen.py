@@ -120,7 +120,7 @@ INT_TEMPLATES = {
 
 #: fp32 variants rounded as eager's (IEEE round-to-nearest): Triton's `/` is div.full.f32 (up to 2 ulp
 #: off: 4.6875 / 0.9375 gave 5.0000005, so a floor or a comparison of an exact quotient went wrong)
-#: and tl.sqrt is sqrt.approx.ftz.f32 on the GPU. Divisions by or of an APPROXIMATE value keep `/`
+#: and tl.sqrt is sqrt.approx.ftz.f32 on the GPU; except the QUOTIENTS of an APPROXIMATE value
 PRECISE_FP32 = {
     Op.DIV: lambda a, b: f"tl.div_rn({a}, {b})",
     Op.RECIP: lambda a: f"tl.div_rn(1.0, {a})",
@@ -135,6 +135,7 @@ PRECISE_FP32 = {
 #: exp(-inf) = 0, 1.9x slower, and Adam's update (divided by 1 - beta ** step, an exp2) 1.4x
 APPROXIMATE = frozenset({Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.RSQRT, Op.SIN, Op.COS, Op.TANH, Op.SIGMOID,
                          Op.ERF, Op.POW})
+QUOTIENTS = frozenset({Op.DIV, Op.RECIP})
 
 #: how a reduction kind reduces a tile along its rows. Not `tl.max` / `tl.min`: they combine with
 #: maxnumf / minnumf, which drop a NaN on the GPU (eager's max of a row holding NaN is NaN), so
@@ -220,7 +221,6 @@ class KernelBuilder:
         self.ops_used: set[str] = set()
         self._last_loop: dict[tuple, int] = {}     # see _plan_eviction
         self.helpers: set[str] = set()             # HELPERS the kernel calls
-        self._approximate_memo: dict[Expr, bool] = {}
         self._loop_no = -1
         self._block_vars: set[str] = set()          # see _plan_blocks
         self._r_even = False
@@ -510,18 +510,17 @@ class KernelBuilder:
             args = [self._as_tensor(a, x) if (op in UNARY or i == 0) else a
                     for i, (a, x) in enumerate(zip(args, e.args))]
         if op in PRECISE_FP32 and compute_dtype(e.dtype) is torch.float32 and not (
-                op in (Op.DIV, Op.RECIP) and any(self._approximate(a) for a in e.args)):
+                op in QUOTIENTS and any(map(self._approximate, e.args))):
             return PRECISE_FP32[op](*args)
         table = INT_TEMPLATES if (op in INT_TEMPLATES and not compute_dtype(e.args[0].dtype).is_floating_point) else TEMPLATES
         return table[op](*args)
 
     def _approximate(self, e: Expr) -> bool:
-        """Whether `e`'s value depends on an APPROXIMATE op (memoized over the shared DAG)."""
-        known = self._approximate_memo.get(e)
-        if known is None:
-            known = e.op in APPROXIMATE or any(self._approximate(a) for a in e.args)
-            self._approximate_memo[e] = known
-        return known
+        """Does `e`'s value depend on an APPROXIMATE op?"""
+        memo = self._approximate_memo
+        if id(e) not in memo:
+            memo[id(e)] = e.op in APPROXIMATE or any(map(self._approximate, e.args))
+        return memo[id(e)]
 
     def _as_tensor(self, name: str, e: Expr) -> str:
         if e.op is Op.CONST:
@@ -593,6 +592,7 @@ class KernelBuilder:
 
     def build(self) -> Optional[KernelSource]:
         self._shape_memo: dict[int, tuple[bool, bool, bool]] = {}
+        self._approximate_memo: dict[int, bool] = {}
         self._reduced_exprs: list[Expr] = []
         self.prepare()
         if not self.stores or self.xnumel * self.rnumel == 0:
