@@ -496,6 +496,74 @@ def test_a_transpose_copy_gets_a_2d_tile():
     assert _tiled(info), info.source
 
 
+# -- row tiles: operands constant along the innermost dims -------------------------------------
+
+def _row_tiled(info) -> bool:
+    return all("ymask = yindex < ynumel" in k.source for k in info.kernels)
+
+
+def test_batch_norm_add_relu_over_nchw_gets_a_row_tile_with_its_per_channel_math_once_a_row():
+    """Eval-mode batch norm + residual add + ReLU (a ResNet block's end), sizes off the block
+    sizes: the four per-channel loads are [YBLOCK, 1] (masked by the row mask alone), the values
+    eager's (whose CPU kernel folds the statistics into one scale and shift: not to the bit)."""
+    def fn(x, s, m, v, w, b):
+        y = F.batch_norm(x, m, v, w, b, False, 0.1, 1e-5)
+        y += s
+        return F.relu(y, inplace=True)
+    args = (t(3, 5, 6, 10), t(3, 5, 6, 10), t(5), torch.rand(5, device=DEVICE) + 0.5, t(5), t(5))
+    info = compile_and_check(fn, *args, kernels=1)
+    assert _row_tiled(info), info.source
+    assert info.kernels[0].source.count(", ymask, other=0)") == 4, info.source
+
+
+def test_a_row_tile_with_row_column_and_whole_tile_operands_in_half_precision():
+    """A per-(batch, channel) scale, a per-position bias (varies along the columns only: [1, XBLOCK]),
+    a host scalar and a full operand; fp16 in, fp32 out."""
+    def fn(x, scale, pos, a):
+        return (x.float() * scale[:, :, None] + pos) * a
+    info = compile_and_check(fn, t(4, 6, 40, dtype=torch.float16), t(4, 6), t(40), torch.tensor(1.5),
+                             kernels=1, rtol=0, atol=0)
+    assert _row_tiled(info), info.source
+    source = info.kernels[0].source
+    assert ", ymask, other=0)" in source and ", cmask, other=0)" in source, source
+
+
+def test_a_row_tile_stores_a_value_per_row_broadcast_over_its_columns():
+    def fn(x, w):
+        scaled = x * w[:, None]
+        per_row = torch.exp(w)[:, None].expand(-1, 40).contiguous()
+        return scaled, per_row, per_row + scaled
+    info = compile_and_check(fn, t(12, 40), t(12), kernels=1)
+    assert _row_tiled(info) and "tl.broadcast_to(" in info.source, info.source
+
+
+def test_short_or_unaligned_rows_masked_loads_and_column_broadcasts_keep_a_1d_tile():
+    def per_column(x, b):                   # b varies along the innermost dim: no row tile
+        return x * 2 + b
+    assert not _tiled(compile_and_check(per_column, t(32, 40), t(40), kernels=1))
+
+    def short_rows(x, w):                   # rows of 3 x 4 elements: under ROW_TILE_MIN_INNER
+        return x * w[:, None, None]
+    assert not _tiled(compile_and_check(short_rows, t(64, 3, 4), t(64), kernels=1))
+
+    def odd_rows(x, w):                     # rows of 7 x 7: no vector loads of a row
+        return x * w[:, None, None]
+    assert not _tiled(compile_and_check(odd_rows, t(64, 7, 7), t(64), kernels=1))
+
+    def padded(x, w):                       # a load with a mask of its own (the pad's)
+        return F.pad(x, (2, 2), value=-1.0) * w[:, None]
+    assert not _tiled(compile_and_check(padded, t(12, 32), t(12), kernels=1))
+
+
+def test_a_row_tile_can_be_switched_off(monkeypatch):
+    from dynamo_lite.backends.triton import settings
+    monkeypatch.setattr(settings, "row_tile", False)
+
+    def fn(x, w):
+        return torch.relu(x * w[:, None])
+    assert not _tiled(compile_and_check(fn, t(16, 64), t(16), kernels=1))
+
+
 # -- max pooling ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kernel, stride, padding, dilation, ceil_mode", [

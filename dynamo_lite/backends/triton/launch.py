@@ -46,6 +46,8 @@ def _next_pow2(n: int) -> int:
 
 def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
     """Launch configs worth trying, best guess first."""
+    if ks.kind == "poi" and ks.row_tile:          # rows of [YBLOCK, XBLOCK] (codegen's _row_split)
+        return _row_tile_candidates(ks, interpret)
     if ks.kind == "poi" and ks.ynumel > 1:        # a 2-D tile [YBLOCK, XBLOCK] (a transposed operand)
         ycap, xcap = max(1, _next_pow2(ks.ynumel)), max(1, _next_pow2(ks.xnumel))
         if interpret:
@@ -99,6 +101,24 @@ def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
         if cfg not in out:
             out.append(cfg)
     return out
+
+
+def _row_tile_candidates(ks: KernelSource, interpret: bool) -> list[dict]:
+    """A row tile's configs: whole tiles of 1024 and 2048 elements, each row's block as wide as
+    its columns allow or narrower (fewer masked lanes where the columns are not a power of two:
+    7 blocks of 128 cover a row of 28 * 28 with 12% masked, one of 1024 with 23%)."""
+    ycap, xcap = max(1, _next_pow2(ks.ynumel)), max(1, _next_pow2(ks.xnumel))
+    if interpret:
+        x = min(xcap, 1024)
+        return [dict(XBLOCK=x, YBLOCK=min(ycap, max(1, 4096 // x)), num_warps=4)]
+    out = []
+    for tile, warps in ((1024, 4), (2048, 8)):
+        for width in (1024, 128, 64):
+            x = min(xcap, width, tile)
+            cfg = dict(XBLOCK=x, YBLOCK=min(ycap, max(1, tile // x)), num_warps=warps)
+            if cfg not in out and math.ceil(ks.ynumel / cfg["YBLOCK"]) <= 65535:
+                out.append(cfg)
+    return out or [dict(XBLOCK=min(xcap, 64), YBLOCK=min(ycap, 1024), num_warps=8)]
 
 
 def block_bound(ks: KernelSource) -> int:

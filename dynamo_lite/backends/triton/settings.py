@@ -19,6 +19,9 @@
     DYNAMO_LITE_TRITON_HOST_MATH=0  ops on host scalars stay aten calls (host_math.py; to compare)
     DYNAMO_LITE_TRITON_TILE_2D=0    pointwise kernels keep a 1-D tile even with a transposed operand
                                   (codegen.KernelBuilder._transposed_dim; to compare)
+    DYNAMO_LITE_TRITON_ROW_TILE=0   pointwise kernels keep a 1-D tile even where an operand is constant
+                                  along the innermost dims, a per-channel vector over NCHW
+                                  (codegen.KernelBuilder._row_split; to compare)
     DYNAMO_LITE_TRITON_RECOMPUTE=0  training graphs save what AOTAutograd's default partition
                                   saves (no recomputation of cheap pointwise values: partition.py)
     DYNAMO_LITE_TRITON_CUDAGRAPHS=1 record inference graphs into CUDA graphs and replay them (cudagraphs.py;
@@ -61,6 +64,7 @@ compile_workers: int = _workers_from_env()
 generic_launch: bool = os.environ.get("DYNAMO_LITE_TRITON_GENERIC_LAUNCH", "1") != "0"
 host_math: bool = os.environ.get("DYNAMO_LITE_TRITON_HOST_MATH", "1") != "0"
 tile_2d: bool = os.environ.get("DYNAMO_LITE_TRITON_TILE_2D", "1") != "0"
+row_tile: bool = os.environ.get("DYNAMO_LITE_TRITON_ROW_TILE", "1") != "0"
 recompute: bool = os.environ.get("DYNAMO_LITE_TRITON_RECOMPUTE", "1") != "0"
 persistent_max_inner: int = _int_from_env("DYNAMO_LITE_TRITON_PERSISTENT_MAX", 16384, low=1)
 cudagraphs: bool = os.environ.get("DYNAMO_LITE_TRITON_CUDAGRAPHS", "") == "1"
