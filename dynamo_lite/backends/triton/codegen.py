@@ -651,14 +651,11 @@ class KernelBuilder:
     def _emit_row_tile_load(self, e: Expr, ptr: str) -> str:
         """A load on a row tile: its pointer and mask [YBLOCK, 1] for a value per row, [1, XBLOCK]
         for one per column, the whole tile where it varies along both."""
-        aff = e.arg[1]
-        on_y, on_x = self._row_axes(aff)
-        offset = self._index(aff)
+        offset = self._index(e.arg[1])
         if e.op is Op.GATHER:
             target = self.emit(e.args[0])
             offset += f" + {target}" if e.arg[2] == 1 else f" + {e.arg[2]} * {target}"
-            ty, tx = self._axes(e.args[0])
-            on_y, on_x = on_y or ty, on_x or tx
+        on_y, on_x = self._axes(e)
         mask = {(True, True): "xmask", (True, False): "ymask", (False, True): "cmask", (False, False): None}[(on_y, on_x)]
         text = f"tl.load({ptr} + ({offset})"
         if mask is not None:
@@ -822,30 +819,15 @@ class KernelBuilder:
                 inner = _prod(self.rsizes[int(v[1:]) + 1:])
                 lines.append(f"tl.static_assert({inner} % RBLOCK == 0)")
         elif self.row_split is not None:
-            ypid = "tl.program_id(1).to(tl.int64)" if self.int64 else "tl.program_id(1)"
-            xnumel, ynumel = self._tile_numels()
             k = self.row_split
-            lines = [f"xnumel = {xnumel}", f"ynumel = {ynumel}",
-                     f"yoffset = {ypid} * YBLOCK",
-                     "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
-                     "ymask = yindex < ynumel",
-                     f"xoffset = {pid} * XBLOCK",
-                     "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]",
-                     "cmask = xindex < xnumel",
-                     "xmask = ymask & cmask"]
+            lines = self._tile_2d_header(pid) + ["ymask = yindex < ynumel", "cmask = xindex < xnumel",
+                                                 "xmask = ymask & cmask"]
             n = len(self.xsizes)
             return (lines + self._decompose([f"x{i}" for i in range(k)], self.xsizes[:k], "yindex")
                     + self._decompose([f"x{i}" for i in range(k, n)], self.xsizes[k:], "xindex"))
         elif self.ydim is not None:
-            ypid = "tl.program_id(1).to(tl.int64)" if self.int64 else "tl.program_id(1)"
-            xnumel, ynumel = self._tile_numels()
-            lines = [f"xnumel = {xnumel}", f"ynumel = {ynumel}",
-                     f"yoffset = {ypid} * YBLOCK",
-                     "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
-                     f"xoffset = {pid} * XBLOCK",
-                     "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]",
-                     "xmask = (xindex < xnumel) & (yindex < ynumel)",
-                     f"x{self.ydim} = yindex"]
+            lines = self._tile_2d_header(pid) + ["xmask = (xindex < xnumel) & (yindex < ynumel)",
+                                                 f"x{self.ydim} = yindex"]
             others = [k for k in range(len(self.xsizes)) if k != self.ydim]
             return lines + self._decompose([f"x{k}" for k in others], [self.xsizes[k] for k in others], "xindex")
         else:
@@ -853,6 +835,16 @@ class KernelBuilder:
                       "xindex = xoffset + tl.arange(0, XBLOCK)",
                       "xmask = xindex < xnumel"]
         return lines + self._decompose([f"x{i}" for i in range(len(self.xsizes))], self.xsizes, "xindex")
+
+    def _tile_2d_header(self, pid: str) -> list[str]:
+        """A 2-D tile's extents and indices: yindex [YBLOCK, 1] on grid axis 1, xindex [1, XBLOCK]."""
+        ypid = "tl.program_id(1).to(tl.int64)" if self.int64 else "tl.program_id(1)"
+        xnumel, ynumel = self._tile_numels()
+        return [f"xnumel = {xnumel}", f"ynumel = {ynumel}",
+                f"yoffset = {ypid} * YBLOCK",
+                "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]",
+                f"xoffset = {pid} * XBLOCK",
+                "xindex = xoffset + tl.arange(0, XBLOCK)[None, :]"]
 
     def _r_setup(self, offset: Optional[str]) -> list[str]:
         lines = [f"rindex = {offset} + rbase" if offset else "rindex = rbase", "rmask = rindex < rnumel"]
