@@ -454,7 +454,8 @@ def test_batch_norm_training_updates_running_stats():
 # -- 2-D tiles for transposed operands ------------------------------------------------------------
 
 def _tiled(info) -> bool:
-    return "YBLOCK" in info.source
+    """A 2-D tile (transposed or of rows)."""
+    return "tl.arange(0, YBLOCK)[:, None]" in info.source
 
 
 def test_a_transposed_operand_gets_a_2d_tile():
@@ -537,31 +538,83 @@ def test_a_row_tile_stores_a_value_per_row_broadcast_over_its_columns():
     assert _row_tiled(info) and "tl.broadcast_to(" in info.source, info.source
 
 
-def test_short_or_unaligned_rows_masked_loads_and_column_broadcasts_keep_a_1d_tile():
-    def per_column(x, b):                   # b varies along the innermost dim: no row tile
-        return x * 2 + b
-    assert not _tiled(compile_and_check(per_column, t(32, 40), t(40), kernels=1))
+def _row_vectors(info) -> bool:
+    return any("ylocal = " in k.source for k in info.kernels)
 
+
+def test_column_broadcasts_and_rows_of_a_few_elements_keep_a_plain_1d_tile():
+    def per_column(x, b):                   # b varies along the innermost dim: nothing per row
+        return x * 2 + b
+    info = compile_and_check(per_column, t(32, 40), t(40), kernels=1)
+    assert not _tiled(info) and not _row_vectors(info), info.source
+
+    def tiny_rows(x, w):                    # rows of 2 x 2: under ROW_VECTOR_MIN_INNER
+        return x * w[:, None, None]
+    info = compile_and_check(tiny_rows, t(64, 2, 2), t(64), kernels=1)
+    assert not _tiled(info) and not _row_vectors(info), info.source
+
+
+# -- row vectors: rows too short or unaligned for a row tile ----------------------------------
+
+def test_batch_norm_relu_over_7x7_computes_its_per_channel_math_on_row_vectors():
+    """A ResNet's last stage (rows of 7 x 7: no aligned row tile): the tile stays 1-D, the four
+    per-channel loads and 1 / sqrt(var + eps) are vectors over the block's rows, gathered to its
+    elements; over more rows than a block spans, in bf16 as in the model."""
+    def fn(x, m, v, w, b):
+        return F.relu(F.batch_norm(x, m, v, w, b, False, 0.1, 1e-5))
+    c = 70
+    args = (t(3, c, 7, 7, dtype=torch.bfloat16), t(c, dtype=torch.bfloat16),
+            (torch.rand(c, device=DEVICE) + 0.5).bfloat16(), t(c, dtype=torch.bfloat16), t(c, dtype=torch.bfloat16))
+    info = compile_and_check(fn, *args, kernels=1, rtol=2e-2, atol=2e-2)
+    source = info.kernels[0].source
+    assert _row_vectors(info) and "[YBLOCK, XBLOCK]" not in source, source
+    assert source.count(", ymask, other=0)") == 4 and source.count("tl.gather(") == 4, source
+    sqrt = next(line for line in source.splitlines() if "tl.sqrt_rn(" in line)
+    assert "tl.gather" not in sqrt and "tmp" in sqrt, source          # on the row vector
+
+
+def test_row_vectors_with_short_unaligned_rows_masked_loads_and_per_element_operands():
     def short_rows(x, w):                   # rows of 3 x 4 elements: under ROW_TILE_MIN_INNER
         return x * w[:, None, None]
-    assert not _tiled(compile_and_check(short_rows, t(64, 3, 4), t(64), kernels=1))
+    info = compile_and_check(short_rows, t(64, 3, 4), t(64), kernels=1)
+    assert _row_vectors(info), info.source
 
-    def odd_rows(x, w):                     # rows of 7 x 7: no vector loads of a row
+    def odd_rows(x, w):                     # rows of 7 x 7: no vector loads of a row tile's rows
         return x * w[:, None, None]
-    assert not _tiled(compile_and_check(odd_rows, t(64, 7, 7), t(64), kernels=1))
+    assert _row_vectors(compile_and_check(odd_rows, t(64, 7, 7), t(64), kernels=1))
 
-    def padded(x, w):                       # a load with a mask of its own (the pad's)
-        return F.pad(x, (2, 2), value=-1.0) * w[:, None]
-    assert not _tiled(compile_and_check(padded, t(12, 32), t(12), kernels=1))
+    def padded(x, w):                       # a load with a mask of its own (the pad's) stays per element
+        return F.pad(x, (2, 2), value=-1.0) * torch.exp(w)[:, None]
+    info = compile_and_check(padded, t(12, 32), t(12), kernels=1)
+    assert _row_vectors(info) and "[YBLOCK, XBLOCK]" not in info.source, info.source
+
+    def mixed(x, w, i, a):                  # a per-row where over per-element values, an index, a scalar
+        keep = w > 0
+        y = torch.where(keep[:, None], x, x * a) + i[:, None].float()
+        return y, torch.sigmoid(w * a)[:, None].expand(-1, 9).contiguous()
+    info = compile_and_check(mixed, t(40, 9), t(40), torch.randint(0, 5, (40,), device=DEVICE), torch.tensor(2.5),
+                             kernels=1)
+    assert _row_vectors(info), info.source
 
 
-def test_a_row_tile_can_be_switched_off(monkeypatch):
+def test_row_vectors_where_rows_span_more_than_the_index_width():
+    """Rows of 10 elements over 3 x 5 x 7 (the per-row operand indexed by two dims, one of
+    them strided): each block's rows, whatever the block size the launch picks."""
+    def fn(x, s):
+        return x * s.transpose(0, 1)[:, :, None] - s.sum()
+    info = compile_and_check(fn, t(5, 3, 10), t(3, 5), kernels=2)
+    assert _row_vectors(info), info.source
+
+
+def test_row_tiles_and_row_vectors_can_be_switched_off(monkeypatch):
     from dynamo_lite.backends.triton import settings
     monkeypatch.setattr(settings, "row_tile", False)
 
     def fn(x, w):
         return torch.relu(x * w[:, None])
-    assert not _tiled(compile_and_check(fn, t(16, 64), t(16), kernels=1))
+    for shape in ((16, 64), (16, 7)):
+        info = compile_and_check(fn, t(*shape), t(16), kernels=1)
+        assert not _tiled(info) and not _row_vectors(info), info.source
 
 
 # -- max pooling ------------------------------------------------------------------------------

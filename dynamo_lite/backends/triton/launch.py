@@ -60,20 +60,11 @@ def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
             if cfg not in out and math.ceil(ks.ynumel / cfg["YBLOCK"]) <= 65535:
                 out.append(cfg)
         return out or [dict(XBLOCK=min(xcap, 64), YBLOCK=min(ycap, 1024), num_warps=8)]
+    if ks.kind == "poi" and ks.row_inner:         # a 1-D tile with vectors of its rows (codegen's _row_vector_split)
+        return [dict(cfg, YBLOCK=_next_pow2((cfg["XBLOCK"] - 1) // ks.row_inner + 2))
+                for cfg in _pointwise_candidates(ks, interpret)]
     if ks.kind == "poi":
-        if interpret:
-            return [dict(XBLOCK=min(_next_pow2(ks.xnumel), 4096), num_warps=4)]
-        if len(ks.args) - len(ks.scalars) > MANY_STREAMS and ks.xnumel < TUNE_MIN_NUMEL:
-            # many tensors per element (an optimizer step over same-sized parameters, fused side
-            # by side): a block per ~1/128 of the elements, so that small tensors still spread
-            # over the SMs (one 4096-element block ran 12 AdamW updates of 3072 floats on one
-            # SM: 240 us for 1 MB)
-            block = min(1024, max(64, _next_pow2(ks.xnumel // 128)))
-            return [dict(XBLOCK=block, num_warps=max(1, min(4, block // 128)))]
-        if ks.xnumel < 4096:
-            block = max(32, _next_pow2(ks.xnumel))
-            return [dict(XBLOCK=block, num_warps=max(1, min(4, block // 128)))]
-        return [dict(XBLOCK=1024, num_warps=4), dict(XBLOCK=2048, num_warps=8), dict(XBLOCK=512, num_warps=4)]
+        return _pointwise_candidates(ks, interpret)
     rblock_full = _next_pow2(ks.rnumel)
     if ks.kind == "per":
         if interpret:
@@ -101,6 +92,23 @@ def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
         if cfg not in out:
             out.append(cfg)
     return out
+
+
+def _pointwise_candidates(ks: KernelSource, interpret: bool) -> list[dict]:
+    """A 1-D pointwise kernel's configs."""
+    if interpret:
+        return [dict(XBLOCK=min(_next_pow2(ks.xnumel), 4096), num_warps=4)]
+    if len(ks.args) - len(ks.scalars) > MANY_STREAMS and ks.xnumel < TUNE_MIN_NUMEL:
+        # many tensors per element (an optimizer step over same-sized parameters, fused side
+        # by side): a block per ~1/128 of the elements, so that small tensors still spread
+        # over the SMs (one 4096-element block ran 12 AdamW updates of 3072 floats on one
+        # SM: 240 us for 1 MB)
+        block = min(1024, max(64, _next_pow2(ks.xnumel // 128)))
+        return [dict(XBLOCK=block, num_warps=max(1, min(4, block // 128)))]
+    if ks.xnumel < 4096:
+        block = max(32, _next_pow2(ks.xnumel))
+        return [dict(XBLOCK=block, num_warps=max(1, min(4, block // 128)))]
+    return [dict(XBLOCK=1024, num_warps=4), dict(XBLOCK=2048, num_warps=8), dict(XBLOCK=512, num_warps=4)]
 
 
 def _row_tile_candidates(ks: KernelSource, interpret: bool) -> list[dict]:

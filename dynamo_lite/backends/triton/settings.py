@@ -19,9 +19,10 @@
     DYNAMO_LITE_TRITON_HOST_MATH=0  ops on host scalars stay aten calls (host_math.py; to compare)
     DYNAMO_LITE_TRITON_TILE_2D=0    pointwise kernels keep a 1-D tile even with a transposed operand
                                   (codegen.KernelBuilder._transposed_dim; to compare)
-    DYNAMO_LITE_TRITON_ROW_TILE=0   pointwise kernels keep a 1-D tile even where an operand is constant
-                                  along the innermost dims, a per-channel vector over NCHW
-                                  (codegen.KernelBuilder._row_split; to compare)
+    DYNAMO_LITE_TRITON_ROW_TILE=0   pointwise kernels keep a plain 1-D tile even where an operand is
+                                  constant along the innermost dims, a per-channel vector over NCHW
+                                  (no tile of rows, codegen.KernelBuilder._row_split, and no row
+                                  vectors, _row_vector_split; to compare)
     DYNAMO_LITE_TRITON_RECOMPUTE=0  training graphs save what AOTAutograd's default partition
                                   saves (no recomputation of cheap pointwise values: partition.py)
     DYNAMO_LITE_TRITON_CUDAGRAPHS=1 record inference graphs into CUDA graphs and replay them (cudagraphs.py;
