@@ -113,6 +113,13 @@ def test_launch_config_candidates():
             assert (len(configs) == 1) == interpret or ks.kind != "poi"
     assert all(c["RBLOCK"] == 4096 for c in candidates(per, False))
     assert grid_for(poi, {"XBLOCK": 1024}) == (1 << 16, 1, 1)
+    short_rows = KernelSource("k", "", [], "per", 16384, 49, True, [])      # rows reduced within one warp too
+    assert {c["num_warps"] for c in candidates(short_rows, False)} >= {1, 4}
+    # a 1-D kernel with vectors of its rows of 49: each block's rows fit its YBLOCK
+    row_vectors = KernelSource("k", "", [], "poi", 1 << 22, 1, True, [], row_inner=49)
+    for c in candidates(row_vectors, False) + candidates(row_vectors, True):
+        assert c["YBLOCK"] >= (c["XBLOCK"] - 1) // 49 + 2 and c["YBLOCK"] & (c["YBLOCK"] - 1) == 0, c
+        assert grid_for(row_vectors, c) == (-(-(1 << 22) // c["XBLOCK"]), 1, 1)
 
 
 class _RecordingCLaunch:
