@@ -14,6 +14,8 @@ import textwrap
 
 import pytest
 
+import triton_env  # noqa: F401  (first: TRITON_INTERPRET must be set before triton loads)
+
 pytest.importorskip("triton")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -2,6 +2,8 @@
 needs CUDA)."""
 import pytest
 
+import triton_env  # noqa: F401  (first: TRITON_INTERPRET must be set before triton loads)
+
 from bench_loader import load_bench
 
 sweep = load_bench("triton_sweep.py", "triton_sweep")
