@@ -338,6 +338,28 @@ def test_outputs_that_view_one_another_share_memory(fn, shared):
         shared(outs)
 
 
+def test_an_output_that_views_another_is_not_computed_by_a_kernel_of_its_own():
+    """BERT's last layer norm and its `h[:, 0]` (the pooler's first token), both returned: one
+    kernel computes `h`, and `h[:, 0]` is that result's view (it was a second kernel recomputing
+    the normalization for those rows), sharing its memory as in eager."""
+    def fn(a, b, w, bias):
+        h = F.layer_norm(a + b, (64,), w, bias, 1e-12)
+        return h[:, 0], h, h[1:, 2:5].transpose(0, 1)
+    triton_backend_module.recent.clear()
+    args = [torch.randn(4, 8, 64, device=DEVICE) for _ in range(2)] + [torch.randn(64, device=DEVICE)] * 2
+    expected = fn(*args)
+    got = dl.capture(fn, backend="triton")(*args)
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e)
+        assert g.stride() == e.stride() and g.storage_offset() == e.storage_offset()
+    (graph,) = compiled_graphs()
+    assert graph.fallback_reason is None and graph.kernel_count == 1, graph.source
+    first, h, window = got
+    h[0, 0, 0] = 123.0
+    h[1, 2, 0] = -5.0
+    assert first[0, 0] == 123.0 and window[0, 0, 0] == -5.0
+
+
 def test_an_unused_matrix_product_of_mixed_dtypes_raises_as_eager():
     """Its result is dead code the backend would drop; the fake kernel takes the mixed dtypes
     that eager's refuses, so the op breaks the graph and raises there (a fuzzed program)."""

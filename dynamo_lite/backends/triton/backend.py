@@ -21,7 +21,8 @@ is unsafe (`_unsafe_write`): a written input whose elements share memory, or tha
 another input, at compile time or (checked on each call, `_unless_overlapping`) at run time, and
 where eager refuses the write for its result type (`int_tensor.mul_(1.5)`: the functionalized
 kernels would cast silently). An output eager makes as a view of another output is remade as that
-view of the compiled result (`_outputs_viewing_outputs`), so the two share memory as in eager.
+view of the compiled result (`_output_views`: not computed, the other output's buffer viewed), so the two
+share memory as in eager.
 Checks on tensor values in the graph run right after it (`backends/graph_checks.py`). Graphs that need autograd (inputs that require grad, grad
 mode on) go through AOTAutograd, which hands us a forward and a backward graph to compile.
 """
@@ -288,7 +289,8 @@ def _in_layouts(result, strides: list):
 def _compile(gm, example_inputs, free_outputs: frozenset = frozenset(), recording: bool = False,
              aten: bool = False):
     aten_gm = from_aten(gm, example_inputs) if aten else to_aten(gm, example_inputs)
-    lowering = GraphLowering(aten_gm, example_inputs, free_outputs).run()
+    views = _output_views(gm)
+    lowering = GraphLowering(aten_gm, example_inputs, free_outputs, {v[0]: v[1] for v in views}).run()
     keep = {o.layout[0].name for o in lowering.outputs if getattr(o, "layout", None) is not None}
     items = []
     kernels = []
@@ -311,7 +313,7 @@ def _compile(gm, example_inputs, free_outputs: frozenset = frozenset(), recordin
                          host_ops=wrapper.host.python_ops(), wrapper_call=namespace["call"])
     if settings.debug:
         print(info.source)
-    call = _outputs_viewing_outputs(_fresh_views(namespace["call"], gm, wrapper.outputs_passing_inputs), gm)
+    call = _outputs_viewing_outputs(_fresh_views(namespace["call"], gm, wrapper.outputs_passing_inputs), views, gm)
     info.mutated_inputs = lowering.mutated_inputs
     info.output_strides = lowering.output_strides()
     if recording:
@@ -353,23 +355,23 @@ def _fresh_views(call, gm, passing: set) -> Callable:
     return run
 
 
-def _outputs_viewing_outputs(call, gm) -> Callable:
-    """An output that eager makes as a view of another output (`m = x > 0; return m.unsqueeze(0),
-    m`) comes out of the kernels as a buffer of its own: remake it as that view of the other
-    output's result (their example values say which, and where in its memory), so that the two
-    share memory as in eager. Static shapes only (a symbolic one: left as it is)."""
+def _output_views(gm) -> list[tuple]:
+    """The outputs eager makes as views of other outputs (`m = x > 0; return m.unsqueeze(0), m`;
+    BERT's `h[:, 0]` beside `h`), by their example values (which, and where in its memory), as
+    (view position, base position, size, stride, offset from the base's, whether eager returns
+    the base object itself there: an in-place op's result). The lowering gives such a view the
+    base's buffer instead of computing it (`GraphLowering._output`); `_outputs_viewing_outputs`
+    remakes it as the view. Static shapes only (a symbolic one: left as it is)."""
     output = next(n for n in gm.graph.nodes if n.op == "output")
     outs = output.args[0] if isinstance(output.args[0], (tuple, list)) else None
     if not outs:
-        return call
+        return []
     examples = [o.meta.get("example_value") if isinstance(o, torch.fx.Node) else None for o in outs]
     from ...graph_builder import storage_key
     inputs = {storage_key(n.meta.get("example_value")) for n in gm.graph.nodes if n.op == "placeholder"}
     keys = [storage_key(ev) if _static_tensor(ev) else None for ev in examples]
     bases = {key: _base_output([i for i, k in enumerate(keys) if k == key], examples)
              for key in set(keys) - inputs - {None}}
-    # (view position, base position, size, stride, offset from the base's, whether eager returns
-    # the base object itself there: an in-place op's result)
     views = []
     for i, (key, ev) in enumerate(zip(keys, examples)):
         b = bases.get(key)
@@ -377,8 +379,18 @@ def _outputs_viewing_outputs(call, gm) -> Callable:
             base = examples[b]
             views.append((i, b, tuple(ev.shape), ev.stride(), ev.storage_offset() - base.storage_offset(),
                           ev is base))
+    return views
+
+
+def _outputs_viewing_outputs(call, views: list[tuple], gm) -> Callable:
+    """An output that eager makes as a view of another output (`_output_views`) comes out of the
+    kernels as that output's buffer (or, where the lowering did compute it, a buffer of its
+    own): remake it as the view of the other output's result, so that the two share memory as
+    in eager."""
     if not views:
         return call
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    structure = type(output.args[0])              # a tuple or a list (`_output_views`)
 
     def run(*args):
         result = list(call(*args))
@@ -390,7 +402,7 @@ def _outputs_viewing_outputs(call, gm) -> Callable:
             if result[i].untyped_storage().data_ptr() != base.untyped_storage().data_ptr() or \
                     (result[i] is base and not same_object):
                 result[i] = base.as_strided(size, stride, base.storage_offset() + offset)
-        return type(outs)(result)
+        return structure(result)
     return run
 
 

@@ -39,9 +39,13 @@ TRUSTED_LAYOUT = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.ba
 
 
 class GraphLowering:
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, free_outputs: frozenset = frozenset()):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, free_outputs: frozenset = frozenset(),
+                 view_outputs: Optional[dict[int, int]] = None):
         self.gm = gm
         self.example_inputs = example_inputs
+        # output position -> the output it is a view of in eager (backend._output_views): given
+        # that output's buffer, not computed
+        self.view_outputs = dict(view_outputs or {})
         # output positions whose layout is ours to choose (the activations a training forward
         # saves for its backward: AOTAutograd compiles the backward with the strides reported
         # for them, `output_strides`), the others keep eager's strides
@@ -527,7 +531,17 @@ class GraphLowering:
         values = [self.env[n] if isinstance(n, torch.fx.Node) else n for n in fx_nodes]
         mutated_into = {id(src): dst for dst, src in self._mutations}
         written = {dst.layout[0].name for dst, _ in self._mutations}
-        for i, (n, v) in enumerate(zip(fx_nodes, values)):
+        self.outputs = [None] * len(values)
+        views = {i: b for i, b in self.view_outputs.items()
+                 if i < len(values) and b < len(values) and b not in self.view_outputs
+                 and i not in self.free_outputs and b not in self.free_outputs}
+        for i in [k for k in range(len(values)) if k not in views] + sorted(views):
+            n, v = fx_nodes[i], values[i]
+            if i in views and isinstance(self.outputs[views[i]], Value):
+                # eager's view of another output: that output's buffer, which the caller
+                # (backend._outputs_viewing_outputs) views as eager does; no kernel computes it
+                self.outputs[i] = self.outputs[views[i]]
+                continue
             free = i in self.free_outputs
             if isinstance(v, Value):
                 if id(v) in mutated_into and mutated_into[id(v)].sizes == v.sizes:
@@ -542,7 +556,7 @@ class GraphLowering:
                     # saved tensor with eager's strides): a copy in eager's layout
                     v = self._materialize(Value(v.sizes, v.dtype, v.device, v.load),
                                           _dense_strides(n.meta.get("val"), v.sizes))
-            self.outputs.append(v)
+            self.outputs[i] = v
         self._write_back()
 
     def output_strides(self) -> list[Optional[tuple[int, ...]]]:
