@@ -483,10 +483,9 @@ class KernelBuilder:
         per element."""
         if not settings.row_tile or not self._rows_eligible():
             return None
-        n = len(self.xsizes)
         splits = [k for k in self._row_constant_splits([e for e in self._tensor_loads() if mask_of(e) is None])
                   if _prod(self.xsizes[k:]) >= ROW_VECTOR_MIN_INNER]
-        return max(splits, default=None) if n >= 2 else None
+        return max(splits, default=None)
 
     def _rows_eligible(self) -> bool:
         """Can a pointwise kernel hold a row's values once (`_row_split`, `_row_vector_split`)? Not
@@ -524,8 +523,8 @@ class KernelBuilder:
             elif e.op in (Op.LOAD, Op.GATHER) and e.arg[0] in self.scalars:
                 d = 0 if mask_of(e) is None else 2
             elif e.op is Op.LOAD and mask_of(e) is None:
-                dims = [int(v[1:]) for v in e.arg[1].vars() if v.startswith("x")]
-                d = 0 if not dims else (1 if max(dims) < self.row_vectors else 2)
+                on_y, on_x = self._row_axes(e.arg[1])
+                d = 2 if on_x else int(on_y)
             elif e.op in (Op.LOAD, Op.GATHER, Op.INDEX, Op.REDUCED, Op.SCANNED):
                 d = 2
             else:
@@ -567,9 +566,11 @@ class KernelBuilder:
         return on_y, on_x
 
     def _row_axes(self, aff: Affine) -> tuple[bool, bool]:
-        """(on the y axis, on the x axis) of a row tile, for the index `aff`."""
+        """Does the index `aff` walk x dims of the rows (those before `row_split`, or
+        `row_vectors`), x dims within a row?"""
+        k = self.row_split if self.row_split is not None else self.row_vectors
         dims = [int(v[1:]) for v in aff.vars() if v.startswith("x")]
-        return any(d < self.row_split for d in dims), any(d >= self.row_split for d in dims)
+        return any(d < k for d in dims), any(d >= k for d in dims)
 
     def _pad_to_tile(self, offset: str, on_y: bool, on_x: bool) -> str:
         """A pointer covering the whole 2-D tile (Triton broadcasts a mask to the pointer's shape,
@@ -707,8 +708,7 @@ class KernelBuilder:
         if self.row_split is not None:
             return self._emit_row_tile_load(e, ptr)
         if self.row_vectors is not None and self._row_domain(e) == 1:
-            text = f"tl.load({ptr} + ({self._row_vector_index(aff)}), ymask, other=0)"
-            return text + (f".to({TL_TYPE[compute_dtype(e.dtype)]})" if compute_dtype(e.dtype) != e.dtype else "")
+            return _in_compute_dtype(f"tl.load({ptr} + ({self._row_vector_index(aff)}), ymask, other=0)", e.dtype)
         hx, hr = self._shape_of(e)
         vx = any(v.startswith("x") for v in aff.vars())
         vr = any(self._lane_var(v) for v in aff.vars())
@@ -731,10 +731,7 @@ class KernelBuilder:
         text = f"tl.load({ptr} + ({offset})"
         if mask is not None:
             text += f", {mask}" + (", other=0" if e.dtype is not torch.bool else "")
-        text += self._eviction(e) + ")"
-        if compute_dtype(e.dtype) != e.dtype:
-            text += f".to({TL_TYPE[compute_dtype(e.dtype)]})"
-        return text
+        return _in_compute_dtype(text + self._eviction(e) + ")", e.dtype)
 
     def _emit_row_tile_load(self, e: Expr, ptr: str) -> str:
         """A load on a row tile: its pointer and mask [YBLOCK, 1] for a value per row, [1, XBLOCK]
@@ -748,10 +745,7 @@ class KernelBuilder:
         text = f"tl.load({ptr} + ({offset})"
         if mask is not None:
             text += f", {mask}" + (", other=0" if e.dtype is not torch.bool else "")
-        text += ")"
-        if compute_dtype(e.dtype) != e.dtype:
-            text += f".to({TL_TYPE[compute_dtype(e.dtype)]})"
-        return text
+        return _in_compute_dtype(text + ")", e.dtype)
 
     def _emit_cast(self, e: Expr) -> Optional[str]:
         src_e = e.args[0]
@@ -1188,6 +1182,11 @@ class KernelBuilder:
         scanned = expr(Op.SCANNED, (), member.node.name, body.dtype)
         self.outer_cse[id(scanned)] = name
         self._reduced_exprs.append(scanned)      # keeps the interned expression alive
+
+
+def _in_compute_dtype(loaded: str, dtype: torch.dtype) -> str:
+    """A load of a `dtype` buffer as the kernel computes with it (fp16 / bf16 in fp32)."""
+    return loaded if compute_dtype(dtype) == dtype else f"{loaded}.to({TL_TYPE[compute_dtype(dtype)]})"
 
 
 def _as_stored(v: str, dtype: torch.dtype, buffer_dtype: torch.dtype) -> str:

@@ -532,9 +532,7 @@ class GraphLowering:
         mutated_into = {id(src): dst for dst, src in self._mutations}
         written = {dst.layout[0].name for dst, _ in self._mutations}
         self.outputs = [None] * len(values)
-        views = {i: b for i, b in self.view_outputs.items()
-                 if i < len(values) and b < len(values) and b not in self.view_outputs
-                 and i not in self.free_outputs and b not in self.free_outputs}
+        views = {i: b for i, b in self.view_outputs.items() if i not in self.free_outputs and b not in self.free_outputs}
         for i in [k for k in range(len(values)) if k not in views] + sorted(views):
             n, v = fx_nodes[i], values[i]
             if i in views and isinstance(self.outputs[views[i]], Value):
