@@ -163,6 +163,30 @@ def test_in_place_write_from_an_overlapping_view_raises_as_in_eager():
     assert str(captured.value) == str(eager.value)
 
 
+def test_an_augmented_assignment_to_a_slice_is_lowered_and_a_partial_overlap_raises_as_in_eager():
+    """`y[:, 1] += 1` ends in `y[:, 1] = <that same view>`, a write eager does (into itself):
+    lowered, not run as captured. `y[1:] = y[:-1]` overlaps partly, which eager refuses."""
+    def augmented(x):
+        y = x.clone()
+        y[:, 1] += 1
+        y[0] *= 2
+        return y.sum(0)
+
+    def shifted(x):
+        y = x.clone()
+        y[1:] = y[:-1]
+        return y
+    x = torch.randn(3, 4, device=DEVICE)
+    torch.testing.assert_close(dl.capture(augmented, backend="triton")(x), augmented(x))
+    graphs = compiled_graphs()
+    assert graphs and all(g.fallback_reason is None and g.kernel_count >= 1 for g in graphs)
+    with pytest.raises(RuntimeError) as eager:
+        shifted(x)
+    with pytest.raises(RuntimeError) as captured:
+        dl.capture(shifted, backend="triton")(x)
+    assert str(captured.value) == str(eager.value)
+
+
 def test_symbolic_sizes_specialize_per_shape():
     def fn(x):
         return (x * 2).softmax(-1).sum(0)

@@ -32,6 +32,7 @@ import collections
 import contextlib
 import dataclasses
 import logging
+import operator
 import time
 import warnings
 from typing import Callable, Optional
@@ -180,12 +181,31 @@ def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
         if torch._debug_has_internal_overlap(written) == 1:
             return True
         key = storage_key(written)
-        for arg in [*node.args[1:], *node.kwargs.values()]:
+        operands = [*node.args[1:], *node.kwargs.values()]
+        if node.target is operator.setitem and len(node.args) == 3:
+            # `y[:, 1] += 1` ends in `y[:, 1] = <that same view>`: what is written is y[:, 1]
+            written, operands = _setitem_destination(written, node.args[1]), [node.args[2]]
+            if written is None:
+                continue                   # a tensor index: the value is gathered into a copy first
+        for arg in operands:
             other = arg.meta.get("example_value") if isinstance(arg, torch.fx.Node) else None
             if isinstance(other, torch.Tensor) and other is not written and storage_key(other) == key \
                     and key is not None and not _same_view(other, written) and _ranges_overlap(other, written):
                 return True
     return False
+
+
+def _setitem_destination(written: torch.Tensor, index) -> Optional[torch.Tensor]:
+    """The view `written[index]` a `setitem` writes, for an index of ints, slices, None and
+    Ellipsis; None for any other index (tensors: advanced indexing)."""
+    parts = index if isinstance(index, tuple) else (index,)
+    if not all(p is None or p is Ellipsis or type(p) in (int, slice) for p in parts) or any(
+            isinstance(b, torch.fx.Node) for p in parts if type(p) is slice for b in (p.start, p.stop, p.step)):
+        return None
+    try:
+        return written[index]
+    except Exception:                      # noqa: BLE001 -- eager raises it too, at run time
+        return None
 
 
 def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -24,7 +24,7 @@ from typing import Optional
 import torch
 
 from . import settings
-from .ir import Affine, Expr, Op, UNARY, affines, expr, mask_of, rewrite, substitute_index, walk
+from .ir import PICKS, Affine, Expr, Op, UNARY, affines, expr, mask_of, rewrite, substitute_index, walk
 from .scheduler import Group
 
 #: reductions across rows (lanes across them) keep at most this many rows' worth in registers;
@@ -123,6 +123,9 @@ TEMPLATES = {
     Op.AND: lambda a, b: f"{a} & {b}",
     Op.OR: lambda a, b: f"{a} | {b}",
     Op.XOR: lambda a, b: f"{a} ^ {b}",
+    Op.FMOD: lambda a, b: f"_fmod({a}, {b})",
+    Op.SHL: lambda a, b: f"{a} << {b}",
+    Op.SHR: lambda a, b: f"{a} >> {b}",
     Op.WHERE: lambda c, a, b: f"tl.where({c}, {a}, {b})",
 }
 
@@ -130,7 +133,52 @@ TEMPLATES = {
 INT_TEMPLATES = {
     Op.MAX: lambda a, b: f"tl.maximum({a}, {b})",
     Op.MIN: lambda a, b: f"tl.minimum({a}, {b})",
+    Op.IDIV: lambda a, b: f"{a} // {b}",
+    Op.FMOD: lambda a, b: f"{a} % {b}",
 }
+
+#: ops whose constant operands are emitted as tensors of their dtype (`_as_tensor`), and AND, OR
+#: and XOR's on integers: a literal is a Python int to Triton, typed int32 / int64 (an operation of
+#: an int8 or uint8 tensor with it is done in int32 and stops wrapping at 8 bits), and an
+#: operation of two literals is Python's own (`-7 // 2` is -4, not C's -3)
+TYPED_OPERANDS = frozenset({Op.IDIV, Op.FMOD, Op.SHL, Op.SHR})
+BITWISE = frozenset({Op.AND, Op.OR, Op.XOR})
+
+#: fmod of fp32 values (fp16 and bf16 are held as fp32), exact as C's fmodf: Triton's float `%` is
+#: `a - trunc(a / b) * b` on the GPU, rounded (off for large quotients), and libdevice's fmodf would
+#: not run under the interpreter. With the magnitudes as integer significands and exponents,
+#: |a| = ma * 2^ea and |b| = mb * 2^eb (ea >= eb where |a| >= |b|), |a| mod |b| is
+#: 2^eb * (ma * 2^(ea - eb) mod mb): the power is shifted in at most 39 bits a step, so the int64
+#: never overflows (ma, mb < 2^24); one step unless the quotient passes 2^39. The result is exact
+#: in float64 and representable in fp32 (a multiple of b's last bit below |b|), with a's sign bit
+#: (-4 fmod 2 is -0.0; Triton's `-x` is `0 - x`, +0.0 for x = 0).
+#: NaN where b is 0 or a is infinite (or either NaN); a where |a| < |b| (b infinite too).
+FMOD_F32 = """@triton.jit
+def _fmod(a, b):
+    a, b = tl.broadcast(a, b)
+    ia = a.to(tl.int32, bitcast=True)
+    ib = b.to(tl.int32, bitcast=True)
+    ea = (ia >> 23) & 255
+    eb = (ib >> 23) & 255
+    ma = ((ia & 8388607) | tl.where(ea != 0, 8388608, 0)).to(tl.int64)
+    mb = tl.maximum((ib & 8388607) | tl.where(eb != 0, 8388608, 0), 1).to(tl.int64)
+    eb = tl.maximum(eb, 1)
+    gap = tl.maximum(tl.maximum(ea, 1) - eb, 0)
+    step = tl.minimum(gap, 39)
+    r = (ma << step) % mb
+    gap = gap - step
+    while tl.max(gap) > 0:
+        step = tl.minimum(gap, 39)
+        r = (r << step) % mb
+        gap = gap - step
+    scale = ((eb + 873).to(tl.int64) << 52).to(tl.float64, bitcast=True)
+    mag = (r.to(tl.float64) * scale).to(tl.float32).to(tl.int32, bitcast=True)
+    signed = (mag | (ia & -2147483648)).to(tl.float32, bitcast=True)
+    out = tl.where(tl.abs(a) < tl.abs(b), a, signed)
+    return tl.where((b == 0) | (a != a) | (b != b) | (tl.abs(a) == float("inf")), float("nan"), out)
+
+
+"""
 
 #: fp32 variants rounded as eager's (IEEE round-to-nearest): Triton's `/` is div.full.f32 (up to 2 ulp
 #: off: 4.6875 / 0.9375 gave 5.0000005, so a floor or a comparison of an exact quotient went wrong)
@@ -153,9 +201,11 @@ QUOTIENTS = frozenset({Op.DIV, Op.RECIP})
 
 #: how a reduction kind reduces a tile along its rows. Not `tl.max` / `tl.min`: they combine with
 #: maxnumf / minnumf, which drop a NaN on the GPU (eager's max of a row holding NaN is NaN), so
-#: max and min reduce with NaN-propagating combine functions of the kernel's module (HELPERS)
+#: max and min reduce with NaN-propagating combine functions of the kernel's module (HELPERS).
+#: The picks (ir.PICKS: argmax, max.dim) reduce (value, position) pairs: `_define_picked`
 REDUCE = {"sum": "tl.sum({}, 1)", "max": "tl.reduce({}, 1, _max_nan)", "min": "tl.reduce({}, 1, _min_nan)"}
 HELPERS = {
+    "fmod": FMOD_F32,
     "max": "@triton.jit\ndef _max_nan(a, b):\n    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
     "min": "@triton.jit\ndef _min_nan(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
     # 2^x as eager's exp2 and pow: tl.exp2 flushes results below 2^-126 to zero on the GPU
@@ -169,12 +219,32 @@ HELPERS = {
                  "    lo = tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n"
                  "    return tl.where(a == b, hi + 0.6931471805599453, hi + tl.log(1.0 + tl.exp(lo - hi)))\n\n\n",
 }
+
+
+def _pick_combine(order: str) -> str:
+    """The combine function of the PICKS reductions by `order` ("max" / "min"): of two (value,
+    position) pairs, the one eager's argmax (argmin) keeps: the larger (smaller) value, NaN above
+    (below) every number, and of equal values (two NaNs too) the lower position. (tl.argmax's own
+    combine drops NaN.) A total order on the pairs: any order of combining gives the same pair."""
+    better = ">" if order == "max" else "<"
+    return (f"@triton.jit\ndef _arg{order}_nan(a, ia, b, ib):\n"
+            "    a_nan = a != a\n"
+            "    b_nan = b != b\n"
+            f"    first = (a {better} b) | (a_nan & (b == b)) | (((a == b) | (a_nan & b_nan)) & (ia < ib))\n"
+            "    return tl.where(first, a, b), tl.where(first, ia, ib)\n\n\n")
+
+
+HELPERS["argmax"] = _pick_combine("max")
+HELPERS["argmin"] = _pick_combine("min")
 COMBINE = {"sum": lambda acc, v: f"{acc} + {v}", "max": _nan_max, "min": _nan_min}
 #: how a scan kind scans a tile along its rows
 SCAN = {"sum": "tl.cumsum({}, 1)", "prod": "tl.cumprod({}, 1)", "logsumexp": "tl.associative_scan({}, 1, _logaddexp)"}
 
 
 def identity(kind: str, dtype: torch.dtype) -> str:
+    """The value lanes past a row's end hold: one that changes no result (a pick's: its order's,
+    with a position past the row's end, `_pick_tiles`)."""
+    kind = PICKS[kind][0] if kind in PICKS else kind
     if kind == "sum":
         return "0"
     if kind == "prod":
@@ -272,7 +342,21 @@ class KernelBuilder:
             final[m.node.name] = subst.get(m.node.name, body)
         self.stores = [(m.node.buffer, final[m.node.name], m.store, m.role) for m in self.group.stores]
         self._drop_dead_reductions()
+        self.position = self._row_position() if any(m.node.kind in PICKS for m, _ in self.reductions) else None
         self._merge_dims()
+
+    def _row_position(self) -> Expr:
+        """Each element's position in its row, as a pick reduction numbers it (PICKS): row-major
+        over the reduced dims in the group's canonical order, which is the reduced nodes' own
+        (their dims, size-1 ones dropped: scheduler.fit), whatever order the loops take them in
+        (by stride: `_loop_order`) and whichever of them merge (`_merge_dims` merges only dims the
+        position walks row-major too)."""
+        position, stride = Affine(0), 1
+        for k in reversed(range(len(self.group.sizes))):
+            if self.group.reduced[k]:
+                position = position + Affine.var(f"c{k}", stride)
+                stride *= self.group.sizes[k]
+        return expr(Op.INDEX, (), position, torch.int64)
 
     def _drop_dead_reductions(self):
         bodies = {m.node.name: b for m, b in self.reductions}
@@ -286,6 +370,7 @@ class KernelBuilder:
 
     def _all_affines(self) -> list[Affine]:
         roots = [b for _, b in self.reductions + self.scans] + [v for _, v, _, _ in self.stores]
+        roots += [self.position] if self.position is not None else []
         return affines(roots) + [s for _, _, s, _ in self.stores]
 
     def _loop_order(self, dims: list) -> list:
@@ -334,6 +419,8 @@ class KernelBuilder:
         self.rsizes = [s for _, s in rdims]
         self.reductions = [(m, substitute_index([b], rename)[0]) for m, b in self.reductions]
         self.scans = [(m, substitute_index([b], rename)[0]) for m, b in self.scans]
+        if self.position is not None:
+            self.position = substitute_index([self.position], rename)[0]
         self.stores = [(buf, substitute_index([v], rename)[0], s.substitute(rename), role)
                        for buf, v, s, role in self.stores]
         self.xnumel = _prod(self.xsizes)
@@ -674,11 +761,15 @@ class KernelBuilder:
         self.ops_used.add(op.value)
         if op in (Op.EXP2, Op.POW):
             self.helpers.add("exp2")
+        if op is Op.FMOD and e.dtype.is_floating_point:
+            self.helpers.add("fmod")
         per_element = self.row_vectors is not None and self._row_domain(e) == 2
         args = [self.emit_elements(a) if per_element else self.emit(a) for a in e.args]
         if op in UNARY or op is Op.WHERE:
             args = [self._as_tensor(a, x) if (op in UNARY or i == 0) else a
                     for i, (a, x) in enumerate(zip(args, e.args))]
+        if op in TYPED_OPERANDS or (op in BITWISE and e.dtype is not torch.bool):
+            args = [self._as_tensor(a, x) for a, x in zip(args, e.args)]
         if op in PRECISE_FP32 and compute_dtype(e.dtype) is torch.float32 and not (
                 op in QUOTIENTS and any(map(self._approximate, e.args))):
             return PRECISE_FP32[op](*args)
@@ -791,6 +882,8 @@ class KernelBuilder:
         self._row_domain_memo: dict[int, int] = {}
         self._expanded: dict[str, str] = {}           # a row vector's name -> its elements' (emit_elements)
         self._reduced_exprs: list[Expr] = []
+        self._picked: dict[tuple, tuple[str, str]] = {}         # see _define_picked
+        self._pick_accs: dict[tuple, tuple[str, str]] = {}      # see _pick_accumulators
         self.prepare()
         if not self.stores or self.xnumel * self.rnumel == 0:
             return None
@@ -959,6 +1052,9 @@ class KernelBuilder:
         if self.kind == "per":
             self.lines_outer += self._r_setup(None)
             for m, body in self.reductions:
+                if m.node.kind in PICKS:
+                    self._define_picked(m, body, lambda: self._pick_tiles(m.node.kind, body))
+                    continue
                 v = self._broadcast(self.emit(body), body, True, True)
                 ident = identity(m.node.kind, body.dtype)
                 red = self._reduce(m.node.kind, self._in_row(v, ident))
@@ -976,6 +1072,9 @@ class KernelBuilder:
         for stage in stages:
             accs = []
             for m, body in stage:
+                if m.node.kind in PICKS:
+                    accs.append(self._pick_accumulators(m, body))
+                    continue
                 acc = f"acc_{m.node.name}"
                 ident = identity(m.node.kind, body.dtype)
                 shape = "[XBLOCK, 1]" if m.node.name in self.online else "[XBLOCK, RBLOCK]"   # a row's max
@@ -983,6 +1082,9 @@ class KernelBuilder:
                 accs.append(acc)
             self._row_loop(out, lambda loop: self._emit_stage(loop, stage, accs))
             for (m, body), acc in zip(stage, accs):
+                if m.node.kind in PICKS:
+                    self._define_picked(m, body, lambda: acc)      # the lanes' picks, then the row's
+                    continue
                 if m.node.name in self.online:
                     self._define_reduced(m, body, acc)              # the row's max already
                     continue
@@ -1003,7 +1105,15 @@ class KernelBuilder:
 
     def _emit_stage(self, loop: list[str], stage: list, accs: list[str]):
         """The loop body updating one stage's accumulators (`accs`) with a block of the row."""
+        picks_updated: set[tuple[str, str]] = set()
         for (m, body), acc in zip(stage, accs):
+            if m.node.kind in PICKS:
+                if acc not in picks_updated:         # (a pair of the same body shares its accumulators)
+                    picks_updated.add(acc)
+                    value, position = self._pick_tiles(m.node.kind, body)
+                    order = PICKS[m.node.kind][0]
+                    loop.append(f"{acc[0]}, {acc[1]} = _arg{order}_nan({acc[0]}, {acc[1]}, {value}, {position})")
+                continue
             if m.node.name in self.online.values():
                 continue                     # updated with its max, below
             partner = self.online.get(m.node.name)
@@ -1118,10 +1228,54 @@ class KernelBuilder:
             self.helpers.add(kind)
         return REDUCE[kind].format(tile) + "[:, None]"
 
-    def _define_reduced(self, member, body: Expr, code: str):
+    def _pick_tiles(self, kind: str, body: Expr) -> tuple[str, str]:
+        """The (value, position) tiles a pick reduction (PICKS) combines: the body and each lane's
+        position in the row (`_row_position`); lanes past the row's end hold the identity of the
+        pick's order and the position `rnumel`, after every element's, so that a row of -inf
+        (argmax) still picks its first element."""
+        value = self._broadcast(self.emit(body), body, True, True)
+        position = self._broadcast(self.emit(self.position), self.position, True, True)
+        return (self._in_row(value, identity(kind, body.dtype)), self._in_row(position, str(self.rnumel)))
+
+    def _pick_accumulators(self, member, body: Expr) -> tuple[str, str]:
+        """A looped kernel's (value, position) accumulators of a pick reduction, one pair a lane:
+        each lane's pick among the elements it has seen (those of earlier blocks come first in the
+        row, so a tie keeps the earlier). Shared by the pair of one body (argmax and its value)."""
+        order = PICKS[member.node.kind][0]
+        key = (order, id(body))
+        if key not in self._pick_accs:
+            value, position = f"acc_{member.node.name}", f"acc_{member.node.name}_at"
+            ident = identity(order, body.dtype)
+            self.lines_outer.append(f"{value} = tl.full([XBLOCK, RBLOCK], {ident}, {TL_TYPE[compute_dtype(body.dtype)]})")
+            self.lines_outer.append(f"{position} = tl.full([XBLOCK, RBLOCK], {self.rnumel}, tl.int64)")
+            self._pick_accs[key] = (value, position)
+        return self._pick_accs[key]
+
+    def _define_picked(self, member, body: Expr, tiles):
+        """The result of a pick reduction (PICKS) of `body`: the pick of each row among the
+        (value, position) tiles `tiles()` gives, one `tl.reduce` of pairs for the pair of one body
+        (max.dim's values and indices), and of that pick its position or value."""
+        order, keeps = PICKS[member.node.kind]
+        key = (order, id(body))
+        if key not in self._picked:
+            value, position = tiles()
+            self.helpers.add(f"arg{order}")
+            self.ops_used.add(f"arg{order}")
+            picked_value, picked_position = self._tmp(), self._tmp()
+            self.lines_outer.append(f"{picked_value}, {picked_position} = "
+                                    f"tl.reduce(({value}, {position}), 1, _arg{order}_nan)")
+            self._picked[key] = (f"{picked_value}[:, None]", f"{picked_position}[:, None]")
+        value, position = self._picked[key]
+        if keeps == "index":
+            self._define_reduced(member, body, position, torch.int64)
+        else:
+            self._define_reduced(member, body, value)
+
+    def _define_reduced(self, member, body: Expr, code: str, code_dtype: Optional[torch.dtype] = None):
+        """`code`, of `code_dtype` (default: the body's), as the REDUCED result of `member`."""
         name = self._tmp()
         out_type = compute_dtype(member.node.buffer.dtype)
-        if compute_dtype(body.dtype) != out_type:
+        if compute_dtype(code_dtype or body.dtype) != out_type:
             code = f"({code}).to({TL_TYPE[out_type]})"
         self.lines_outer.append(f"{name} = {code}")
         red = expr(Op.REDUCED, (), member.node.name, member.node.buffer.dtype)
@@ -1160,11 +1314,16 @@ class KernelBuilder:
 
     def _emit_scatter_add(self, buf, store: Expr, index: Affine):
         """A ScatterNode's adds (a pointwise kernel over the values): each lane adds its value at
-        `index + stride * position` where its mask holds, atomically (positions repeat)."""
+        `index + stride * position` where its mask holds, atomically (positions repeat); or, not
+        accumulating, stores it there."""
         value, position, mask = (self._broadcast(self.emit(e), e, True, False) for e in store.args)
         stride = store.arg[0]
         value = _as_stored(value, store.args[0].dtype, buf.dtype)
         offset = self._index(index) + (f" + {position}" if stride == 1 else f" + {stride} * {position}")
+        if not store.arg[2]:                 # a scatter without accumulate: any one value of a repeat
+            self.ops_used.add("scatter")
+            self.lines_outer.append(f"tl.store({self._param(buf.name)} + ({offset}), {value}, xmask & ({mask}))")
+            return
         self.ops_used.add("scatter_add")
         self.lines_outer.append(f"tl.atomic_add({self._param(buf.name)} + ({offset}), {value}, "
                                 f"xmask & ({mask}), sem=\"relaxed\")")

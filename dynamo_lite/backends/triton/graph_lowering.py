@@ -155,15 +155,17 @@ class GraphLowering:
         self.nodes.append(ReductionNode(buf, x.sizes, tuple(dims), kind, body))
         return Value.of_buffer(buf)
 
-    def add_scatter(self, sizes, dtype, device, init, domain, body, dest: tuple, position, mask) -> Value:
+    def add_scatter(self, sizes, dtype, device, init, domain, body, dest: tuple, position, mask,
+                    dim: int = 0, accumulate: bool = True) -> Value:
         """A new buffer of `sizes` holding `init` (an expression over its own domain), with `body`
         (over `domain`) added at `dest` (an index of the buffer per domain element, over the
-        domain's variables) but along dim 0 at the loaded `position`, where `mask`. In the layout
-        eager gives the node's result (index_put keeps its input's), else contiguous."""
+        domain's variables; 0 at `dim`) but along `dim` at the loaded `position`, where `mask`.
+        (`accumulate` False: stored there instead.) In the layout eager gives the node's result
+        (index_put keeps its input's), else contiguous."""
         strides = _dense_strides(self.node.meta.get("val"), sizes) if self.node is not None else None
         buf = self.new_buffer(sizes, strides or contiguous_strides(sizes), dtype, device)
-        self.nodes.append(ScatterNode(buf, init, tuple(domain), body, buf.store_index(dest), buf.strides[0],
-                                      sizes[0], position, mask))
+        self.nodes.append(ScatterNode(buf, init, tuple(domain), body, buf.store_index(dest), buf.strides[dim],
+                                      sizes[dim], position, mask, accumulate))
         return Value.of_buffer(buf)
 
     def add_scan(self, x: Value, dim: int, kind: str, acc: torch.dtype, buffer_dtype: torch.dtype) -> Value:

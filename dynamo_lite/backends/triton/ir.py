@@ -123,7 +123,8 @@ class Op(enum.Enum):
     REDUCED = "reduced"    # arg = name of a reduction node of the same kernel (its row result)
     SCANNED = "scanned"    # arg = name of a scan node of the same kernel (its value at the position)
     SCATTER_ADD = "scatter_add"  # a ScatterNode's store: args = (value, int position, mask), arg =
-                           # (stride, size): adds value at the store index + stride * position
+                           # (stride, size, accumulate): adds (or, not accumulating, stores) value
+                           # at the store index + stride * position
     # unary
     NEG = "neg"; ABS = "abs"; EXP = "exp"; EXP2 = "exp2"; LOG = "log"; LOG2 = "log2"
     SQRT = "sqrt"; RSQRT = "rsqrt"; RECIP = "reciprocal"; SIN = "sin"; COS = "cos"
@@ -132,7 +133,12 @@ class Op(enum.Enum):
     # binary
     ADD = "add"; SUB = "sub"; MUL = "mul"; DIV = "div"; MAX = "maximum"; MIN = "minimum"
     POW = "pow"; EQ = "eq"; NE = "ne"; LT = "lt"; LE = "le"; GT = "gt"; GE = "ge"
-    AND = "and"; OR = "or"; XOR = "xor"
+    AND = "and"; OR = "or"; XOR = "xor"   # logical on bools, bit by bit on integers
+    # integer division and remainders with C's semantics, shifts (lowerings.py builds eager's
+    # floor, division-by-zero and shift-range rules from these; a divisor is never 0 or, signed, -1)
+    IDIV = "idiv"          # integers: the quotient rounded toward zero (Triton's `//`)
+    FMOD = "fmod"          # the remainder with the dividend's sign: C's `%` on integers, exact fmod of floats
+    SHL = "shl"; SHR = "shr"   # amount in [0, bits); `>>` is arithmetic on signed, logical on unsigned
     # ternary
     WHERE = "where"
 
@@ -264,6 +270,14 @@ def gather_var(roots: list[Expr], var: str, size: int, index: Expr, in_range: Ex
             mask = in_range if not args else expr(Op.AND, (args[0], in_range), None, torch.bool)
             base = aff.substitute({var: Affine(0)})
             return expr(Op.GATHER, (index, mask), (e.arg[0], base, aff.coeff(var), size), e.dtype)
+        if e.op is Op.GATHER and e.arg[1].coeff(var):
+            # gathered along another dim already (x[i, j]): one gather at the summed offset
+            name, aff, stride, span = e.arg
+            c = aff.coeff(var)
+            mask = in_range if len(args) < 2 else expr(Op.AND, (args[1], in_range), None, torch.bool)
+            offset = expr(Op.ADD, (_times(args[0], stride), _times(index, c)), None, torch.int64)
+            highest = max(0, stride * (span - 1)) + max(0, c * (size - 1))
+            return expr(Op.GATHER, (offset, mask), (name, aff.substitute({var: Affine(0)}), 1, highest + 1), e.dtype)
         if e.op is Op.INDEX and e.arg.coeff(var):
             c = e.arg.coeff(var)
             scaled = index if c == 1 else expr(Op.MUL, (index, const(c, index.dtype)), None, index.dtype)
@@ -271,6 +285,11 @@ def gather_var(roots: list[Expr], var: str, size: int, index: Expr, in_range: Ex
             return expr(Op.ADD, (rest, cast(scaled, e.dtype)), None, e.dtype)
         return None
     return rewrite(roots, fn)
+
+
+def _times(index: Expr, c: int) -> Expr:
+    index = cast(index, torch.int64)
+    return index if c == 1 else expr(Op.MUL, (index, const(c, torch.int64)), None, torch.int64)
 
 
 def loads(roots: Iterable[Expr]) -> list[Expr]:
@@ -359,12 +378,24 @@ class PointwiseNode(_Computed):
 class ReductionNode(_Computed):
     """`buffer[keepdim position of v] = reduce_{reduced dims} body(v)` over the domain `sizes`.
 
-    The buffer has `sizes` with the reduced dims set to 1. The body is computed in `acc_dtype`."""
+    The buffer has `sizes` with the reduced dims set to 1. The body is computed in `acc_dtype`.
+    The kinds of PICKS pick one element of each row instead of combining them all."""
     buffer: Buffer
     sizes: tuple[int, ...]
     reduced: tuple[int, ...]
-    kind: str                   # "sum" | "max" | "min"
+    kind: str                   # "sum" | "max" | "min" | a kind of PICKS
     body: Expr
+
+
+#: reductions that pick one element of each row, as eager's argmax / argmin and max / min over a
+#: dim do: the first (lowest position) maximum (minimum), where NaN is above (below) every number,
+#: so a row's first NaN is picked. kind -> (the order it picks by, what of the element it keeps):
+#: "index" its int64 position, row-major over the reduced dims in the domain's order (argmax over
+#: several dims numbers the flattened row), "value" its value (max.dim's values: the same as a
+#: "max" but for which zero of a row of +-0 it gives). The codegen computes a pair of the same
+#: body with one reduction of (value, position) pairs
+PICKS = {"argmax": ("max", "index"), "argmin": ("min", "index"),
+         "argmax_value": ("max", "value"), "argmin_value": ("min", "value")}
 
 
 @dataclasses.dataclass(eq=False)
@@ -382,7 +413,9 @@ class ScanNode(_Computed):
 @dataclasses.dataclass(eq=False)
 class ScatterNode(_Computed):
     """`buffer = init`, then `buffer[index(v) + stride * position(v)] += body(v)` for every v in
-    `sizes` where `mask(v)` (index_put with accumulate=True over one dim: an embedding's backward).
+    `sizes` where `mask(v)` (index_put with accumulate=True along one dim, index_add, scatter_add,
+    an embedding's backward; `accumulate` False: `=` instead of `+=`, index_put, scatter, index_copy,
+    where of repeated positions any one value is kept, as on CUDA).
     `init` is an expression over the buffer's own domain (the tensor added into, or zeros);
     `index` (over the domain's variables) places v in the buffer's other dims, and `position`, a
     loaded integer in [0, size), along the scattered one. The adds are atomic: where positions
@@ -398,13 +431,15 @@ class ScatterNode(_Computed):
     size: int
     position: Expr
     mask: Expr
+    accumulate: bool = True
 
     def reads(self) -> set[str]:
         return set().union(*(buffers_read(e) for e in (self.init, self.body, self.position, self.mask)))
 
     def store_expr(self) -> Expr:
         """The store, as the kernel adding the values sees it (Op.SCATTER_ADD)."""
-        return expr(Op.SCATTER_ADD, (self.body, self.position, self.mask), (self.stride, self.size), self.body.dtype)
+        return expr(Op.SCATTER_ADD, (self.body, self.position, self.mask), (self.stride, self.size, self.accumulate),
+                    self.body.dtype)
 
 
 #: buffers_read's answers, per expression (expressions are immutable and shared: ir.expr)

@@ -1,5 +1,6 @@
-"""Lowerings of reductions: sum, mean, amax/amin, any/all, var/var_mean. Each adds a
-`ReductionNode` through the `GraphLowering`; the result is a view of its keep-dim buffer.
+"""Lowerings of reductions: sum, mean, amax/amin, any/all, var/var_mean, argmax/argmin and
+max/min over a dim (values and indices). Each adds a `ReductionNode` through the `GraphLowering`;
+the result is a view of its keep-dim buffer.
 Scans (cumsum, cumprod, logcumsumexp) add a `ScanNode`: a kernel of its own holding whole rows, its producers
 computed inside it.
 
@@ -221,12 +222,53 @@ def lower_mean(lw, node, x, dims=None, keepdim=False, *, dtype=None):
 def lower_amax(lw, node, x, dims=None, keepdim=False):
     name = node.target.overloadpacket.__name__
     if name in ("max", "min") and node.target not in (aten.max.default, aten.min.default):
-        raise NotLowerable("max/min with indices or of two tensors")
+        raise NotLowerable("max/min of two tensors")       # (max.dim / min.dim: lower_max_dim)
     kind = "max" if name in ("amax", "max") else "min"
     meta = out_meta(node)
     if x.dtype is torch.bool:
         raise NotLowerable("bool max")
     return reduce(lw, x, _reduce_dims(x, dims), kind, keepdim, meta.dtype)
+
+
+@register(aten.argmax.default, aten.argmin.default)
+def lower_argmax(lw, node, x, dim=None, keepdim=False):
+    order = "max" if node.target is aten.argmax.default else "min"
+    return _pick(lw, x, dim, keepdim, order, with_values=False)[1]
+
+
+@register(aten.max.dim, aten.min.dim)
+def lower_max_dim(lw, node, x, dim, keepdim=False):
+    """(values, indices) of the max (min) over one dim."""
+    order = "max" if node.target is aten.max.dim else "min"
+    return _pick(lw, x, dim, keepdim, order, with_values=True)
+
+
+def _pick(lw, x: Value, dim: Optional[int], keepdim: bool, order: str,
+          with_values: bool) -> tuple[Optional[Value], Value]:
+    """(value, int64 index) of the element eager's argmax (argmin) picks along `dim` (None: over
+    every dim, the index into the flattened tensor): the first max (min), a row's first NaN where
+    it holds one (ir.PICKS). Never split (`_split_reduction`): the second pass would need each
+    piece's position too. Bools are picked as int32 0 / 1 (eager's max.dim of bools)."""
+    if x.numel() == 0 or x.dtype.is_complex:
+        raise NotLowerable("empty or complex argmax / max.dim")
+    dims = list(range(x.ndim)) if dim is None else ([dim % x.ndim] if x.ndim else [])
+    keep_sizes = tuple(1 if d in dims else s for d, s in enumerate(x.sizes))
+    value_dtype = torch.int32 if x.dtype is torch.bool else x.dtype
+    if all(x.sizes[d] == 1 for d in dims):         # one element a row: itself, at 0
+        index = lazy(keep_sizes, torch.int64, x.device, lambda idx: const(0, torch.int64))
+        value = lazy(x.sizes, x.dtype, x.device, x.load) if with_values else None
+    else:
+        acc = acc_dtype(x.dtype)
+        index = lw.add_reduction(x, dims, f"arg{order}", acc, torch.int64)
+        value = lw.add_reduction(x, dims, f"arg{order}_value", acc, value_dtype) if with_values else None
+        if value is not None and x.dtype is torch.bool:
+            picked = value
+            value = lazy(keep_sizes, torch.bool, x.device,
+                         lambda idx: binary(Op.NE, picked.load(idx), const(0, torch.int32)))
+    if not keepdim:
+        index = V.squeeze(index, dims)
+        value = V.squeeze(value, dims) if value is not None else None
+    return value, index
 
 
 @register(aten.any, aten.all)

@@ -406,20 +406,25 @@ def lower_embedding(lw, node, weight, indices, padding_idx=-1, scale_grad_by_fre
     lead = indices.ndim
 
     def loader(idx):
-        return _read_at(weight, (None, idx[lead]), 0, indices.load(tuple(idx[:lead])), weight.dtype)
+        return _read_at(weight, (None, idx[lead]), {0: indices.load(tuple(idx[:lead]))}, weight.dtype)
     return lazy(tuple(meta.shape), weight.dtype, weight.device, loader)
 
 
-def _read_at(x: Value, idx: tuple, dim: int, index: Expr, dtype: torch.dtype) -> Expr:
-    """x[idx], position `dim` (None in `idx`) being the loaded integer `index`: a gather load,
-    masked to `0 <= index < x.sizes[dim]`; NaN where the index is outside (eager raises)."""
-    size = x.sizes[dim]
-    i = cast(index, torch.int64)
-    in_range = binary(Op.AND, binary(Op.GE, i, const(0, torch.int64)), binary(Op.LT, i, const(size, torch.int64)))
-    var = f"_pos{next(_fresh)}"
-    at = tuple(Affine.var(var) if k == dim else v for k, v in enumerate(idx))
-    value = gather_var([cast(x.load(at), dtype)], var, size, i, in_range)[0]
-    return where(in_range, value, const(float("nan"), dtype))
+def _read_at(x: Value, idx: tuple, positions: dict, dtype: torch.dtype, wrap: bool = False) -> Expr:
+    """x[idx], each position `d` of `positions` (None in `idx`) being the loaded integer
+    `positions[d]`: a gather load, masked to `0 <= index < x.sizes[d]`; NaN where an index is
+    outside (eager raises). `wrap`: negative indices count from the end (advanced indexing)."""
+    names = {d: f"_pos{next(_fresh)}" for d in positions}
+    at = tuple(Affine.var(names[k]) if k in positions else v for k, v in enumerate(idx))
+    value, ok = cast(x.load(at), dtype), None
+    for d, index in positions.items():
+        size, i = x.sizes[d], cast(index, torch.int64)
+        if wrap:
+            i = where(binary(Op.LT, i, const(0, torch.int64)), binary(Op.ADD, i, const(size, torch.int64)), i)
+        in_range = binary(Op.AND, binary(Op.GE, i, const(0, torch.int64)), binary(Op.LT, i, const(size, torch.int64)))
+        value = gather_var([value], names[d], size, i, in_range)[0]
+        ok = in_range if ok is None else binary(Op.AND, ok, in_range)
+    return where(ok, value, const(float("nan"), dtype))
 
 
 @register(aten.gather.default)
@@ -435,5 +440,62 @@ def lower_gather(lw, node, x, dim, index, *, sparse_grad=False):
     dim = dim % x.ndim
 
     def loader(idx):
-        return _read_at(x, tuple(idx), dim, index.load(tuple(idx)), meta.dtype)
+        return _read_at(x, tuple(idx), {dim: index.load(tuple(idx))}, meta.dtype)
+    return lazy(tuple(meta.shape), meta.dtype, meta.device, loader)
+
+
+def _index_operands(x, index, meta, what: str):
+    if not (isinstance(x, Value) and isinstance(index, Value)) or not meta.dtype.is_floating_point \
+            or index.dtype not in (torch.int32, torch.int64) or x.ndim == 0:
+        raise NotLowerable(f"{what} of this kind (float values, int32/int64 indices)")
+
+
+@register(aten.index_select.default)
+def lower_index_select(lw, node, x, dim, index):
+    """`x.index_select(dim, index)`: the rows (along `dim`) a 1-D index names, read where they are
+    used (a gather load, as `gather`); NaN for an index outside (eager raises)."""
+    meta = out_meta(node)
+    _index_operands(x, index, meta, "an index_select")
+    if index.ndim > 1:
+        raise NotLowerable("an index_select with a multi-dim index")
+    dim = dim % x.ndim
+
+    def loader(idx):
+        position = index.load((idx[dim],) if index.ndim else ())
+        return _read_at(x, tuple(None if k == dim else v for k, v in enumerate(idx)), {dim: position}, meta.dtype)
+    return lazy(tuple(meta.shape), meta.dtype, meta.device, loader)
+
+
+@register(aten.index.Tensor)
+def lower_index(lw, node, x, indices):
+    """`x[i]`, `x[:, i]`, `x[i, j]`, `x[torch.arange(b), last]`: advanced indexing by integer
+    tensors, read where the result is used (one gather load however many dims are indexed).
+    Python's rule for where the indexed dims go: the index tensors broadcast together, their
+    shape replaces the indexed dims where those are adjacent, else comes first. Negative
+    indices count from the end; an index outside reads NaN (eager raises). Boolean masks (a
+    result whose size depends on the data) and integer tensors stay aten calls."""
+    meta = out_meta(node)
+    indices = list(indices) + [None] * (x.ndim - len(indices)) if isinstance(x, Value) else []
+    tensors = {d: t for d, t in enumerate(indices) if t is not None}
+    if not tensors or len(indices) > x.ndim:
+        raise NotLowerable("an index of this kind")
+    for t in tensors.values():
+        _index_operands(x, t, meta, "an index")
+    dims = sorted(tensors)
+    try:
+        shape = tuple(torch.broadcast_shapes(*(t.sizes for t in tensors.values())))
+        loaded = {d: broadcast_to(t, shape) for d, t in tensors.items()}
+    except (RuntimeError, ValueError):
+        raise NotLowerable("index tensors that do not broadcast together") from None
+    start = dims[0] if dims == list(range(dims[0], dims[-1] + 1)) else 0
+    rest = [d for d in range(x.ndim) if d not in tensors]
+    if tuple(meta.shape) != tuple(x.sizes[d] for d in rest[:start]) + shape + tuple(x.sizes[d] for d in rest[start:]):
+        raise NotLowerable("an index whose result shape is not Python's rule")      # never expected
+
+    def loader(idx):
+        at = [None] * x.ndim
+        for d, v in zip(rest, tuple(idx[:start]) + tuple(idx[start + len(shape):])):
+            at[d] = v
+        here = tuple(idx[start:start + len(shape)])
+        return _read_at(x, tuple(at), {d: t.load(here) for d, t in loaded.items()}, meta.dtype, wrap=True)
     return lazy(tuple(meta.shape), meta.dtype, meta.device, loader)

@@ -53,6 +53,8 @@ _FOLD = {
     Op.ADD: operator.add, Op.SUB: operator.sub, Op.MUL: operator.mul, Op.DIV: operator.truediv,
     Op.MAX: max, Op.MIN: min, Op.EQ: operator.eq, Op.NE: operator.ne, Op.LT: operator.lt,
     Op.LE: operator.le, Op.GT: operator.gt, Op.GE: operator.ge,
+    # (two's complement bit by bit: in range for in-range operands, and logical on bools)
+    Op.AND: operator.and_, Op.OR: operator.or_, Op.XOR: operator.xor,
 }
 
 
@@ -68,7 +70,7 @@ def unary(op: Op, a: Expr, dtype: Optional[torch.dtype] = None) -> Expr:
 
 def binary(op: Op, a: Expr, b: Expr) -> Expr:
     from .ir import COMPARISONS
-    dtype = torch.bool if op in COMPARISONS or op in (Op.AND, Op.OR, Op.XOR) else a.dtype
+    dtype = torch.bool if op in COMPARISONS else a.dtype      # (AND, OR, XOR: bools or integers)
     if a.op is Op.CONST and b.op is Op.CONST and op in _FOLD:
         try:
             return const(_FOLD[op](a.arg, b.arg), dtype)
@@ -211,13 +213,14 @@ register(aten.minimum)(_binary_arith(Op.MIN))
 @register(aten.div)
 def lower_div(lw, node, a, b, *, rounding_mode=None):
     if not out_meta(node).dtype.is_floating_point:
-        raise NotLowerable("integer division")
+        return _lower_integer_div(node, a, b, rounding_mode)
     if rounding_mode is None:
         return pointwise(node, lambda x, y: binary(Op.DIV, x, y), [a, b])
     if rounding_mode == "floor":
         if out_meta(node).dtype is torch.float64:
             raise NotLowerable("floor division of float64 (its exact remainder needs a wider type)")
-        return pointwise(node, floor_divide, [a, b])
+        # (a scalar divisor as eager's: 1.0 // 0.1 divides by fp32's 0.1, also where widened)
+        return pointwise(node, lambda x, y: floor_divide(eager_scalar(x), eager_scalar(y)), [a, b])
     return pointwise(node, lambda x, y: unary(Op.TRUNC, binary(Op.DIV, x, y)), [a, b])
 
 
@@ -244,6 +247,141 @@ def floor_divide(a: Expr, b: Expr) -> Expr:
 @register(prims.div)
 def lower_prims_div(lw, node, a, b):
     return lower_div(lw, node, a, b)
+
+
+@register(aten.floor_divide)
+def lower_floor_divide(lw, node, a, b):
+    return lower_div(lw, node, a, b, rounding_mode="floor")
+
+
+# ---------------------------------------------------------------------------------------------
+# integer division, remainders, bitwise ops and shifts: eager's results bit for bit
+# ---------------------------------------------------------------------------------------------
+
+def eager_scalar(e: Expr) -> Expr:
+    """A constant operand as eager's kernels see it: converted to the op's dtype first, so an
+    integer wraps (`uint8 % -3` divides by 253, `int32 << 2**40` shifts by 0) and a float rounds
+    to it (`fp16 % 0.1` divides by fp16's 0.1). Other operands are unchanged."""
+    if e.op is not Op.CONST or e.dtype is torch.bool:
+        return e
+    if e.dtype.is_floating_point:
+        return const(torch.tensor(e.arg, dtype=torch.float64).to(e.dtype).item(), e.dtype)
+    bits = torch.iinfo(e.dtype).bits
+    value = int(e.arg) & ((1 << bits) - 1)
+    if e.dtype.is_signed and value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return const(value, e.dtype)
+
+
+def _integer_operands(node, what: str) -> torch.dtype:
+    """The result dtype of an integer-only op, or NotLowerable (eager itself rejects bools and floats
+    for most of them)."""
+    dtype = out_meta(node).dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype is torch.bool:
+        raise NotLowerable(f"{what} of {dtype}")
+    return dtype
+
+
+def c_division(a: Expr, b: Expr) -> tuple[Expr, Expr]:
+    """C's integer `/` and `%` (quotient rounded toward zero, remainder with the dividend's sign),
+    made total: Triton's `//` and `%` (LLVM's sdiv/srem) are undefined for a divisor of 0 and for
+    MIN / -1, so neither reaches them. `a / -1` is `-a` (wrapping: MIN / -1 is MIN, as eager's
+    floor division gives), remainder 0; DIVISION BY ZERO divides by 1: `a / 0` is `a`, `a % 0`
+    is 0 (eager raises on the CPU and gives undefined values on CUDA)."""
+    by_zero = binary(Op.EQ, b, const(0, b.dtype))
+    if not a.dtype.is_signed:
+        safe = where(by_zero, const(1, b.dtype), b)
+        return binary(Op.IDIV, a, safe), binary(Op.FMOD, a, safe)
+    by_minus_one = binary(Op.EQ, b, const(-1, b.dtype))
+    safe = where(binary(Op.OR, by_zero, by_minus_one), const(1, b.dtype), b)
+    quotient = where(by_minus_one, eager_scalar(unary(Op.NEG, a)), binary(Op.IDIV, a, safe))
+    return quotient, binary(Op.FMOD, a, safe)
+
+
+def _past_floor(remainder: Expr, b: Expr) -> Expr:
+    """Where rounding toward zero went past the floor: the remainder is nonzero and has the other
+    sign than the divisor (then floor = trunc - 1, and Python's remainder is C's + b)."""
+    zero = const(0, remainder.dtype)
+    other_sign = binary(Op.NE, binary(Op.LT, remainder, zero), binary(Op.LT, b, const(0, b.dtype)))
+    return binary(Op.AND, binary(Op.NE, remainder, zero), other_sign)
+
+
+def floor_division(a: Expr, b: Expr) -> tuple[Expr, Expr]:
+    """Python's integer `//` and `%` (eager's floor_divide and remainder): C's, corrected by one
+    divisor where they went past the floor. The same total rules as `c_division` (`a // 0` is
+    `a`, `a % 0` is 0); unsigned integers have nothing to correct."""
+    quotient, remainder = c_division(a, b)
+    if not a.dtype.is_signed:
+        return quotient, remainder
+    past = _past_floor(remainder, b)
+    return (where(past, binary(Op.SUB, quotient, const(1, quotient.dtype)), quotient),
+            where(past, binary(Op.ADD, remainder, b), remainder))
+
+
+def _lower_integer_div(node, a, b, rounding_mode):
+    if rounding_mode not in ("floor", "trunc"):
+        raise NotLowerable(f"integer division with rounding_mode={rounding_mode!r}")
+    _integer_operands(node, "division")
+    split = floor_division if rounding_mode == "floor" else c_division
+    return pointwise(node, lambda x, y: split(eager_scalar(x), eager_scalar(y))[0], [a, b])
+
+
+def _float_remainder_dtype(node, what: str) -> torch.dtype:
+    dtype = out_meta(node).dtype
+    if dtype is torch.float64:
+        raise NotLowerable(f"{what} of float64 (its exact fmod would need integers wider than 64 bits)")
+    return dtype
+
+
+@register(aten.fmod)
+def lower_fmod(lw, node, a, b):
+    """C's fmod: the remainder with the dividend's sign, exact for floats (fp16 and bf16 computed
+    in fp32 hold it exactly; codegen's `_fmod` helper: Triton's own float `%` on the GPU is
+    `a - trunc(a / b) * b`, rounded). fmod(x, 0) and fmod(inf, y) are NaN, fmod(x, inf) is x;
+    integers divide by zero as `c_division` does."""
+    dtype = _float_remainder_dtype(node, "fmod")
+    if dtype.is_floating_point:
+        return pointwise(node, lambda x, y: binary(Op.FMOD, eager_scalar(x), eager_scalar(y)), [a, b])
+    _integer_operands(node, "fmod")
+    return pointwise(node, lambda x, y: c_division(eager_scalar(x), eager_scalar(y))[1], [a, b])
+
+
+@register(aten.remainder)
+def lower_remainder(lw, node, a, b):
+    """Python's `%`: the remainder with the divisor's sign. Floats as eager computes them: the exact
+    fmod, plus b where it is nonzero with the other sign than b, that sum rounded once (-1e-45 % 1.0
+    is 1.0; -1 % inf is inf; x % 0 is NaN). fp16 and bf16 add in fp32 and round once, which gives
+    their own rounded sum (24 >= 2 * 11 + 2 bits). Integers: `floor_division`'s remainder."""
+    dtype = _float_remainder_dtype(node, "remainder")
+    if dtype.is_floating_point:
+        def fn(x, y):
+            x, y = eager_scalar(x), eager_scalar(y)
+            m = binary(Op.FMOD, x, y)
+            return where(_past_floor(m, y), binary(Op.ADD, m, y), m)
+        return pointwise(node, fn, [a, b])
+    _integer_operands(node, "remainder")
+    return pointwise(node, lambda x, y: floor_division(eager_scalar(x), eager_scalar(y))[1], [a, b])
+
+
+def shift(left: bool, x: Expr, amount: Expr) -> Expr:
+    """Eager's shifts: by an amount in [0, bits) as C's (a left shift wraps, a right shift is
+    arithmetic on signed integers, logical on unsigned); by one out of it (negative too) a left
+    shift is 0 and a right shift fills with the sign (x >> (bits - 1) signed, 0 unsigned), where
+    LLVM's shifts would be undefined."""
+    bits = torch.iinfo(x.dtype).bits
+    in_range = binary(Op.AND, binary(Op.GE, amount, const(0, amount.dtype)),
+                      binary(Op.LT, amount, const(bits, amount.dtype)))
+    if not left and x.dtype.is_signed:
+        return binary(Op.SHR, x, where(in_range, amount, const(bits - 1, amount.dtype)))
+    shifted = binary(Op.SHL if left else Op.SHR, x, where(in_range, amount, const(0, amount.dtype)))
+    return where(in_range, shifted, const(0, x.dtype))
+
+
+@register(aten.__lshift__, aten.bitwise_left_shift, aten.__rshift__, aten.bitwise_right_shift)
+def lower_shift(lw, node, a, b):
+    _integer_operands(node, "shift")
+    left = node.target.overloadpacket in (aten.__lshift__, aten.bitwise_left_shift)
+    return pointwise(node, lambda x, y: shift(left, eager_scalar(x), eager_scalar(y)), [a, b])
 
 
 @register(aten.pow)
@@ -295,7 +433,9 @@ for _op, _target in ((Op.EQ, aten.eq), (Op.NE, aten.ne), (Op.LT, aten.lt), (Op.L
 def _logical(op: Op):
     def lower(lw, node, a, b):
         if node.target.overloadpacket.__name__.startswith("bitwise") and out_meta(node).dtype is not torch.bool:
-            raise NotLowerable("integer bitwise op")
+            # integers (a bool operand promoted to the other's dtype, as eager): bit by bit
+            _integer_operands(node, "bitwise op")
+            return pointwise(node, lambda x, y: binary(op, eager_scalar(x), eager_scalar(y)), [a, b])
         return pointwise(node, lambda x, y: binary(op, x, y), [a, b], compute=torch.bool)
     return lower
 
