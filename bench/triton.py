@@ -170,6 +170,18 @@ def sum_dim1(x):
     return x.sum(1)
 
 
+def moe_router(logits):
+    """A mixture-of-experts router (Mixtral's): softmax over the experts, the top 2, renormalized."""
+    w, experts = logits.softmax(-1).topk(2, dim=-1)
+    return w / w.sum(-1, keepdim=True), experts
+
+
+def sort_rows(x):
+    """Top-p sampling's first step: each row's probabilities sorted, descending (values, indices;
+    stable, so that every engine's indices of tied values are eager's)."""
+    return torch.sort(x, dim=-1, descending=True, stable=True)
+
+
 def embedding_backward(grad, ids):
     """A token embedding's gradient, as a training graph computes it (GPT-2's 50257x768 table):
     each token's gradient row added into its row of a zero table, repeated tokens summed."""
@@ -234,6 +246,11 @@ def workloads(quick: bool):
     out.append((f"sum over dim 0 of {'x'.join(map(str, x3.shape))} fp32", sum_dim0, (x3,), x3.numel() * 4))
     out.append((f"sum over dim 1 of {'x'.join(map(str, x3.shape))} fp32", sum_dim1, (x3,), x3.numel() * 4))
     out.append((f"softmax(x).cumsum(-1) {rows}x4096 fp32 (a scan)", cumulative_probabilities, (s,), 2 * s.numel() * 4))
+    # top-k and sort (scans of positions): a MoE router over 64 experts, rows of 1024 sorted
+    router = torch.randn(4096 if quick else 65536, 64, device=dev)
+    out.append((f"MoE router softmax + top-2 of {'x'.join(map(str, router.shape))} fp32", moe_router, (router,), None))
+    probs = torch.rand(rows, 1024, device=dev, dtype=torch.float16)
+    out.append((f"sort rows descending {rows}x1024 fp16", sort_rows, (probs,), None))
     # an embedding's backward (index_put with accumulate: atomic adds): written table + gradient read
     tokens = 512 if quick else 4096
     ge, ids = torch.randn(tokens, 768, device=dev), torch.randint(0, 50257, (tokens,), device=dev)

@@ -83,7 +83,12 @@ def widened(ks, out: list[dict]) -> list[dict]:
     reduction bound as the tuner's own are (launch.block_bound: the kernel's code relies on it)."""
     from dynamo_lite.backends.triton import launch
     out = list(out)
-    for cfg in WIDE.get(_kind(ks), []):
+    wide = WIDE.get(_kind(ks), [])
+    if ks.kind == "per":            # persistent rows: the row's block, rows a program and warps
+        rblock = 1 << max(0, (ks.rnumel - 1).bit_length())
+        wide = [dict(XBLOCK=x, RBLOCK=rblock, num_warps=w) for x in (1, 2, 4, 8) for w in (1, 2, 4, 8, 16, 32)
+                if x * rblock <= 65536]
+    for cfg in wide:
         if ks.kind == "red" and cfg["RBLOCK"] > launch.block_bound(ks):
             continue
         if cfg not in out:

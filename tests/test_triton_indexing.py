@@ -1,14 +1,15 @@
 """Indexing and scatter ops lowered by the triton backend, against eager: advanced indexing
-(`x[i]`, `x[:, i]`, `x[i, j]`, `x[torch.arange(b), last]`) and `index_select` as gather loads read
-where their result is used, and `index_add`, `scatter_add`, `scatter_reduce(..., "sum")` and
-`index_put(..., accumulate=True)` as kernels of atomic adds with their values computed inside,
-`x[i] = v`, `scatter` and `index_copy` as kernels of stores.
+(`x[i]`, `x[:, i]`, `x[i, j]`, `x[torch.arange(b), last]`), `gather` and `index_select` as gather
+loads read where their result is used (float, integer and bool tensors), and `index_add`,
+`scatter_add`, `scatter_reduce(..., "sum")` and `index_put(..., accumulate=True)` as kernels of
+atomic adds with their values computed inside, `x[i] = v`, `x[i, j] = v`, `scatter` and
+`index_copy` as kernels of stores.
 
 Every test compiles a `torch.fx.symbolic_trace` graph with `triton_backend`, compares outputs and
 mutated inputs with eager (`compile_and_check`) and asserts the op was lowered (no aten call left,
 the kernel count where it fuses with its neighbours); what stays an aten call (fp16 destinations,
-float scatters under deterministic algorithms, boolean masks) is asserted as well. On a machine
-without a GPU the kernels run under Triton's interpreter (TRITON_INTERPRET=1, set by triton_env).
+float scatters under deterministic algorithms, index_put along dims that are not one in memory)
+is asserted as well. On a machine without a GPU the kernels run under Triton's interpreter (TRITON_INTERPRET=1, set by triton_env).
 """
 import pytest
 import torch.fx
@@ -69,12 +70,61 @@ def test_index_select_reads_the_rows_it_names(dim):
     compile_and_check(fn, t(5, 6, 4), torch.tensor(2, device=DEVICE), kernels=1, externs=0)   # a 0-d index
 
 
-def test_boolean_masks_and_integer_tables_stay_aten_calls():
-    """`x[mask]` has a size that depends on the data; an integer table has no NaN to give an index
-    outside it: both stay aten's."""
-    def table(x, i):
-        return x[i] + 1
-    compile_and_check(table, ints(0, 9, 5, 3), ints(0, 5, 4), externs=1)
+INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool]
+
+
+def int_tensor(dtype, *shape):
+    return ints(0, 2 if dtype is torch.bool else 100, *shape).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_integer_and_bool_gathers_are_gathers_inside_the_kernel(dtype):
+    """`x[i, j]` (negative indices), `x[:, j]`, `torch.gather` and `index_select` of integer and
+    bool tensors: one kernel per result, computing the value gathered (a maximum) where it is
+    read, eager's values exactly."""
+    def advanced(x, y, i, j):
+        return torch.maximum(x, y)[i, j], torch.maximum(x, y)[:, j]
+
+    def gather(x, y, i, j):
+        return torch.gather(torch.maximum(x, y), 1, i)
+
+    def index_select(x, y, i, j):
+        return torch.maximum(x, y).index_select(0, j)
+    torch.manual_seed(0)
+    x, y = int_tensor(dtype, 6, 5), int_tensor(dtype, 6, 5)
+    i, j = torch.tensor([[0, -1], [5, -6]], device=DEVICE), torch.tensor([4, -5], device=DEVICE)
+    compile_and_check(advanced, x, y, i, j, kernels=2, externs=0, rtol=0, atol=0)
+    compile_and_check(gather, x, y, ints(0, 5, 6, 3), j, kernels=1, externs=0, rtol=0, atol=0)
+    compile_and_check(index_select, x, y, i, torch.tensor([5, 0, 2, 2], device=DEVICE), kernels=1, externs=0,
+                      rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8, torch.bool])
+def test_an_integer_gather_outside_the_tensor_reads_nothing_and_gives_zero(dtype):
+    """Eager raises for an index outside the tensor; the kernel's load there is masked (never a
+    read outside it) and the element is 0 (False): integers have no NaN, which floats give."""
+    def fn(x, i, j, k):
+        return x[i, j], torch.gather(x, 1, k), x.index_select(1, k[0])
+    from dynamo_lite.backends.triton import triton_backend
+    x = int_tensor(dtype, 4, 3) if dtype is torch.bool else torch.arange(1, 13, device=DEVICE).to(dtype).view(4, 3)
+    i, j = torch.tensor([0, 3, -4], device=DEVICE), torch.tensor([2, -1, 1], device=DEVICE)
+    k = torch.tensor([[2, 0], [1, 1], [0, 2], [2, 2]], device=DEVICE)
+    compiled = triton_backend(torch.fx.symbolic_trace(fn), [x, i, j, k])
+    assert not sum(compiled.compiled_graph.extern_ops.values())
+    for g, e in zip(compiled(x, i, j, k), fn(x, i, j, k)):
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+    # outside: i, then j (at 1 * 3 + 3, an offset inside x); inside: both negative
+    i, j = torch.tensor([4, 1, -4], device=DEVICE), torch.tensor([0, 3, -3], device=DEVICE)
+    k = torch.tensor([[3, 0], [1, -1], [0, 2], [2, 9]], device=DEVICE)
+    if DEVICE == "cpu":         # (on CUDA eager's check is a device-side assert, which ends the process's CUDA)
+        with pytest.raises(IndexError):
+            x[i, j]
+    zero = torch.zeros((), device=DEVICE, dtype=dtype)
+    advanced, gathered, selected = compiled(x, i, j, k)
+    torch.testing.assert_close(advanced, torch.stack([zero, zero, x[0, 0]]), rtol=0, atol=0)
+    inside = (k >= 0) & (k < 3)                    # (gather does not count negative indices from the end)
+    torch.testing.assert_close(gathered, torch.gather(x, 1, k.clamp(0, 2)).where(inside, zero), rtol=0, atol=0)
+    torch.testing.assert_close(selected, torch.cat([zero.expand(4, 1), x[:, :1]], 1), rtol=0, atol=0)
 
 
 # -- scatters: atomic adds ------------------------------------------------------------------------
@@ -139,18 +189,111 @@ def test_index_put_accumulate_after_leading_slices_with_negative_indices():
                       kernels=2, externs=0)
 
 
+def scatter_operand(dtype, *shape):
+    return t(*shape, dtype=dtype) if dtype.is_floating_point else ints(-9, 9, *shape).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float32])
+def test_index_put_accumulate_with_several_index_tensors_adds_repeats(dtype):
+    """`x.index_put((i, j), v, accumulate=True)`: one atomic add per value at `i * size_j + j`,
+    repeated pairs adding up (integers exactly), negative indices counting from the end; after a
+    leading slice with index tensors that broadcast together ([3, 1] and [4]: pairs repeated
+    across rows and columns); and in place into the graph's input."""
+    def pairs(x, i, j, v):
+        return torch.ops.aten.index_put(x + 1, [i, j], v * 2, True)
+
+    def broadcast(x, i, j, v):
+        return torch.ops.aten.index_put(x, [None, i, j], v, True)
+
+    def in_place(x, i, j, v):
+        x.index_put_((i, j), v, accumulate=True)
+        return x * 2
+    torch.manual_seed(0)
+    exact = {} if dtype.is_floating_point else {"rtol": 0, "atol": 0}
+    i, j = torch.tensor([0, -1, 0, 3, 0], device=DEVICE), torch.tensor([2, 4, 2, -5, -3], device=DEVICE)
+    compile_and_check(pairs, scatter_operand(dtype, 4, 5), i, j, scatter_operand(dtype, 5), kernels=2, externs=0,
+                      **exact)
+    compile_and_check(in_place, scatter_operand(dtype, 4, 5), i, j, scatter_operand(dtype, 5), externs=0, **exact)
+    rows, cols = torch.tensor([[0], [-4], [2]], device=DEVICE), torch.tensor([1, -4, 1, 3], device=DEVICE)
+    compile_and_check(broadcast, scatter_operand(dtype, 3, 4, 5, 2), rows, cols, scatter_operand(dtype, 3, 4, 2),
+                      kernels=2, externs=0, **exact)
+
+
+def test_index_put_with_several_index_tensors_adds_nothing_for_an_index_outside():
+    """Eager raises for an index outside; the kernel adds nothing there, each index checked
+    against its own dim: (1, 5) would be at 1 * 5 + 5, an element of x (row 2)."""
+    def fn(x, i, j, v):
+        return torch.ops.aten.index_put(x, [i, j], v, True)
+    from dynamo_lite.backends.triton import triton_backend
+    x, v = ints(-9, 9, 4, 5), ints(1, 9, 3)
+    compiled = triton_backend(torch.fx.symbolic_trace(fn), [x, ints(0, 4, 3), ints(0, 5, 3), v])
+    assert not sum(compiled.compiled_graph.extern_ops.values())
+    i, j = torch.tensor([1, 4, 2], device=DEVICE), torch.tensor([5, 0, -1], device=DEVICE)
+    expected = x.clone()
+    expected[2, 4] += v[2]
+    torch.testing.assert_close(compiled(x, i, j, v), expected, rtol=0, atol=0)
+
+
+def test_index_put_along_dims_its_layout_does_not_merge_stays_an_aten_call():
+    """Index tensors apart (`x[i, :, j]`: their shape comes first) and a destination whose
+    indexed dims are not one dim in memory (a transposed tensor: index_put keeps its layout)
+    stay aten calls, with eager's values."""
+    def apart(x, i, j, v):
+        return torch.ops.aten.index_put(x, [i, None, j], v, True)
+
+    def transposed(x, i, j, v):
+        return torch.ops.aten.index_put(x.t(), [i, j], v, True)
+    torch.manual_seed(0)
+    i, j = torch.tensor([0, -1, 0, 3, 0], device=DEVICE), torch.tensor([2, 4, 2, -5, -3], device=DEVICE)
+    compile_and_check(apart, t(4, 3, 5), i, j, t(5, 3), externs=1)
+    compile_and_check(transposed, t(5, 4), i, j, t(5), externs=1)
+
+
+def test_setitem_and_add_into_positions_of_several_index_tensors_through_capture():
+    """What a user writes, captured by dynamo_lite: `x[i, j] = v` and `x[:, i, j] += v` (a gather,
+    an add and a store of index_put without accumulate) and `x.index_put_((i, j), v,
+    accumulate=True)` into integers with repeats: kernels only, no aten call."""
+    from test_triton_capture import check_capture
+
+    def setitem(x, i, j, v):
+        x[i, j] = v * 2
+        return x + 1
+
+    def add_into(x, i, j, v):
+        x[:, i, j] += v
+        return x
+
+    def accumulate(x, i, j, v):
+        x.index_put_((i, j), v, accumulate=True)
+        return x.sum()
+    torch.manual_seed(0)
+    distinct_i, distinct_j = torch.tensor([0, 3, -1], device=DEVICE), torch.tensor([[4], [0]], device=DEVICE)
+    for fn, args in [(setitem, (t(5, 5), distinct_i, distinct_j, t(2, 3))),
+                     (add_into, (t(2, 4, 5), distinct_i, torch.tensor([4, 0, 1], device=DEVICE), t(3))),
+                     (accumulate, (ints(-9, 9, 4, 5), torch.tensor([0, 3, 0, 0], device=DEVICE),
+                                   torch.tensor([1, -1, 1, 1], device=DEVICE), ints(-9, 9, 4)))]:
+        graphs = check_capture(fn, *args, rtol=0, atol=0) if fn is accumulate else check_capture(fn, *args)
+        assert not any(g.extern_ops for g in graphs), (fn.__name__, [dict(g.extern_ops) for g in graphs])
+
+
 def test_narrow_floats_and_deterministic_algorithms_keep_float_scatters_aten_calls():
     """An fp16 destination would round at every atomic add; a float scatter adds repeated positions
     in no fixed order, so with deterministic algorithms asked for it stays aten's; integer adds are
     exact in any order and stay kernels."""
     def fn(x, i, s):
         return x.index_add(0, i, s)
+
+    def pairs(x, i, j, s):
+        return torch.ops.aten.index_put(x, [i, j], s, True)
     i = torch.tensor([1, 1, 0], device=DEVICE)
     compile_and_check(fn, t(3, 4, dtype=torch.float16), i, t(3, 4, dtype=torch.float16), externs=1)
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         compile_and_check(fn, t(3, 4), i, t(3, 4), externs=1)
         compile_and_check(fn, ints(0, 9, 3, 4), i, ints(0, 9, 3, 4), externs=0, rtol=0, atol=0)
+        j = torch.tensor([2, 2, -1], device=DEVICE)      # several index tensors: the same rule
+        compile_and_check(pairs, t(3, 4), i, j, t(3), externs=1)
+        compile_and_check(pairs, ints(0, 9, 3, 4), i, j, ints(0, 9, 3), externs=0, rtol=0, atol=0)
     finally:
         torch.use_deterministic_algorithms(False)
 
@@ -178,6 +321,32 @@ def test_setitem_index_put_scatter_and_index_copy_store_computed_values():
     distinct = torch.stack([torch.randperm(6, device=DEVICE)[:4] for _ in range(5)])     # [5, 4], no repeat in a row
     compile_and_check(scatters, t(5, 6), distinct, t(5, 4), externs=0)
     compile_and_check(index_copy, t(5, 6, 2), distinct, t(5, 4, 2), externs=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32])
+def test_index_put_with_several_index_tensors_stores_values_at_their_pairs(dtype):
+    """`y.index_put_((i, j), v)` (`y[i, j] = v`) with index tensors broadcast together ([3] and
+    [2, 1]: six distinct pairs, negative indices among them) and values computed where they are
+    stored, written back into the input; after a leading slice; with deterministic algorithms
+    asked for, an aten call (repeated pairs would keep any one value)."""
+    def setitem(y, i, j, v):
+        y.index_put_((i, j), v * 3)
+        return y + 1
+
+    def after_a_slice(y, i, j, v):
+        return torch.ops.aten.index_put(y, [None, i, j], v * 3)
+    torch.manual_seed(0)
+    exact = {} if dtype.is_floating_point else {"rtol": 0, "atol": 0}
+    i, j = torch.tensor([4, 0, -2], device=DEVICE), torch.tensor([[1], [-1]], device=DEVICE)
+    compile_and_check(setitem, scatter_operand(dtype, 6, 5), i, j, scatter_operand(dtype, 2, 3), externs=0, **exact)
+    compile_and_check(after_a_slice, scatter_operand(dtype, 2, 6, 5), i, j, scatter_operand(dtype, 3), kernels=2,
+                      externs=0, **exact)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        compile_and_check(setitem, scatter_operand(dtype, 6, 5), i, j, scatter_operand(dtype, 2, 3), externs=1,
+                          **exact)
+    finally:
+        torch.use_deterministic_algorithms(False)
 
 
 def test_a_scatter_to_repeated_positions_keeps_one_of_their_values():

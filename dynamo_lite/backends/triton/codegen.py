@@ -24,7 +24,7 @@ from typing import Optional
 import torch
 
 from . import settings
-from .ir import PICKS, Affine, Expr, Op, UNARY, affines, expr, mask_of, rewrite, substitute_index, walk
+from .ir import PICKS, POSITION_SCANS, Affine, Expr, Op, UNARY, affines, expr, mask_of, rewrite, substitute_index, walk
 from .scheduler import Group
 
 #: reductions across rows (lanes across them) keep at most this many rows' worth in registers;
@@ -236,6 +236,69 @@ def _pick_combine(order: str) -> str:
 
 HELPERS["argmax"] = _pick_combine("max")
 HELPERS["argmin"] = _pick_combine("min")
+
+
+def _running_pick_combine(order: str) -> str:
+    """The combine function of cummax (cummin) over (value, position) pairs: of two, the one
+    eager's running max (min) holds: the larger (smaller) value, NaN above every number, and of
+    equal values (two NaNs too) the later position (eager's `>=`: [1, 3, 3] gives 0, 1, 2). A
+    total order on the pairs, so the scan may combine them in any grouping."""
+    better = ">" if order == "max" else "<"
+    return (f"@triton.jit\ndef _cum{order}_nan(a, ia, b, ib):\n"
+            "    a_nan = a != a\n"
+            "    b_nan = b != b\n"
+            f"    later = (b_nan & ~a_nan) | ((b {better} a) & ~a_nan) | "
+            "(((a == b) | (a_nan & b_nan)) & (ib > ia))\n"
+            "    return tl.where(later, b, a), tl.where(later, ib, ia)\n\n\n")
+
+
+HELPERS["cummax"] = _running_pick_combine("max")
+HELPERS["cummin"] = _running_pick_combine("min")
+
+#: a sort's key (int64) of a value (fp32, or an integer of at most 32 bits) and its position in the
+#: row: the value's order in the high 32 bits, the position in the low ones, so that ascending keys
+#: are the values in eager's order with equal values in position order (a stable sort: what
+#: `stable=True` asks and a valid order where it does not). Floats: every NaN is one NaN, above
+#: +inf (eager sorts NaN last ascending, first descending); -0.0 is +0.0 (equal to eager's sort);
+#: the bits of a negative float flipped but its sign, so that its int32 orders as the float.
+#: Descending: the order's complement (~o = -o - 1 never overflows), the position still ascending.
+#: Values are gathered from the positions afterwards, so they are the row's own (NaN payloads and
+#: -0.0 kept). Values of 16 bits or fewer (fp16, bf16 by `kind` 1 / 2, small integers 0) make
+#: int32 keys, the position in the low 16 bits (rows of at most 2^16): half the registers and
+#: exchanges of an int64 key's sort (a 1024-wide fp16 sort ran 1.7x eager's time with int64 keys).
+SORT_KEY = """@triton.jit
+def _sort_key16(v, position, kind: tl.constexpr, descending: tl.constexpr):
+    if kind != 0:
+        v = tl.where(v != v, float("nan"), v)
+        v = tl.where(v == 0, 0.0, v)
+        if kind == 1:
+            bits = v.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32)
+        else:
+            bits = v.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32)
+        order = tl.where(bits < 0, bits ^ 32767, bits)
+    else:
+        order = v.to(tl.int32)
+    if descending:
+        order = ~order
+    return (order << 16) | position.to(tl.int32)
+
+
+@triton.jit
+def _sort_key(v, position, is_float: tl.constexpr, descending: tl.constexpr):
+    if is_float:
+        v = tl.where(v != v, float("nan"), v)
+        v = tl.where(v == 0, 0.0, v)
+        bits = v.to(tl.int32, bitcast=True)
+        order = tl.where(bits < 0, bits ^ 2147483647, bits)
+    else:
+        order = v.to(tl.int32)
+    if descending:
+        order = ~order
+    return (order.to(tl.int64) << 32) | position.to(tl.int64)
+
+
+"""
+HELPERS["sort"] = HELPERS["sort_desc"] = SORT_KEY
 COMBINE = {"sum": lambda acc, v: f"{acc} + {v}", "max": _nan_max, "min": _nan_min}
 #: how a scan kind scans a tile along its rows
 SCAN = {"sum": "tl.cumsum({}, 1)", "prod": "tl.cumprod({}, 1)", "logsumexp": "tl.associative_scan({}, 1, _logaddexp)"}
@@ -330,7 +393,8 @@ class KernelBuilder:
             body = rewrite([m.body], replace)[0]
             if m.role == "scan":
                 self.scans.append((m, body))
-                subst[m.node.name] = expr(Op.SCANNED, (), m.node.name, body.dtype)
+                dtype = torch.int64 if m.node.kind in POSITION_SCANS else body.dtype
+                subst[m.node.name] = expr(Op.SCANNED, (), m.node.name, dtype)
             elif m.role == "reduction":
                 key = (m.node.kind, id(body), m.node.buffer.dtype)
                 first = same.setdefault(key, m.node.name)
@@ -341,8 +405,11 @@ class KernelBuilder:
                 subst[m.node.name] = body
             final[m.node.name] = subst.get(m.node.name, body)
         self.stores = [(m.node.buffer, final[m.node.name], m.store, m.role) for m in self.group.stores]
+        self._kept = {m.node.buffer.name: m.node.keep for m, _ in self.scans if m.node.keep is not None}
         self._drop_dead_reductions()
-        self.position = self._row_position() if any(m.node.kind in PICKS for m, _ in self.reductions) else None
+        positioned = [m for m, _ in self.reductions if m.node.kind in PICKS] + \
+            [m for m, _ in self.scans if m.node.kind in POSITION_SCANS]
+        self.position = self._row_position() if positioned else None
         self._merge_dims()
 
     def _row_position(self) -> Expr:
@@ -911,7 +978,7 @@ class KernelBuilder:
              or self.row_vectors is not None else "")
         text = "@triton.jit\ndef KERNEL_NAME(" + params + ", " + consts + "):\n"
         text += "".join(f"    {line}\n" for line in header + body)
-        helpers = "".join(HELPERS[k] for k in sorted(self.helpers))
+        helpers = "".join(dict.fromkeys(HELPERS[k] for k in sorted(self.helpers)))   # (sort, sort_desc: one)
         digest = hashlib.sha256((helpers + text).encode()).hexdigest()[:12]
         ops = sorted(self.ops_used) or ["copy"]
         name = f"triton_{self.kind}_{'_'.join(ops[:6])}_{digest}"
@@ -1308,6 +1375,10 @@ class KernelBuilder:
             if full and not any(self._lane_var(v_) for v_ in index.vars()) and "rindex" not in offset:
                 offset += " + 0 * rindex"
             mask = "xmask & rmask" if full and not self._lanes_in_row else "xmask"
+            keep = self._kept.get(buf.name)
+            if keep is not None:                       # a scan's first `keep` positions (topk)
+                position = self._broadcast(self.emit(self.position), self.position, True, True)
+                mask += f" & ({position} < {keep})"
             target = self.loop_lines if (self.loop_lines is not None) else self.lines_outer
             target.append(f"tl.store({ptr} + ({offset}), {v}, {mask})")
 
@@ -1330,13 +1401,34 @@ class KernelBuilder:
 
     def _define_scanned(self, member, body: Expr):
         """The scan of `body` along the tile's rows (the lanes past a row's end hold the identity,
-        and come after every element of the row), for the stores and the members reading it."""
+        and come after every element of the row), for the stores and the members reading it.
+        A position scan (ir.POSITION_SCANS) scans (value, position) pairs, or sorts packed keys
+        (SORT_KEY), and keeps the positions."""
         kind = member.node.kind
-        self.ops_used.add(f"cum{kind}")
+        self.ops_used.add(kind if kind in POSITION_SCANS else f"cum{kind}")
         if kind in HELPERS:
             self.helpers.add(kind)
         v = self._broadcast(self.emit(body), body, True, True)
         name = self._tmp()
+        if kind in POSITION_SCANS:
+            position = self._broadcast(self.emit(self.position), self.position, True, True)
+            if kind in ("sort", "sort_desc") and body.dtype.itemsize <= 2:
+                code = {torch.float16: 1, torch.bfloat16: 2}.get(body.dtype, 0)
+                key = f"_sort_key16({v}, {position}, {code}, {kind == 'sort_desc'})"
+                # lanes past the row's end sort after every element; a key's low 16 bits are its position
+                self.lines_outer.append(f"{name} = (tl.sort({self._in_row(key, str(2 ** 31 - 1))}, 1) & "
+                                        f"{2 ** 16 - 1}).to(tl.int64)")
+            elif kind in ("sort", "sort_desc"):
+                key = f"_sort_key({v}, {position}, {body.dtype.is_floating_point}, {kind == 'sort_desc'})"
+                # (as above, in int64 keys: the position in the low 32 bits)
+                self.lines_outer.append(f"{name} = tl.sort({self._in_row(key, str(2 ** 63 - 1))}, 1) & {2 ** 32 - 1}")
+            else:
+                # lanes past the row's end come after every element: nothing they hold reaches one
+                self.lines_outer.append(f"_, {name} = tl.associative_scan(({v}, {position}), 1, _{kind}_nan)")
+            scanned = expr(Op.SCANNED, (), member.node.name, torch.int64)
+            self.outer_cse[id(scanned)] = name
+            self._reduced_exprs.append(scanned)
+            return
         self.lines_outer.append(f"{name} = " + SCAN[kind].format(self._in_row(v, identity(kind, body.dtype))))
         scanned = expr(Op.SCANNED, (), member.node.name, body.dtype)
         self.outer_cse[id(scanned)] = name

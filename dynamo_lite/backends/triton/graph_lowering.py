@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import operator
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import torch
 import torch.fx
@@ -156,21 +157,32 @@ class GraphLowering:
         return Value.of_buffer(buf)
 
     def add_scatter(self, sizes, dtype, device, init, domain, body, dest: tuple, position, mask,
-                    dim: int = 0, accumulate: bool = True) -> Value:
+                    dim: Union[int, tuple[int, ...]] = 0, accumulate: bool = True) -> Value:
         """A new buffer of `sizes` holding `init` (an expression over its own domain), with `body`
         (over `domain`) added at `dest` (an index of the buffer per domain element, over the
         domain's variables; 0 at `dim`) but along `dim` at the loaded `position`, where `mask`.
         (`accumulate` False: stored there instead.) In the layout eager gives the node's result
-        (index_put keeps its input's), else contiguous."""
+        (index_put keeps its input's), else contiguous. `dim` may be several adjacent dims, with
+        `position` flattened over them (row-major): NotLowerable unless the layout makes them one
+        dim (the stride of each is the next one's size times its stride; size-1 dims aside)."""
         strides = _dense_strides(self.node.meta.get("val"), sizes) if self.node is not None else None
-        buf = self.new_buffer(sizes, strides or contiguous_strides(sizes), dtype, device)
-        self.nodes.append(ScatterNode(buf, init, tuple(domain), body, buf.store_index(dest), buf.strides[dim],
-                                      sizes[dim], position, mask, accumulate))
+        strides = strides or contiguous_strides(sizes)
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        spanned = [d for d in dims if sizes[d] != 1]
+        stride = strides[spanned[-1] if spanned else dims[-1]]
+        if any(strides[d] != stride * math.prod(sizes[d + 1:dims[-1] + 1]) for d in spanned):
+            raise NotLowerable("a scatter along dims its result's layout does not merge")
+        buf = self.new_buffer(sizes, strides, dtype, device)
+        self.nodes.append(ScatterNode(buf, init, tuple(domain), body, buf.store_index(dest), stride,
+                                      math.prod(sizes[d] for d in dims), position, mask, accumulate))
         return Value.of_buffer(buf)
 
-    def add_scan(self, x: Value, dim: int, kind: str, acc: torch.dtype, buffer_dtype: torch.dtype) -> Value:
-        buf = self.new_buffer(x.sizes, contiguous_strides(x.sizes), buffer_dtype, x.device)
-        self.nodes.append(ScanNode(buf, x.sizes, dim, kind, cast(x.load(domain_vars(x.ndim)), acc)))
+    def add_scan(self, x: Value, dim: int, kind: str, acc: torch.dtype, buffer_dtype: torch.dtype,
+                 keep: Optional[int] = None) -> Value:
+        """The scan of `x` along `dim` (ir.ScanNode; `keep`: its first `keep` positions only)."""
+        sizes = x.sizes if keep is None else tuple(keep if d == dim else s for d, s in enumerate(x.sizes))
+        buf = self.new_buffer(sizes, contiguous_strides(sizes), buffer_dtype, x.device)
+        self.nodes.append(ScanNode(buf, x.sizes, dim, kind, cast(x.load(domain_vars(x.ndim)), acc), keep))
         return Value.of_buffer(buf)
 
     # -- the walk ----------------------------------------------------------------------------

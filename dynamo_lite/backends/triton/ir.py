@@ -402,12 +402,21 @@ PICKS = {"argmax": ("max", "index"), "argmin": ("min", "index"),
 class ScanNode(_Computed):
     """`buffer[v] = scan along dim `dim` of body` over the domain `sizes` (cumsum, cumprod): the
     buffer has `sizes`; element v combines the body's elements up to v's position along `dim`.
-    The body is computed in the accumulation dtype."""
+    The body is computed in the accumulation dtype. The POSITION_SCANS give an int64 position
+    along `dim` instead: "cummax" / "cummin", where the running max (min) so far lies; "sort",
+    the position of the element that comes v-th in ascending order (stable), "sort_desc" in
+    descending order (their lowerings gather the values from those positions). `keep`: only
+    the first `keep` positions along `dim` are stored (topk's k; the buffer has `keep` there)."""
     buffer: Buffer
     sizes: tuple[int, ...]
     dim: int
-    kind: str                   # "sum" | "prod" | "logsumexp"
+    kind: str                   # "sum" | "prod" | "logsumexp" | one of POSITION_SCANS
     body: Expr
+    keep: Optional[int] = None
+
+
+#: the scans whose result is a position along the scanned dim (int64), not a combined value
+POSITION_SCANS = frozenset({"cummax", "cummin", "sort", "sort_desc"})
 
 
 @dataclasses.dataclass(eq=False)

@@ -2,7 +2,9 @@
 max/min over a dim (values and indices). Each adds a `ReductionNode` through the `GraphLowering`;
 the result is a view of its keep-dim buffer.
 Scans (cumsum, cumprod, logcumsumexp) add a `ScanNode`: a kernel of its own holding whole rows, its producers
-computed inside it.
+computed inside it. So do cummax / cummin and sort / argsort / topk, as scans of positions
+(ir.POSITION_SCANS): the kernel finds where each result element lies in the row, and the values
+are gathered from there where they are used (the row's own elements, bit for bit).
 
 Shapes: a reduction over any dims (innermost, outer, several) is one node; codegen orders the
 loops by stride, so the contiguous dim is the one lanes walk. Few long rows (batch-norm
@@ -14,13 +16,14 @@ the row's first element, in fp32), so the loop reads the row once.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Optional
 
 import torch
 
 from .codegen import PERSISTENT_MAX_OUTER, persistent_limit
-from .ir import Affine, Op, cast, const, domain_vars, loads
+from .ir import Affine, Op, cast, const, domain_vars, gather_var, loads
 from .lowerings import NotLowerable, binary, out_meta, pointwise, register
 from . import values as V
 from .values import Value, broadcast_to, lazy
@@ -389,3 +392,95 @@ def lower_scan(lw, node, x, dim, *, dtype=None):
     if x.sizes[dim] > (persistent_limit(True) if reduces_innermost(x, [dim]) else PERSISTENT_MAX_OUTER):
         raise NotLowerable("a scan along rows too long to hold in registers")
     return lw.add_scan(source, dim, kind, acc_dtype(meta.dtype), meta.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# scans of positions: cummax / cummin, sort, topk
+# ---------------------------------------------------------------------------------------------
+
+#: the longest row a sort holds in registers: a bitonic sort of packed int64 keys
+#: (codegen.SORT_KEY), log2(n) (log2(n) + 1) / 2 compare-exchange stages over the row
+SORT_MAX = 4096                 # (below 2^16: codegen's int32 keys hold the position in 16 bits)
+#: what a sort packs with a 32-bit position into its key (fp16 / bf16 as fp32, exact)
+SORT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.int16, torch.int32,
+               torch.uint8, torch.bool)
+
+
+def _position_scan(lw, x: Value, dim: int, kind: str, longest: int, keep: Optional[int] = None) -> Value:
+    """The int64 positions along `dim` a position scan of `x` gives (ir.POSITION_SCANS; `keep`:
+    the first `keep` only)."""
+    if x.sizes[dim] > min(longest, persistent_limit(True) if reduces_innermost(x, [dim]) else PERSISTENT_MAX_OUTER):
+        raise NotLowerable(f"a {kind} along rows too long to hold in registers")
+    # a sort keeps the values' own dtype: its key is narrower for 16-bit ones (codegen.SORT_KEY)
+    dtype = x.dtype if kind in ("sort", "sort_desc") else acc_dtype(x.dtype)
+    source = lazy(x.sizes, dtype, x.device, lambda idx: cast(x.load(idx), dtype))
+    return lw.add_scan(source, dim, kind, dtype, torch.int64, keep)
+
+
+def _gathered(x: Value, dim: int, positions: Value) -> Value:
+    """x's elements at `positions` along `dim` (positions from a position scan: in range for
+    every element; the mask keeps the lanes past a row's end, which hold none, from reading),
+    read where they are used (a gather load)."""
+    def loader(idx):
+        name = f"_at{next(_fresh)}"
+        at = tuple(Affine.var(name) if d == dim else v for d, v in enumerate(idx))
+        position = positions.load(tuple(idx))
+        in_range = binary(Op.LT, position, const(x.sizes[dim], torch.int64))
+        return gather_var([x.load(at)], name, x.sizes[dim], position, in_range)[0]
+    return lazy(positions.sizes, x.dtype, x.device, loader)
+
+
+_fresh = itertools.count()             # names of the gathered positions
+
+
+def _check_position_scan(x, what: str, dtypes=None):
+    if not isinstance(x, Value) or x.numel() == 0 or x.dtype.is_complex or (dtypes and x.dtype not in dtypes):
+        raise NotLowerable(f"a {what} of this kind")
+
+
+@register(aten.cummax.default, aten.cummin.default)
+def lower_cummax(lw, node, x, dim):
+    """(values, indices) of the running max (min) along `dim`: a scan of (value, position) pairs
+    that keeps the position (the later of equal values, NaN above every number: eager's), the
+    values gathered from it."""
+    _check_position_scan(x, "cummax / cummin")
+    dim = dim % max(x.ndim, 1)
+    if x.ndim == 0 or x.sizes[dim] == 1:
+        index = lazy(x.sizes, torch.int64, x.device, lambda idx: const(0, torch.int64))
+        return lazy(x.sizes, x.dtype, x.device, x.load), index
+    kind = "cummax" if node.target is aten.cummax.default else "cummin"
+    index = _position_scan(lw, x, dim, kind, x.sizes[dim])
+    return _gathered(x, dim, index), index
+
+
+def _sorted(lw, x: Value, dim: int, descending: bool, what: str, keep: Optional[int] = None) -> tuple[Value, Value]:
+    """(values, indices) of `x` sorted along `dim` (the first `keep` of them)."""
+    _check_position_scan(x, what, SORT_DTYPES)
+    dim = dim % max(x.ndim, 1)
+    if x.ndim == 0 or x.sizes[dim] == 1:
+        index = lazy(x.sizes, torch.int64, x.device, lambda idx: const(0, torch.int64))
+        return lazy(x.sizes, x.dtype, x.device, x.load), index
+    kept = keep if keep is not None and keep < x.sizes[dim] else None
+    index = _position_scan(lw, x, dim, "sort_desc" if descending else "sort", SORT_MAX, kept)
+    return _gathered(x, dim, index), index
+
+
+@register(aten.sort.default, aten.sort.stable)
+def lower_sort(lw, node, x, dim=-1, descending=False, *, stable=None):
+    """(values, indices) of `x` sorted along `dim`: a stable sort of packed keys in registers
+    (codegen.SORT_KEY; NaN last ascending and first descending, as eager), rows of at most
+    SORT_MAX; fp16, bf16, fp32 and integers of up to 32 bits. (sort.stable's arguments are all
+    keywords.)"""
+    return _sorted(lw, x, dim, bool(descending), "sort")
+
+
+@register(aten.topk.default)
+def lower_topk(lw, node, x, k, dim=-1, largest=True, sorted=True):
+    """(values, indices) of the k largest (smallest) along `dim`: the row sorted (descending,
+    ascending), its first k kept, in order (sorted=False allows any order); of equal values the
+    earlier positions (eager keeps any)."""
+    _check_position_scan(x, "topk", SORT_DTYPES)
+    dim = dim % max(x.ndim, 1)
+    if k <= 0 or x.ndim == 0:
+        raise NotLowerable("a topk of no elements or of a scalar")
+    return _sorted(lw, x, dim, bool(largest), "topk", k)

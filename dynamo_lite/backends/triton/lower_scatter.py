@@ -12,12 +12,17 @@ the rows their tokens name, skipping masked positions: the padding index), and t
 `_unsafe_index_put(x, [indices], values, accumulate=True)` some other decompositions leave. The
 values are computed where they are added (their producers are inlined into the kernel that adds
 them, as into any kernel), and the tensor added into (or the zeros) is stored by a first kernel.
+`index_put` with several index tensors (`x[i, j] = v`, `x[i, j] += v`: a gather, an add and a
+store) of adjacent dims adds (stores) at one position flattened over those dims, i * size_j + j,
+where the result's layout makes them one dim (stride_i == size_j * stride_j); index tensors apart
+(`x[i, :, j]`) or a layout that does not merge the dims (a transposed tensor) stay aten calls.
 
 Floats: eager adds on CUDA in a fixed order where it sorts the indices first, atomic adds do not,
 so repeated positions may differ from eager in the last bits, as Inductor's do; with
 `torch.use_deterministic_algorithms(True)` float scatters stay aten calls (the guards of the graph
 check that setting). Integer adds are exact in any order. An index outside the tensor, for which
-the checked ops raise, adds nothing (the adds are masked: never a write outside the tensor).
+the checked ops raise, adds nothing (the adds are masked, each index to its own dim: never a write
+outside the tensor, nor at another element).
 fp16/bf16 destinations stay aten calls (every atomic add would round in the narrow type).
 """
 from __future__ import annotations
@@ -38,7 +43,7 @@ STORE_DTYPES = ADD_DTYPES + (torch.float16, torch.bfloat16)
 @register(aten._unsafe_masked_index_put_accumulate.default)
 def lower_masked_index_put_accumulate(lw, node, x, mask, indices, values):
     """`x.index_put(indices, values * mask, accumulate=True)` with the indices clamped into
-    range (torch._decomp's definition), for one index tensor."""
+    range (torch._decomp's definition)."""
     return _index_put_add(lw, node, x, indices, values, mask, clamp=True)
 
 
@@ -61,7 +66,7 @@ def lower_index_add(lw, node, x, dim, index, source, *, alpha=1):
     if alpha != 1:
         body = binary(Op.MUL, body, const(alpha, x.dtype))
     position = index.load((v[dim],) if index.ndim else ())
-    return _add_at(lw, x, dim, source.sizes, v, position, body, None)
+    return _add_at(lw, x, (dim,), source.sizes, v, (position,), body, None)
 
 
 @register(aten.scatter_add.default)
@@ -87,7 +92,8 @@ def lower_index_copy(lw, node, x, dim, index, source):
     dim = dim % x.ndim
     v = domain_vars(x.ndim)
     position = index.load((v[dim],) if index.ndim else ())
-    return _add_at(lw, x, dim, source.sizes, v, position, cast(source.load(v), x.dtype), None, accumulate=False)
+    return _add_at(lw, x, (dim,), source.sizes, v, (position,), cast(source.load(v), x.dtype), None,
+                   accumulate=False)
 
 
 def _scatter(lw, node, x, dim, index, src, accumulate: bool) -> Value:
@@ -97,7 +103,7 @@ def _scatter(lw, node, x, dim, index, src, accumulate: bool) -> Value:
     dim = dim % x.ndim
     v = domain_vars(index.ndim)
     body = cast(src.load(v), x.dtype) if isinstance(src, Value) else const(src, x.dtype)
-    return _add_at(lw, x, dim, index.sizes, v, index.load(v), body, None, accumulate)
+    return _add_at(lw, x, (dim,), index.sizes, v, (index.load(v),), body, None, accumulate)
 
 
 @register(aten.scatter_reduce.two)
@@ -123,42 +129,66 @@ def _check(node, x, index, values, accumulate: bool):
 
 
 def _index_put_add(lw, node, x, indices, values, mask, clamp: bool, accumulate: bool = True) -> Value:
-    """`x[..., index, ...] += values` (`=` where not `accumulate`) for one index tensor (after
-    leading full slices: None in `indices`); negative indices count from the end."""
+    """`x[..., i, j, ...] += values` (`=` where not `accumulate`) for index tensors of adjacent
+    dims (after leading full slices: None in `indices`), broadcast together (their shape takes the
+    indexed dims' place, as in `x[..., i, j, ...]`); negative indices count from the end. Index
+    tensors apart (`x[i, :, j]`: their shape would come first) stay aten calls."""
+    if not isinstance(x, Value) or len(indices or ()) > x.ndim:
+        raise NotLowerable("an index_put of this kind")
     tensors = [(d, t) for d, t in enumerate(indices or ()) if t is not None]
-    if len(tensors) != 1 or not isinstance(tensors[0][1], Value):
-        raise NotLowerable("an index_put of this kind (one index tensor)")
-    dim, index = tensors[0]
-    _check(node, x, index, values, accumulate)
+    dims = tuple(d for d, _ in tensors)
+    if not tensors or dims != tuple(range(dims[0], dims[0] + len(dims))) \
+            or not all(isinstance(t, Value) for _, t in tensors):
+        raise NotLowerable("an index_put of this kind (index tensors of adjacent dims)")
+    for _, index in tensors:
+        _check(node, x, index, values, accumulate)
     if not isinstance(values, Value) or (mask is not None and not isinstance(mask, Value)):
         raise NotLowerable("values or a mask that are no tensor")
-    domain = x.sizes[:dim] + index.sizes + x.sizes[dim + 1:]
+    try:
+        shape = tuple(torch.broadcast_shapes(*(t.sizes for _, t in tensors)))
+    except (RuntimeError, ValueError):
+        raise NotLowerable("index tensors that do not broadcast together") from None
+    first, after = dims[0], dims[-1] + 1
+    domain = x.sizes[:first] + shape + x.sizes[after:]
     try:
         values = broadcast_to(values, domain)
         mask = broadcast_to(mask, domain) if mask is not None else None
     except ValueError:
         raise NotLowerable("values that do not broadcast to the indexed shape") from None
     v = domain_vars(len(domain))
-    rows = x.sizes[dim]
-    position = cast(index.load(v[dim:dim + index.ndim]), torch.int64)
-    if clamp:             # clamp(min=-rows, max=rows - 1): always a row of x
-        position = binary(Op.MIN, binary(Op.MAX, position, const(-rows, torch.int64)), const(rows - 1, torch.int64))
-    position = where(binary(Op.LT, position, const(0, torch.int64)),
-                     binary(Op.ADD, position, const(rows, torch.int64)), position)
+    here = v[first:first + len(shape)]
+    positions = [_wrapped(broadcast_to(index, shape).load(here), x.sizes[d], clamp) for d, index in tensors]
     ok = cast(mask.load(v), torch.bool) if mask is not None else None
-    dest = tuple(v[:dim]) + (Affine(0),) + tuple(v[dim + index.ndim:])
-    return _add_at(lw, x, dim, domain, dest, position, cast(values.load(v), x.dtype), ok, accumulate)
+    dest = tuple(v[:first]) + (Affine(0),) * len(dims) + tuple(v[first + len(shape):])
+    return _add_at(lw, x, dims, domain, dest, positions, cast(values.load(v), x.dtype), ok, accumulate)
 
 
-def _add_at(lw, x: Value, dim: int, domain, dest, position, body, ok, accumulate: bool = True) -> Value:
+def _wrapped(index, rows: int, clamp: bool):
+    """The loaded `index` into a dim of `rows`, negative ones counting from the end; `clamp`ed
+    first into [-rows, rows - 1] (always a row: the masked index_put's decomposition)."""
+    position = cast(index, torch.int64)
+    if clamp:
+        position = binary(Op.MIN, binary(Op.MAX, position, const(-rows, torch.int64)), const(rows - 1, torch.int64))
+    return where(binary(Op.LT, position, const(0, torch.int64)),
+                 binary(Op.ADD, position, const(rows, torch.int64)), position)
+
+
+def _add_at(lw, x: Value, dims: tuple[int, ...], domain, dest, positions, body, ok,
+            accumulate: bool = True) -> Value:
     """x with `body` (over `domain`) added (or, not `accumulate`, stored) at `dest` (an index of
-    x per domain element), its `dim` component being the loaded `position`; nothing where `ok`
-    is false or the position is outside x."""
-    rows = x.sizes[dim]
-    position = cast(position, torch.int64)
-    inside = binary(Op.AND, binary(Op.GE, position, const(0, torch.int64)), binary(Op.LT, position, const(rows, torch.int64)))
+    x per domain element), its components at the adjacent `dims` being the loaded `positions`;
+    nothing where `ok` is false or a position is outside its dim. Several dims are added at one
+    position, flattened over them (i * size_j + j), where the result's layout lays them out as
+    one dim (GraphLowering.add_scatter; else NotLowerable)."""
+    inside, flat = None, None
+    for d, position in zip(dims, positions):
+        rows, position = x.sizes[d], cast(position, torch.int64)
+        in_dim = binary(Op.AND, binary(Op.GE, position, const(0, torch.int64)),
+                        binary(Op.LT, position, const(rows, torch.int64)))
+        inside = in_dim if inside is None else binary(Op.AND, inside, in_dim)
+        flat = position if flat is None else binary(Op.ADD, binary(Op.MUL, flat, const(rows, torch.int64)), position)
     ok = inside if ok is None else binary(Op.AND, inside, ok)
-    dest = tuple(Affine(0) if k == dim else a for k, a in enumerate(dest))
+    dest = tuple(Affine(0) if k in dims else a for k, a in enumerate(dest))
     init = cast(x.load(domain_vars(x.ndim)), x.dtype)
-    return lw.add_scatter(x.sizes, x.dtype, x.device, init, domain, body, dest, position, ok, dim=dim,
-                          accumulate=accumulate)
+    return lw.add_scatter(x.sizes, x.dtype, x.device, init, domain, body, dest, flat, ok,
+                          dim=dims[0] if len(dims) == 1 else dims, accumulate=accumulate)

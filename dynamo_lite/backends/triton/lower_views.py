@@ -5,8 +5,10 @@ of their own.
 as `flip` does (a negative step: never a view of a buffer, computed where it is used);
 `cat`, `constant_pad_nd`, `select_scatter` and `slice_scatter` become pointwise values whose loads
 are masked to the part of the output each input covers, `max_pool2d` one that scans its window;
-`embedding` and `gather` read the position each index names (a data-dependent index:
-ir.gather_var), where their result is used.
+`embedding`, `gather`, `index_select` and advanced indexing read the position each index names
+(a data-dependent index: ir.gather_var), where their result is used. An index outside the tensor
+(for which eager raises) never reads outside it: the gather load is masked, and the element is
+NaN for floating-point tensors, 0 (False) for integer and bool ones, which have no NaN.
 """
 from __future__ import annotations
 
@@ -410,10 +412,26 @@ def lower_embedding(lw, node, weight, indices, padding_idx=-1, scale_grad_by_fre
     return lazy(tuple(meta.shape), weight.dtype, weight.device, loader)
 
 
+#: the integer dtypes a gather reads (and bool): an index outside gives 0 (False), as they have no NaN
+GATHER_INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+
+
+def _gathers(dtype: torch.dtype) -> bool:
+    """Does a gather read tensors of `dtype` (floats, GATHER_INT_DTYPES)?"""
+    return dtype.is_floating_point or dtype in GATHER_INT_DTYPES
+
+
+def _outside(dtype: torch.dtype) -> Expr:
+    """What a gather gives where an index is outside the tensor (eager raises): NaN, or 0 for
+    the integer and bool dtypes, which have none."""
+    return const(float("nan") if dtype.is_floating_point else 0, dtype)
+
+
 def _read_at(x: Value, idx: tuple, positions: dict, dtype: torch.dtype, wrap: bool = False) -> Expr:
     """x[idx], each position `d` of `positions` (None in `idx`) being the loaded integer
-    `positions[d]`: a gather load, masked to `0 <= index < x.sizes[d]`; NaN where an index is
-    outside (eager raises). `wrap`: negative indices count from the end (advanced indexing)."""
+    `positions[d]`: a gather load, masked to `0 <= index < x.sizes[d]`; NaN (0 for integers and
+    bools: `_outside`) where an index is outside (eager raises). `wrap`: negative indices count
+    from the end (advanced indexing)."""
     names = {d: f"_pos{next(_fresh)}" for d in positions}
     at = tuple(Affine.var(names[k]) if k in positions else v for k, v in enumerate(idx))
     value, ok = cast(x.load(at), dtype), None
@@ -424,17 +442,16 @@ def _read_at(x: Value, idx: tuple, positions: dict, dtype: torch.dtype, wrap: bo
         in_range = binary(Op.AND, binary(Op.GE, i, const(0, torch.int64)), binary(Op.LT, i, const(size, torch.int64)))
         value = gather_var([value], names[d], size, i, in_range)[0]
         ok = in_range if ok is None else binary(Op.AND, ok, in_range)
-    return where(ok, value, const(float("nan"), dtype))
+    return where(ok, value, _outside(dtype))
 
 
 @register(aten.gather.default)
 def lower_gather(lw, node, x, dim, index, *, sparse_grad=False):
     """`torch.gather`: each output element read from the position its index names along `dim`,
     inside the kernel that reads it (a gather load; `x` itself may be computed on the way), as
-    the embedding (`_read_at`). Integer tensors, which have no NaN for an index outside, stay
-    aten calls."""
+    the embedding (`_read_at`); of float, integer and bool tensors."""
     meta = out_meta(node)
-    if not (isinstance(x, Value) and isinstance(index, Value)) or not x.dtype.is_floating_point \
+    if not (isinstance(x, Value) and isinstance(index, Value)) or not _gathers(x.dtype) \
             or index.dtype not in (torch.int32, torch.int64) or index.ndim != x.ndim or x.ndim == 0:
         raise NotLowerable("a gather of this kind")
     dim = dim % x.ndim
@@ -445,15 +462,16 @@ def lower_gather(lw, node, x, dim, index, *, sparse_grad=False):
 
 
 def _index_operands(x, index, meta, what: str):
-    if not (isinstance(x, Value) and isinstance(index, Value)) or not meta.dtype.is_floating_point \
+    if not (isinstance(x, Value) and isinstance(index, Value)) or not _gathers(meta.dtype) \
             or index.dtype not in (torch.int32, torch.int64) or x.ndim == 0:
-        raise NotLowerable(f"{what} of this kind (float values, int32/int64 indices)")
+        raise NotLowerable(f"{what} of this kind (float, integer or bool values, int32/int64 indices)")
 
 
 @register(aten.index_select.default)
 def lower_index_select(lw, node, x, dim, index):
     """`x.index_select(dim, index)`: the rows (along `dim`) a 1-D index names, read where they are
-    used (a gather load, as `gather`); NaN for an index outside (eager raises)."""
+    used (a gather load, as `gather`); NaN (0 for integers and bools) for an index outside (eager
+    raises)."""
     meta = out_meta(node)
     _index_operands(x, index, meta, "an index_select")
     if index.ndim > 1:
@@ -472,8 +490,8 @@ def lower_index(lw, node, x, indices):
     tensors, read where the result is used (one gather load however many dims are indexed).
     Python's rule for where the indexed dims go: the index tensors broadcast together, their
     shape replaces the indexed dims where those are adjacent, else comes first. Negative
-    indices count from the end; an index outside reads NaN (eager raises). Boolean masks (a
-    result whose size depends on the data) and integer tensors stay aten calls."""
+    indices count from the end; an index outside reads NaN, 0 in integer and bool tensors (eager
+    raises). Boolean masks (a result whose size depends on the data) stay aten calls."""
     meta = out_meta(node)
     indices = list(indices) + [None] * (x.ndim - len(indices)) if isinstance(x, Value) else []
     tensors = {d: t for d, t in enumerate(indices) if t is not None}

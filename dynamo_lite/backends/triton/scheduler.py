@@ -144,9 +144,10 @@ def fit(group: Group, node) -> Optional[Member]:
     """The member `node` would be in `group`, or None when the domains do not match. A scan
     joins a group of reductions along its dim (`softmax(x).cumsum(-1)`: the row's statistics,
     then its scan, from one read), or starts its own; only pointwise nodes over its whole domain
-    join a group with a scan (its consumers: `cumsum(x) - 1`)."""
+    join a group with a scan (its consumers: `cumsum(x) - 1`), and other scans of the same rows
+    (cummax and cummin of one input, a scan of a scan)."""
     if isinstance(node, ScanNode):
-        if group.is_reduction and not group.is_scan and _reduction_shape(node) == (group.sizes, group.reduced):
+        if group.is_reduction and _reduction_shape(node) == (group.sizes, group.reduced):
             return _make_member(node, "scan", _full_map(node.sizes))
         return None
     if group.is_scan:
