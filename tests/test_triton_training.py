@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from triton_env import DEVICE, strict   # noqa: F401  (first: sets TRITON_INTERPRET; an autouse fixture)
+from triton_env import DEVICE, INTERPRET, strict   # noqa: F401  (first: sets TRITON_INTERPRET; an autouse fixture)
 
 pytest.importorskip("triton")
 
@@ -357,3 +357,40 @@ def test_a_backward_that_cannot_be_traced_runs_the_graph_as_captured_without_tor
     torch.testing.assert_close(got, fn(x2))
     assert not [c for c in caught if "Error detected" in str(c.message)]
     assert triton_backend_module.recent[-1].fallback_reason.startswith("autograd: RuntimeError")
+
+
+def test_a_dropouts_backward_is_fused_and_its_forward_draws_eagers_mask(dtype=torch.float32):
+    """Dropout's forward stays an aten call (its mask is eager's, drawn from the same seed);
+    its backward, `grad * mask * scale`, is a kernel fused with the gradient around it (in fp32
+    for bf16, as eager's; the tanh and the sums round differently from eager's)."""
+    def fn(x, w):
+        h = F.dropout(torch.tanh(x @ w), p=0.3, training=True)
+        return (h * h + h).sum()
+    x = torch.randn(16, 8, device=DEVICE, dtype=dtype)
+    w = torch.randn(8, 32, device=DEVICE, dtype=dtype)
+    torch.manual_seed(7)
+    expected = grads_of(fn, (x, w))
+    torch.manual_seed(7)
+    got = grads_of(dl.capture(fn, backend="triton"), (x, w))
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)   # (another mask: off by O(1))
+    graphs = list(triton_backend_module.recent)
+    assert graphs and all(g.fallback_reason is None for g in graphs)
+    ops = [op for g in graphs for op in g.extern_ops]
+    assert "aten.native_dropout.default" in ops and not any("dropout_backward" in op for op in ops), ops
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_dropout_backward_kernel_is_eagers_bit_for_bit(dtype):
+    """`native_dropout_backward(grad, mask, scale)` alone: eager's values to the bit, a NaN
+    gradient where the mask dropped it still NaN (NaN * 0), one kernel, no aten call."""
+    from test_triton_kernels import compile_and_check
+
+    def fn(g, mask):
+        return torch.ops.aten.native_dropout_backward(g, mask, 1 / 0.7)
+    g = torch.randn(33, 17, device=DEVICE).to(dtype)
+    g[0, :3] = float("nan")
+    mask = torch.rand(33, 17, device=DEVICE) > 0.3
+    mask[0, 1] = False
+    # (Triton's interpreter truncates fp32 to bf16 where the GPU rounds: one bf16 ulp there)
+    tol = 2 ** -7 if dtype is torch.bfloat16 and INTERPRET else 0
+    compile_and_check(fn, g, mask, kernels=1, externs=0, rtol=tol, atol=0, equal_nan=True)

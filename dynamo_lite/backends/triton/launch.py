@@ -69,6 +69,15 @@ def candidates(ks: KernelSource, interpret: bool) -> list[dict]:
     if ks.kind == "per":
         if interpret:
             return [dict(XBLOCK=min(_next_pow2(ks.xnumel), max(1, 16384 // rblock_full)), RBLOCK=rblock_full, num_warps=4)]
+        if {"sort", "sort_desc"} & set(ks.ops):
+            # a bitonic sort exchanges within a thread, then a warp, then through shared memory:
+            # few warps a row keep more of its stages in registers
+            out = []
+            for x, w in ((1, 1), (1, 2), (2, 2), (1, 4), (2, 4), (4, 4), (1, 8)):
+                cfg = dict(XBLOCK=min(_next_pow2(ks.xnumel), x), RBLOCK=rblock_full, num_warps=w)
+                if cfg not in out and cfg["XBLOCK"] * rblock_full <= 16384:
+                    out.append(cfg)
+            return out or [dict(XBLOCK=1, RBLOCK=rblock_full, num_warps=4)]
         if rblock_full >= 1024:                 # one (or a few) rows per program
             # (XBLOCK, num_warps): rows of 1024 (BERT's and GPT-2's 768) are fastest with 4 warps
             # and a few rows per program; 16 warps on them is 2-3x slower (H100)

@@ -445,6 +445,20 @@ for _op, _targets in ((Op.AND, (aten.logical_and, aten.bitwise_and)), (Op.OR, (a
     register(*_targets)(_logical(_op))
 
 
+@register(aten.native_dropout_backward)
+def lower_native_dropout_backward(lw, node, grad, mask, scale):
+    """A dropout's gradient, `grad * mask * scale`: no random numbers (the forward's mask, an aten
+    call drawing eager's, is an input), so a pointwise op fused with its neighbours. In eager's
+    order, in fp32 for fp16 / bf16 as eager's kernels compute: `grad * mask` keeps a NaN where
+    the mask dropped it (NaN * 0), then one rounding of the product with fp32(scale)."""
+    meta = out_meta(node)
+    compute = torch.float32 if meta.dtype in (torch.float16, torch.bfloat16) else meta.dtype
+    if not meta.dtype.is_floating_point:
+        raise NotLowerable("a dropout gradient of integers")
+    return pointwise(node, lambda g, m: binary(Op.MUL, binary(Op.MUL, g, m), const(float(scale), compute)),
+                     [grad, mask], compute)
+
+
 @register(aten.where)
 def lower_where(lw, node, cond, a, b):
     if node.target is not aten.where.self:
