@@ -203,7 +203,7 @@ def test_cummax_of_integers_along_an_outer_dim_fused_with_its_consumer():
     check(fn, x, kernels=1)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64, torch.bool])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int64, torch.bool])
 def test_cummin_of_other_dtypes(dtype):
     x = special(7, 33, dtype) if dtype.is_floating_point else (
         torch.rand(7, 33, device=DEVICE) > 0.5 if dtype is torch.bool else
@@ -212,3 +212,12 @@ def test_cummin_of_other_dtypes(dtype):
         v, i = torch.cummin(x, -1)
         return v, i
     check(fn, x, kernels=1)
+
+
+def test_cummax_of_16_bit_floats_stays_an_aten_call():
+    # (measured slower than eager's on an H200: lower_reductions.RUNNING_PICK_DTYPES)
+    def fn(x):
+        v, i = torch.cummax(x, -1)
+        return v, i
+    for dtype in (torch.float16, torch.bfloat16):
+        compile_and_check(fn, special(9, 33, dtype), externs=1, rtol=0, atol=0, equal_nan=True)

@@ -399,12 +399,17 @@ def lower_scan(lw, node, x, dim, *, dtype=None):
 # ---------------------------------------------------------------------------------------------
 
 #: the longest row a sort (and a topk) holds in registers: a bitonic sort of packed keys
-#: (codegen.SORT_KEY), log2(n) (log2(n) + 1) / 2 compare-exchange stages over the row, which grow
-#: faster than eager's sorts: 16384 rows of 1024 fp16 values took 1.74x eager's time with int64
-#: keys (H200), rows of 64 (a MoE router's top-2) 0.17x. Longer rows stay aten calls until the
-#: int32 keys of 16-bit values are measured there. (At most 2^16: int32 keys hold the position
-#: in 16 bits.)
-SORT_MAX = 256
+#: (codegen.SORT_KEY), log2(n) (log2(n) + 1) / 2 compare-exchange stages over the row. On an H200
+#: (bench/sorts.py, 2^24 elements): rows of 256 0.13-0.14x eager's time (fp16, fp32), of 1024
+#: 0.57x (fp16, int32 keys) and 0.95x (fp32, int64 keys; 1.74x before the tuner tried 1-2 warps a
+#: row and 16-bit values had int32 keys). Wider rows are not measured: aten calls. (At most 2^16:
+#: int32 keys hold the position in 16 bits.)
+SORT_MAX = 1024
+#: cummax / cummin dtypes lowered: of fp16 rows, the scan of (value, position) pairs measured
+#: 1.19x (256 wide) and 1.90x (1024) eager's time on an H200, of fp32 0.52x (why fp16 differs is
+#: not known yet): 16-bit floats stay aten calls
+RUNNING_PICK_DTYPES = (torch.float32, torch.float64, torch.int8, torch.int16, torch.int32, torch.int64,
+                       torch.uint8, torch.bool)
 #: what a sort packs with a 32-bit position into its key (fp16 / bf16 as fp32, exact)
 SORT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.int16, torch.int32,
                torch.uint8, torch.bool)
@@ -447,7 +452,7 @@ def lower_cummax(lw, node, x, dim):
     """(values, indices) of the running max (min) along `dim`: a scan of (value, position) pairs
     that keeps the position (the later of equal values, NaN above every number: eager's), the
     values gathered from it."""
-    _check_position_scan(x, "cummax / cummin")
+    _check_position_scan(x, "cummax / cummin", RUNNING_PICK_DTYPES)
     dim = dim % max(x.ndim, 1)
     if x.ndim == 0 or x.sizes[dim] == 1:
         index = lazy(x.sizes, torch.int64, x.device, lambda idx: const(0, torch.int64))
