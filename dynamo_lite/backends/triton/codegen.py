@@ -221,39 +221,25 @@ HELPERS = {
 }
 
 
-def _pick_combine(order: str) -> str:
-    """The combine function of the PICKS reductions by `order` ("max" / "min"): of two (value,
-    position) pairs, the one eager's argmax (argmin) keeps: the larger (smaller) value, NaN above
-    (below) every number, and of equal values (two NaNs too) the lower position. (tl.argmax's own
-    combine drops NaN.) A total order on the pairs: any order of combining gives the same pair."""
+def _pair_combine(name: str, order: str, ties: str) -> str:
+    """A combine function `name` over (value, position) pairs: of two, the larger (smaller, by
+    `order` "max" / "min") value, NaN above (below) every number, and of equal values (two NaNs
+    too) the lower position (`ties` "<") or the higher (">"). A total order on the pairs: any
+    grouping of the combines gives the same pair. The picks (ir.PICKS: argmax keeps the first
+    maximum, a row's first NaN; tl.argmax's own combine drops NaN) take the lower position, the
+    running picks (cummax: eager's `>=`, [1, 3, 3] gives 0, 1, 2) the higher."""
     better = ">" if order == "max" else "<"
-    return (f"@triton.jit\ndef _arg{order}_nan(a, ia, b, ib):\n"
+    return (f"@triton.jit\ndef {name}(a, ia, b, ib):\n"
             "    a_nan = a != a\n"
             "    b_nan = b != b\n"
-            f"    first = (a {better} b) | (a_nan & (b == b)) | (((a == b) | (a_nan & b_nan)) & (ia < ib))\n"
+            f"    first = (a {better} b) | (a_nan & ~b_nan) | (((a == b) | (a_nan & b_nan)) & (ia {ties} ib))\n"
             "    return tl.where(first, a, b), tl.where(first, ia, ib)\n\n\n")
 
 
-HELPERS["argmax"] = _pick_combine("max")
-HELPERS["argmin"] = _pick_combine("min")
-
-
-def _running_pick_combine(order: str) -> str:
-    """The combine function of cummax (cummin) over (value, position) pairs: of two, the one
-    eager's running max (min) holds: the larger (smaller) value, NaN above every number, and of
-    equal values (two NaNs too) the later position (eager's `>=`: [1, 3, 3] gives 0, 1, 2). A
-    total order on the pairs, so the scan may combine them in any grouping."""
-    better = ">" if order == "max" else "<"
-    return (f"@triton.jit\ndef _cum{order}_nan(a, ia, b, ib):\n"
-            "    a_nan = a != a\n"
-            "    b_nan = b != b\n"
-            f"    later = (b_nan & ~a_nan) | ((b {better} a) & ~a_nan) | "
-            "(((a == b) | (a_nan & b_nan)) & (ib > ia))\n"
-            "    return tl.where(later, b, a), tl.where(later, ib, ia)\n\n\n")
-
-
-HELPERS["cummax"] = _running_pick_combine("max")
-HELPERS["cummin"] = _running_pick_combine("min")
+HELPERS["argmax"] = _pair_combine("_argmax_nan", "max", "<")
+HELPERS["argmin"] = _pair_combine("_argmin_nan", "min", "<")
+HELPERS["cummax"] = _pair_combine("_cummax_nan", "max", ">")
+HELPERS["cummin"] = _pair_combine("_cummin_nan", "min", ">")
 
 #: a sort's key (int64) of a value (fp32, or an integer of at most 32 bits) and its position in the
 #: row: the value's order in the high 32 bits, the position in the low ones, so that ascending keys
@@ -263,41 +249,43 @@ HELPERS["cummin"] = _running_pick_combine("min")
 #: the bits of a negative float flipped but its sign, so that its int32 orders as the float.
 #: Descending: the order's complement (~o = -o - 1 never overflows), the position still ascending.
 #: Values are gathered from the positions afterwards, so they are the row's own (NaN payloads and
-#: -0.0 kept). Values of 16 bits or fewer (fp16, bf16 by `kind` 1 / 2, small integers 0) make
-#: int32 keys, the position in the low 16 bits (rows of at most 2^16): half the registers and
+#: -0.0 kept). Values of 16 bits or fewer (fp16, bf16, small integers) make
+#: int32 keys (`_sort_key16`), the position in the low 16 bits (rows of at most 2^16): half the registers and
 #: exchanges of an int64 key's sort (a 1024-wide fp16 sort ran 1.7x eager's time with int64 keys).
 SORT_KEY = """@triton.jit
-def _sort_key16(v, position, kind: tl.constexpr, descending: tl.constexpr):
+def _sort_order(v, kind: tl.constexpr, descending: tl.constexpr):
     if kind != 0:
         v = tl.where(v != v, float("nan"), v)
         v = tl.where(v == 0, 0.0, v)
-        if kind == 1:
-            bits = v.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32)
-        else:
-            bits = v.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32)
+    if kind == 1:
+        bits = v.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32)
         order = tl.where(bits < 0, bits ^ 32767, bits)
-    else:
-        order = v.to(tl.int32)
-    if descending:
-        order = ~order
-    return (order << 16) | position.to(tl.int32)
-
-
-@triton.jit
-def _sort_key(v, position, is_float: tl.constexpr, descending: tl.constexpr):
-    if is_float:
-        v = tl.where(v != v, float("nan"), v)
-        v = tl.where(v == 0, 0.0, v)
+    elif kind == 2:
+        bits = v.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32)
+        order = tl.where(bits < 0, bits ^ 32767, bits)
+    elif kind == 3:
         bits = v.to(tl.int32, bitcast=True)
         order = tl.where(bits < 0, bits ^ 2147483647, bits)
     else:
         order = v.to(tl.int32)
     if descending:
         order = ~order
-    return (order.to(tl.int64) << 32) | position.to(tl.int64)
+    return order
+
+
+@triton.jit
+def _sort_key16(v, position, kind: tl.constexpr, descending: tl.constexpr):
+    return (_sort_order(v, kind, descending) << 16) | position.to(tl.int32)
+
+
+@triton.jit
+def _sort_key(v, position, kind: tl.constexpr, descending: tl.constexpr):
+    return (_sort_order(v, kind, descending).to(tl.int64) << 32) | position.to(tl.int64)
 
 
 """
+#: SORT_KEY's `kind` of a value's dtype (integers: 0)
+SORT_KIND = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 3}
 HELPERS["sort"] = HELPERS["sort_desc"] = SORT_KEY
 COMBINE = {"sum": lambda acc, v: f"{acc} + {v}", "max": _nan_max, "min": _nan_min}
 #: how a scan kind scans a tile along its rows
@@ -1301,8 +1289,11 @@ class KernelBuilder:
         pick's order and the position `rnumel`, after every element's, so that a row of -inf
         (argmax) still picks its first element."""
         value = self._broadcast(self.emit(body), body, True, True)
-        position = self._broadcast(self.emit(self.position), self.position, True, True)
-        return (self._in_row(value, identity(kind, body.dtype)), self._in_row(position, str(self.rnumel)))
+        return (self._in_row(value, identity(kind, body.dtype)), self._in_row(self._position_tile(), str(self.rnumel)))
+
+    def _position_tile(self) -> str:
+        """Each lane's position in its row (`_row_position`), as a tile."""
+        return self._broadcast(self.emit(self.position), self.position, True, True)
 
     def _pick_accumulators(self, member, body: Expr) -> tuple[str, str]:
         """A looped kernel's (value, position) accumulators of a pick reduction, one pair a lane:
@@ -1377,8 +1368,7 @@ class KernelBuilder:
             mask = "xmask & rmask" if full and not self._lanes_in_row else "xmask"
             keep = self._kept.get(buf.name)
             if keep is not None:                       # a scan's first `keep` positions (topk)
-                position = self._broadcast(self.emit(self.position), self.position, True, True)
-                mask += f" & ({position} < {keep})"
+                mask += f" & ({self._position_tile()} < {keep})"
             target = self.loop_lines if (self.loop_lines is not None) else self.lines_outer
             target.append(f"tl.store({ptr} + ({offset}), {v}, {mask})")
 
@@ -1411,17 +1401,15 @@ class KernelBuilder:
         v = self._broadcast(self.emit(body), body, True, True)
         name = self._tmp()
         if kind in POSITION_SCANS:
-            position = self._broadcast(self.emit(self.position), self.position, True, True)
-            if kind in ("sort", "sort_desc") and body.dtype.itemsize <= 2:
-                code = {torch.float16: 1, torch.bfloat16: 2}.get(body.dtype, 0)
-                key = f"_sort_key16({v}, {position}, {code}, {kind == 'sort_desc'})"
-                # lanes past the row's end sort after every element; a key's low 16 bits are its position
-                self.lines_outer.append(f"{name} = (tl.sort({self._in_row(key, str(2 ** 31 - 1))}, 1) & "
-                                        f"{2 ** 16 - 1}).to(tl.int64)")
-            elif kind in ("sort", "sort_desc"):
-                key = f"_sort_key({v}, {position}, {body.dtype.is_floating_point}, {kind == 'sort_desc'})"
-                # (as above, in int64 keys: the position in the low 32 bits)
-                self.lines_outer.append(f"{name} = tl.sort({self._in_row(key, str(2 ** 63 - 1))}, 1) & {2 ** 32 - 1}")
+            position = self._position_tile()
+            if kind in ("sort", "sort_desc"):
+                # lanes past the row's end sort after every element; a key's low bits are its
+                # position: 16 of an int32 key (values of 16 bits or fewer), 32 of an int64 one
+                narrow = body.dtype.itemsize <= 2
+                helper, bits = ("_sort_key16", 16) if narrow else ("_sort_key", 32)
+                key = f"{helper}({v}, {position}, {SORT_KIND.get(body.dtype, 0)}, {kind == 'sort_desc'})"
+                code = f"tl.sort({self._in_row(key, str(2 ** (2 * bits - 1) - 1))}, 1) & {2 ** bits - 1}"
+                self.lines_outer.append(f"{name} = ({code}).to(tl.int64)" if narrow else f"{name} = {code}")
             else:
                 # lanes past the row's end come after every element: nothing they hold reaches one
                 self.lines_outer.append(f"_, {name} = tl.associative_scan(({v}, {position}), 1, _{kind}_nan)")

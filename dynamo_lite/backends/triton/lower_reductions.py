@@ -16,14 +16,14 @@ the row's first element, in fp32), so the loop reads the row once.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Optional
 
 import torch
 
 from .codegen import PERSISTENT_MAX_OUTER, persistent_limit
-from .ir import Affine, Op, cast, const, domain_vars, gather_var, loads
+from .ir import Affine, Op, cast, const, domain_vars, loads
+from .lower_views import _read_at
 from .lowerings import NotLowerable, binary, out_meta, pointwise, register
 from . import values as V
 from .values import Value, broadcast_to, lazy
@@ -415,10 +415,12 @@ SORT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.i
                torch.uint8, torch.bool)
 
 
-def _position_scan(lw, x: Value, dim: int, kind: str, longest: int, keep: Optional[int] = None) -> Value:
-    """The int64 positions along `dim` a position scan of `x` gives (ir.POSITION_SCANS; `keep`:
-    the first `keep` only)."""
-    if x.sizes[dim] > min(longest, persistent_limit(True) if reduces_innermost(x, [dim]) else PERSISTENT_MAX_OUTER):
+def _position_scan(lw, x: Value, dim: int, kind: str, longest: Optional[int] = None,
+                   keep: Optional[int] = None) -> Value:
+    """The int64 positions along `dim` a position scan of `x` gives (ir.POSITION_SCANS; rows of at
+    most `longest`, and of what registers hold; `keep`: the first `keep` only)."""
+    held = persistent_limit(True) if reduces_innermost(x, [dim]) else PERSISTENT_MAX_OUTER
+    if x.sizes[dim] > min(held, longest or held):
         raise NotLowerable(f"a {kind} along rows too long to hold in registers")
     # a sort keeps the values' own dtype: its key is narrower for 16-bit ones (codegen.SORT_KEY)
     dtype = x.dtype if kind in ("sort", "sort_desc") else acc_dtype(x.dtype)
@@ -427,24 +429,25 @@ def _position_scan(lw, x: Value, dim: int, kind: str, longest: int, keep: Option
 
 
 def _gathered(x: Value, dim: int, positions: Value) -> Value:
-    """x's elements at `positions` along `dim` (positions from a position scan: in range for
-    every element; the mask keeps the lanes past a row's end, which hold none, from reading),
-    read where they are used (a gather load)."""
-    def loader(idx):
-        name = f"_at{next(_fresh)}"
-        at = tuple(Affine.var(name) if d == dim else v for d, v in enumerate(idx))
-        position = positions.load(tuple(idx))
-        in_range = binary(Op.LT, position, const(x.sizes[dim], torch.int64))
-        return gather_var([x.load(at)], name, x.sizes[dim], position, in_range)[0]
-    return lazy(positions.sizes, x.dtype, x.device, loader)
+    """x's elements at `positions` along `dim`, read where they are used (a gather load,
+    lower_views._read_at: its mask keeps the lanes past a row's end, which hold no position, from
+    reading)."""
+    return lazy(positions.sizes, x.dtype, x.device,
+                lambda idx: _read_at(x, tuple(idx), {dim: positions.load(tuple(idx))}, x.dtype))
 
 
-_fresh = itertools.count()             # names of the gathered positions
-
-
-def _check_position_scan(x, what: str, dtypes=None):
-    if not isinstance(x, Value) or x.numel() == 0 or x.dtype.is_complex or (dtypes and x.dtype not in dtypes):
+def _positioned(lw, x, what: str, dtypes, dim: int, kind: str, longest: Optional[int] = None,
+                keep: Optional[int] = None) -> tuple[Value, Value]:
+    """(values, indices) of the position scan `kind` of `x` along `dim`: a row of one element is
+    itself, at 0."""
+    if not isinstance(x, Value) or x.numel() == 0 or x.dtype not in dtypes:
         raise NotLowerable(f"a {what} of this kind")
+    dim = dim % max(x.ndim, 1)
+    if x.ndim == 0 or x.sizes[dim] == 1:
+        index = lazy(x.sizes, torch.int64, x.device, lambda idx: const(0, torch.int64))
+        return lazy(x.sizes, x.dtype, x.device, x.load), index
+    index = _position_scan(lw, x, dim, kind, longest, keep if keep is not None and keep < x.sizes[dim] else None)
+    return _gathered(x, dim, index), index
 
 
 @register(aten.cummax.default, aten.cummin.default)
@@ -452,26 +455,13 @@ def lower_cummax(lw, node, x, dim):
     """(values, indices) of the running max (min) along `dim`: a scan of (value, position) pairs
     that keeps the position (the later of equal values, NaN above every number: eager's), the
     values gathered from it."""
-    _check_position_scan(x, "cummax / cummin", RUNNING_PICK_DTYPES)
-    dim = dim % max(x.ndim, 1)
-    if x.ndim == 0 or x.sizes[dim] == 1:
-        index = lazy(x.sizes, torch.int64, x.device, lambda idx: const(0, torch.int64))
-        return lazy(x.sizes, x.dtype, x.device, x.load), index
     kind = "cummax" if node.target is aten.cummax.default else "cummin"
-    index = _position_scan(lw, x, dim, kind, x.sizes[dim])
-    return _gathered(x, dim, index), index
+    return _positioned(lw, x, "cummax / cummin", RUNNING_PICK_DTYPES, dim, kind)
 
 
-def _sorted(lw, x: Value, dim: int, descending: bool, what: str, keep: Optional[int] = None) -> tuple[Value, Value]:
+def _sorted(lw, x, dim: int, descending: bool, what: str, keep: Optional[int] = None) -> tuple[Value, Value]:
     """(values, indices) of `x` sorted along `dim` (the first `keep` of them)."""
-    _check_position_scan(x, what, SORT_DTYPES)
-    dim = dim % max(x.ndim, 1)
-    if x.ndim == 0 or x.sizes[dim] == 1:
-        index = lazy(x.sizes, torch.int64, x.device, lambda idx: const(0, torch.int64))
-        return lazy(x.sizes, x.dtype, x.device, x.load), index
-    kept = keep if keep is not None and keep < x.sizes[dim] else None
-    index = _position_scan(lw, x, dim, "sort_desc" if descending else "sort", SORT_MAX, kept)
-    return _gathered(x, dim, index), index
+    return _positioned(lw, x, what, SORT_DTYPES, dim, "sort_desc" if descending else "sort", SORT_MAX, keep)
 
 
 @register(aten.sort.default, aten.sort.stable)
@@ -488,8 +478,6 @@ def lower_topk(lw, node, x, k, dim=-1, largest=True, sorted=True):
     """(values, indices) of the k largest (smallest) along `dim`: the row sorted (descending,
     ascending), its first k kept, in order (sorted=False allows any order); of equal values the
     earlier positions (eager keeps any)."""
-    _check_position_scan(x, "topk", SORT_DTYPES)
-    dim = dim % max(x.ndim, 1)
-    if k <= 0 or x.ndim == 0:
+    if k <= 0 or not isinstance(x, Value) or x.ndim == 0:
         raise NotLowerable("a topk of no elements or of a scalar")
     return _sorted(lw, x, dim, bool(largest), "topk", k)

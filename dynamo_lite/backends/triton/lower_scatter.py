@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 
 from .ir import Affine, Op, cast, const, domain_vars
-from .lowerings import NotLowerable, binary, out_meta, register, where
+from .lowerings import NotLowerable, binary, from_end, out_meta, register
 from .values import Value, broadcast_to
 
 aten = torch.ops.aten
@@ -169,8 +169,7 @@ def _wrapped(index, rows: int, clamp: bool):
     position = cast(index, torch.int64)
     if clamp:
         position = binary(Op.MIN, binary(Op.MAX, position, const(-rows, torch.int64)), const(rows - 1, torch.int64))
-    return where(binary(Op.LT, position, const(0, torch.int64)),
-                 binary(Op.ADD, position, const(rows, torch.int64)), position)
+    return from_end(position, rows)
 
 
 def _add_at(lw, x: Value, dims: tuple[int, ...], domain, dest, positions, body, ok,

@@ -19,7 +19,7 @@ import itertools
 from .codegen import compute_dtype
 from .ir import (Affine, Expr, Op, cast, const, contiguous_strides, domain_vars, expr, gather_var, rewrite,
                  substitute_index, walk, with_mask)
-from .lowerings import NotLowerable, binary, index_expr, out_meta, register, where
+from .lowerings import NotLowerable, binary, from_end, index_expr, out_meta, register, where
 from . import layouts, values as V
 from .values import Value, broadcast_to, lazy
 
@@ -438,7 +438,7 @@ def _read_at(x: Value, idx: tuple, positions: dict, dtype: torch.dtype, wrap: bo
     for d, index in positions.items():
         size, i = x.sizes[d], cast(index, torch.int64)
         if wrap:
-            i = where(binary(Op.LT, i, const(0, torch.int64)), binary(Op.ADD, i, const(size, torch.int64)), i)
+            i = from_end(i, size)
         in_range = binary(Op.AND, binary(Op.GE, i, const(0, torch.int64)), binary(Op.LT, i, const(size, torch.int64)))
         value = gather_var([value], names[d], size, i, in_range)[0]
         ok = in_range if ok is None else binary(Op.AND, ok, in_range)

@@ -89,6 +89,12 @@ def where(c: Expr, a: Expr, b: Expr) -> Expr:
     return expr(Op.WHERE, (c, a, b), None, a.dtype)
 
 
+def from_end(index: Expr, size: int) -> Expr:
+    """An int64 index into a dim of `size`, a negative one counting from the end (Python's rule)."""
+    index = cast(index, torch.int64)
+    return where(binary(Op.LT, index, const(0, torch.int64)), binary(Op.ADD, index, const(size, torch.int64)), index)
+
+
 def index_expr(i: Affine, dtype=torch.int64) -> Expr:
     if not i.terms:
         return const(i.const, dtype)
