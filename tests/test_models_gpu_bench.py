@@ -108,14 +108,35 @@ def test_a_wrong_gradient_makes_a_bf16_training_row_not_correct(bench, monkeypat
     def corrupting(model):
         gs = real_grads(model)
         calls.append(1)
-        if len(calls) == 4:               # exact, eager, Inductor-as-eager, then ours
+        # exact and eager with dropout off (twice: the allowances, and that nothing else is
+        # random), eager with GPT-2's dropout on, Inductor-as-eager, then ours
+        if len(calls) == 6:
             gs[0] = gs[0] * 2
         return gs
     monkeypatch.setattr(bench, "grads", corrupting)
     (row,) = bench.run_models(device="cpu", quick=True, dtype=torch.bfloat16, specs=_gpt2(bench),
                               inductor_backend="eager", only="train")
     assert row.status == "ok" and row.eager_error is not None and row.eager_error > 0
-    assert row.checkable[0] > 0
+    assert row.checkable[0] > 0 and row.dropouts > 0
+    assert row.inductor.correct is True, row.inductor
+    assert row.ours.correct is False and row.ours.max_diff > 1, row.ours
+
+
+def test_an_engine_that_draws_other_dropout_masks_is_not_correct(bench, monkeypatch):
+    """GPT-2 trains with its dropout on: engines are checked against eager's steps drawn from the
+    same seed, so an engine whose masks differ (here: one that draws a number before each step,
+    shifting the random stream) is reported wrong, while one that draws eager's masks passes."""
+    def engine(shift):
+        def wrap(step):
+            def run(*args):
+                if shift:
+                    torch.rand(1)
+                return step(*args)
+            return run, lambda: (1, None)
+        return wrap
+    monkeypatch.setattr(bench, "_engines", lambda *a: [("inductor", engine(False)), ("ours", engine(True))])
+    (row,) = bench.run_models(device="cpu", quick=True, specs=_gpt2(bench), only="train")
+    assert row.status == "ok" and row.dropouts > 0
     assert row.inductor.correct is True, row.inductor
     assert row.ours.correct is False and row.ours.max_diff > 1, row.ours
 

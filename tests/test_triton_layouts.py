@@ -8,6 +8,7 @@ CPU under Triton's interpreter, with a small size threshold, so every test is di
 vs `dl.capture(..., backend="triton")`: values, output and gradient strides, gradients) and also
 checks from the wrapper's source that the layout was really chosen. GPU checks at the end."""
 import copy
+import math
 import re
 
 import pytest
@@ -115,7 +116,11 @@ def test_layouts_are_chosen_for_cuda_unless_the_setting_says_otherwise(monkeypat
 
 # -- matmuls -----------------------------------------------------------------------------------
 
-def test_lm_head_result_is_computed_into_padded_rows_and_outputs_keep_eager_strides(forced):
+def test_lm_head_results_read_in_the_graph_are_computed_into_padded_rows(forced, poisoned):
+    """Results that the graph's kernels read get padded rows; one that is returned as it is (a
+    bias-free LM head) is computed in place with eager's strides (`layouts.row_class_mm`: fp32's
+    4 row classes, 992 columns each, edges of 10), so no padded result is copied out. New
+    buffers start as NaN: an element no class or edge wrote would show."""
     def fn(x, w, b):
         h = F.layer_norm(x, (64,))
         return F.linear(h, w), F.linear(x, w, b).relu(), F.linear(x, w).softmax(-1)
@@ -123,7 +128,29 @@ def test_lm_head_result_is_computed_into_padded_rows_and_outputs_keep_eager_stri
     expected = fn(*args)
     assert_same(dl.capture(fn, backend="triton")(*args), expected)
     source = wrapper_source()
-    assert source.count("(1004, 1)") == 3 and source.count("out=") == 3, source
+    assert source.count("(1004, 1)") == 2 and source.count("out=") == 3, source
+    assert re.search(r"\(1, 64\)\), 4, 3, 992, 10, out=buf\d+\)", source), source
+    assert layouts.row_class_plan(16, 1001, torch.float32) == (4, 3, 992, 10)
+
+
+@pytest.mark.parametrize("n", [1001, 1002, 1003, 1005, 1009, 1011, 1014])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_returned_lm_head_with_misaligned_rows_of_every_residue(forced, poisoned, n, dtype):
+    """Every residue of n mod 8 (bf16) or 4 (fp32), 24 or 48 rows: the row classes and edges
+    cover the whole result, through a view to the [batch, seq, vocab] output; a row count no
+    class size divides falls back to padding."""
+    def fn(x, w):
+        return F.linear(x, w)
+    for rows in (24, 48, 20):
+        x, w = t(rows // 4, 4, 32).to(dtype), t(n, 32).to(dtype)
+        tol = 1e-4 if dtype == torch.float32 else 2e-2
+        assert_same(dl.capture(fn, backend="triton")(x, w), fn(x, w), rtol=tol, atol=tol)
+        plan = layouts.row_class_plan(rows, n, dtype)
+        assert (plan is None) == (rows % (16 // dtype.itemsize // math.gcd(n % (16 // dtype.itemsize), 16 // dtype.itemsize)) != 0)
+        source = wrapper_source()
+        assert (f", {', '.join(map(str, plan))}, out=" in source) if plan else "out=" in source, source
+        dl.reset()
+        triton_backend_module.recent.clear()
 
 
 def test_bmm_and_baddbmm_results_and_a_misaligned_input_operand(forced):
@@ -166,23 +193,28 @@ def test_graph_input_weight_copied_on_every_call(forced):
     shows."""
     model = nn.Linear(32, 1001, bias=False).to(DEVICE)
     x = t(24, 32)
-    compiled = dl.capture(model, backend="triton")
+    compiled = dl.capture(lambda x: model(x).relu(), backend="triton")
+    returned = dl.capture(model, backend="triton")          # computed in place, w read as it is
     with torch.no_grad():
-        assert_same(compiled(x), model(x))
+        assert_same(compiled(x), model(x).relu())
+        assert_same(returned(x), model(x))
         model.weight.data.mul_(-2)
-        assert_same(compiled(x), model(x))
+        assert_same(compiled(x), model(x).relu())
+        assert_same(returned(x), model(x))
     assert "empty_strided((32, 1004), (1, 32)" in wrapper_source()     # w.t(), copied as rows of 32
 
 
 def test_computed_transposed_weight_is_stored_as_its_rows_are_read(forced):
     """`x @ (w * 2).t()` (a weight cast under autocast looks so): the operand is stored
-    column-major (straight from w's rows, no transposing kernel), padded where N needs it."""
+    column-major (straight from w's rows, no transposing kernel), padded where N needs it (the
+    result is read by a kernel), as it is where the result is returned (computed in place)."""
     def fn(x, w, v):
-        return x @ (w * 2).t(), torch.relu(x @ (v - 1).t())
+        return (x @ (w * 2).t()) * 2, torch.relu(x @ (v - 1).t()), x @ (w * 3).t()
     args = t(24, 32), t(1001, 32), t(64, 32)
     assert_same(dl.capture(fn, backend="triton")(*args), fn(*args))
     source = wrapper_source()
     assert "empty_strided((32, 1004), (1, 32)" in source and "empty_strided((32, 64), (1, 32)" in source, source
+    assert "empty_strided((32, 1001), (1, 32)" in source and ", 4, 3, 992, 10, out=" in source, source
 
 
 def test_intermediate_read_by_two_matmuls_is_stored_once_with_padded_rows(forced):
@@ -209,10 +241,11 @@ class TinyLM(nn.Module):
 
 
 def test_training_lm_head_gradients_match_eager(forced, poisoned):
-    """GPT-2's LM head in training, vocabulary 1021 (pads to 1024): the forward pads N (the tied
-    weight copied with 1024 rows), the backward pads K of the input gradient (the logits
-    gradient is stored with zero pad columns and read as it is; the weight copied with zero
-    rows) and M of the weight gradient."""
+    """GPT-2's LM head in training, vocabulary 1021 (pads to 1024): the forward returns the
+    logits, so they are computed in place with eager's strides (row classes, the tied weight read
+    as it is); the backward pads K of the input gradient (the logits gradient is stored with zero
+    pad columns and read as it is; the weight copied with zero rows) and M of the weight
+    gradient."""
     torch.manual_seed(0)
     model = TinyLM().to(DEVICE)
     reference = copy.deepcopy(model)
@@ -226,7 +259,7 @@ def test_training_lm_head_gradients_match_eager(forced, poisoned):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
         assert p.grad.stride() == q.grad.stride(), name
     source = wrapper_source()
-    assert "empty_strided((32, 1024), (1, 32)" in source and "empty_strided((24, 1024), (1024, 1)" in source, source
+    assert ", 4, 3, 1012, 10, out=" in source and "empty_strided((32, 1024), (1, 32)" not in source, source
     assert "empty_strided((2, 12, 1024)" in source, source                  # the logits gradient
     assert "(24, 1024), (1024, 1))" in source and "(1024, 24), (1, 1024))" in source, source  # read padded
     assert "empty_strided((1024, 32), (32, 1)" in source, source            # weight rows, and its gradient
@@ -377,22 +410,29 @@ def test_attention_after_a_patch_convolution_stays_contiguous(forced):
 # -- on the GPU (the default settings) -----------------------------------------------------------
 
 @needs_gpu
-def test_gpu_lm_head_is_padded_and_matches_eager():
-    """[4096, 768] x [768, 50257] in bf16: run on N = 50264 (cuBLAS's aligned kernels), the
-    weight copied with 50264 rows each call, the result the leading 50257 columns."""
+def test_gpu_lm_head_is_padded_or_computed_in_place_and_matches_eager():
+    """[4096, 768] x [768, 50257] in bf16: read by a kernel, run on N = 50264 (cuBLAS's aligned
+    kernels), the weight copied with 50264 rows each call, the result the leading 50257 columns;
+    returned, computed in place by 8 row classes of 50208 columns and edges of 52."""
     x = torch.randn(4096, 768, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(50257, 768, device="cuda", dtype=torch.bfloat16) * 0.05
 
-    def fn(x, w):
-        return F.linear(x, w), F.linear(x, w).float().log_softmax(-1)
-    compiled = dl.capture(fn, backend="triton")
-    assert_same(compiled(x, w), fn(x, w), rtol=2e-2, atol=2e-2)
-    source = wrapper_source()
-    assert "empty_strided((768, 50264), (1, 768)" in source, source             # the weight, padded
-    assert "empty_strided((4096, 50264), (50264, 1)" in source and "out=" in source, source
-    with torch.no_grad():
-        w.data.mul_(-1)
-    assert_same(compiled(x, w), fn(x, w), rtol=2e-2, atol=2e-2)
+    def read(x, w):
+        return F.linear(x, w).float().log_softmax(-1)
+
+    def returned(x, w):
+        return F.linear(x, w)
+    for fn, expected in ((read, ("empty_strided((768, 50264), (1, 768)", "empty_strided((4096, 50264), (50264, 1)")),
+                         (returned, (", 8, 7, 50208, 52, out=", "empty_strided((4096, 50257), (50257, 1)"))):
+        dl.reset()
+        triton_backend_module.recent.clear()
+        compiled = dl.capture(fn, backend="triton")
+        assert_same(compiled(x, w), fn(x, w), rtol=2e-2, atol=2e-2)
+        source = wrapper_source()
+        assert all(e in source for e in expected), source
+        with torch.no_grad():
+            w.data.mul_(-1)
+        assert_same(compiled(x, w), fn(x, w), rtol=2e-2, atol=2e-2)
 
 
 @needs_gpu

