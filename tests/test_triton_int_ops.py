@@ -261,6 +261,23 @@ def test_float_floor_divide_is_lowered():
 
 # -- bitwise ops and shifts -------------------------------------------------------------------
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int64])
+def test_negation_flips_the_sign_bit_as_eager(dtype):
+    """-x of +0.0 is -0.0 and of NaN a NaN of the other sign (Triton's `-x` is `0 - x`, which
+    gave +0.0: 1 / -x was +inf where eager's is -inf); integers wrap (-(-128) in int8)."""
+    if dtype.is_floating_point:
+        x = torch.tensor([0.0, -0.0, 4.0, -0.5, _INF, -_INF, _NAN, -_NAN, 3e-45], device=DEVICE).to(dtype)
+
+        def fn(x):              # (signbit stays an aten call: it reads the kernel's -x)
+            return torch.neg(x), 1 / -(x * 1), torch.signbit(-x)
+    else:
+        x = torch.tensor([0, 1, -3, 100, torch.iinfo(dtype).min, torch.iinfo(dtype).max], device=DEVICE, dtype=dtype)
+
+        def fn(x):
+            return torch.neg(x), -(x + 1)
+    compile_exact(fn, x, kernels=None, externs=1 if dtype.is_floating_point else 0)
+
+
 @pytest.mark.parametrize("dtype", INT_DTYPES + [torch.bool])
 def test_bitwise_ops_bit_by_bit(dtype):
     """and / or / xor of tensors and of (wrapped) scalars, on integers bit by bit and on bools

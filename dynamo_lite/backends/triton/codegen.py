@@ -87,7 +87,6 @@ def _nan_min(a, b):
 
 #: op -> template; arguments are already emitted names or literals
 TEMPLATES = {
-    Op.NEG: lambda a: f"-{a}",
     Op.ABS: lambda a: f"tl.abs({a})",
     Op.EXP: lambda a: f"tl.exp({a})",
     Op.EXP2: lambda a: f"_exp2({a})",
@@ -129,8 +128,12 @@ TEMPLATES = {
     Op.WHERE: lambda c, a, b: f"tl.where({c}, {a}, {b})",
 }
 
+#: float compute dtypes -> (the integer type of their bits, its sign bit as a literal)
+FLOAT_BITS = {torch.float32: ("tl.int32", "-2147483648"), torch.float64: ("tl.int64", "-9223372036854775808")}
+
 #: integer variants where the float template does not apply
 INT_TEMPLATES = {
+    Op.NEG: lambda a: f"-{a}",
     Op.MAX: lambda a, b: f"tl.maximum({a}, {b})",
     Op.MIN: lambda a, b: f"tl.minimum({a}, {b})",
     Op.IDIV: lambda a, b: f"{a} // {b}",
@@ -828,6 +831,11 @@ class KernelBuilder:
         if op in PRECISE_FP32 and compute_dtype(e.dtype) is torch.float32 and not (
                 op in QUOTIENTS and any(map(self._approximate, e.args))):
             return PRECISE_FP32[op](*args)
+        if op is Op.NEG and compute_dtype(e.dtype) in FLOAT_BITS:
+            # the sign bit flipped, as eager's neg (Triton's `-x` is `0 - x`: +0.0 for x = +0.0,
+            # and a multiplication by -1 keeps a NaN's sign on the GPU)
+            bits, sign = FLOAT_BITS[compute_dtype(e.dtype)]
+            return f"({args[0]}.to({bits}, bitcast=True) ^ {sign}).to({TL_TYPE[compute_dtype(e.dtype)]}, bitcast=True)"
         table = INT_TEMPLATES if (op in INT_TEMPLATES and not compute_dtype(e.args[0].dtype).is_floating_point) else TEMPLATES
         return table[op](*args)
 
