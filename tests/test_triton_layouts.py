@@ -265,6 +265,30 @@ def test_training_lm_head_gradients_match_eager(forced, poisoned):
     assert "empty_strided((1024, 32), (32, 1)" in source, source            # weight rows, and its gradient
 
 
+def test_training_logits_saved_for_the_backward_keep_padded_rows(forced, poisoned):
+    """Logits that leave the forward's graph only as an activation saved for the backward (the
+    square's gradient reads them; a layout of ours to choose) keep padded rows; the loss alone
+    is returned."""
+    torch.manual_seed(0)
+    model = TinyLM().to(DEVICE)
+    reference = copy.deepcopy(model)
+    idx = torch.randint(0, 1021, (2, 12), device=DEVICE)
+
+    def loss_of(m, i):
+        logits = m.head(m.ln(m.emb(i)))
+        return (logits * logits).mean()
+    loss = dl.capture(loss_of, backend="triton")(model, idx)
+    loss.backward()
+    ref_loss = loss_of(reference, idx)
+    ref_loss.backward()
+    assert_same(loss, ref_loss)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        if q.grad is not None:
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+    source = wrapper_source()
+    assert ", 4, 3, 1012, 10, out=" not in source and "empty_strided((24, 1024), (1024, 1)" in source, source
+
+
 # -- convolutions ------------------------------------------------------------------------------
 
 class Block(nn.Module):

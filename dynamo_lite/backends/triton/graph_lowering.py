@@ -58,6 +58,7 @@ class GraphLowering:
         self.outputs: list[Any] = []                 # Value or python object, per graph output
         self.extern_ops: collections.Counter = collections.Counter()
         self.env: dict[torch.fx.Node, Any] = {}
+        self._returned: set = set()                  # output nodes that keep eager's strides (run)
         self.node: Optional[torch.fx.Node] = None   # the node being lowered
         self._counter = 0
         self._mutations: list[tuple[Value, Any]] = []
@@ -190,6 +191,7 @@ class GraphLowering:
     def run(self) -> "GraphLowering":
         placeholder_index = 0
         returned = {n for i, n in enumerate(graph_outputs(self.gm)) if i not in self.free_outputs}
+        self._returned = returned
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 self.env[node] = self._placeholder(self.example_inputs[placeholder_index], placeholder_index)
@@ -371,13 +373,14 @@ class GraphLowering:
         return a
 
     def _row_class_matmul(self, node: torch.fx.Node, args, kwargs) -> Optional[Value]:
-        """`a @ b` with misaligned result rows that leaves the graph (viewed at most), computed
-        into a buffer of eager's strides by `layouts.row_class_mm`, so that no padded result is
-        copied out (GPT-2's logits: 412 MB). Where the result stays inside the graph, padding is
-        better (its readers get aligned rows). None where it does not apply."""
+        """`a @ b` with misaligned result rows that is returned with eager's strides (viewed at
+        most), computed into a buffer of those strides by `layouts.row_class_mm`, so that no padded
+        result is copied out (GPT-2's logits: 412 MB). Where the result stays inside the graph or
+        leaves it with a layout of ours to choose (an activation saved for the backward), padding
+        is better (its readers get aligned rows). None where it does not apply."""
         meta = node.meta.get("val")
         if node.target is not aten.mm.default or kwargs or not isinstance(meta, torch.Tensor) \
-                or meta.device != self.device or not _leaves_graph(node):
+                or meta.device != self.device or not _returned_as_viewed(node, self._returned):
             return None
         a, b = args
         if not (isinstance(a, Value) and isinstance(b, Value) and a.dtype == b.dtype == meta.dtype):
@@ -761,14 +764,15 @@ def _dense_strides(meta, sizes) -> Optional[tuple[int, ...]]:
 _VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.alias.default}
 
 
-def _leaves_graph(node: torch.fx.Node) -> bool:
-    """Is `node`'s value a graph output, itself or through views?"""
-    seen, todo = set(), [node]
+def _returned_as_viewed(node: torch.fx.Node, returned: set) -> bool:
+    """Is `node`'s value, itself or through views, one of the `returned` outputs (those that keep
+    eager's strides)?"""
+    seen, todo = {node}, [node]
     while todo:
         n = todo.pop()
+        if n in returned:
+            return True
         for user in n.users:
-            if user.op == "output":
-                return True
             if user.op == "call_function" and user.target in _VIEWS and user not in seen:
                 seen.add(user)
                 todo.append(user)
