@@ -644,6 +644,40 @@ def test_max_pool2d_values_and_indices_match_eager(kernel, stride, padding, dila
     assert info.kernel_count == 1 and not info.extern_ops, info.source
 
 
+@pytest.mark.parametrize("kernel, stride, padding, ceil_mode, count_include_pad, divisor", [
+    (2, 2, 0, False, True, None),           # DenseNet's transition
+    (3, 2, 1, False, True, None),           # padding counted
+    (3, 2, 1, False, False, None),          # padding not counted: edge windows divide by less
+    (3, 2, 1, True, True, None),            # windows past the end (ceil_mode)
+    (3, 2, 1, True, False, None),
+    ((3, 2), (1, 2), (1, 0), False, True, 5),
+    (3, 1, 1, False, False, None),          # Inception's 3x3 / 1 average pool
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_avg_pool2d_matches_eager(kernel, stride, padding, ceil_mode, count_include_pad, divisor, dtype):
+    """Eager's sums (fp32, window order) and divisors, every padding and rounding mode, after a
+    batch norm + ReLU computed in each window position: one kernel, no aten call."""
+    def fn(x, m, v, w, b):
+        y = F.relu(F.batch_norm(x, m, v, w, b, False, 0.1, 1e-5))
+        return F.avg_pool2d(y * 2 - 1, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
+    args = [a.to(dtype) for a in (t(2, 4, 11, 10), t(4), torch.rand(4, device=DEVICE) + 0.5, t(4), t(4))]
+    compiled = triton_backend(torch.fx.symbolic_trace(fn), list(args))
+    tol = 1e-6 if dtype == torch.float32 else 1e-3
+    torch.testing.assert_close(compiled(*args), fn(*args), rtol=tol, atol=tol)
+    info = compiled.compiled_graph
+    assert info.kernel_count == 1 and not info.extern_ops, info.source
+
+
+def test_avg_pool2d_of_exact_values_is_eagers_to_the_bit():
+    """Sums of small integers and divisors that round (/ 9, / 6, / 4 at the edges)."""
+    def fn(x):
+        return F.avg_pool2d(x, 3, 2, 1, False, False), F.avg_pool2d(x, 3, 1, 1), F.avg_pool2d(x, 2)
+    x = (t(2, 3, 9, 8) * 4).round()
+    compiled = triton_backend(torch.fx.symbolic_trace(fn), [x])
+    for got, want in zip(compiled(x), fn(x)):
+        assert torch.equal(got, want)
+
+
 def test_max_pool2d_stores_a_costly_producer_first():
     """Each element is read by several windows: one that takes many ops to compute is computed
     once, stored, then pooled."""
@@ -726,6 +760,34 @@ def test_max_pool2d_backward_is_a_kernel_gathering_each_windows_gradient(kernel,
     dl.capture(fn, backend="triton")(leaf).backward()
     fn(want).backward()
     torch.testing.assert_close(leaf.grad, want.grad)
+    assert leaf.grad.stride() == want.grad.stride()
+    graphs = list(triton_backend_module.recent)
+    assert graphs and all(g.fallback_reason is None and not g.extern_ops for g in graphs), \
+        [(g.fallback_reason, g.extern_ops) for g in graphs]
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("kernel, stride, padding, ceil_mode, count_include_pad, divisor", [
+    (2, 2, 0, False, True, None), (3, 2, 1, False, True, None), (3, 2, 1, False, False, None),
+    (3, 2, 1, True, True, None), (3, 2, 1, True, False, None), ((3, 2), (1, 2), (1, 0), False, True, 5),
+    (3, 1, 1, False, False, None)])
+def test_avg_pool2d_backward_is_a_kernel_gathering_each_windows_share(kernel, stride, padding, ceil_mode,
+                                                                      count_include_pad, divisor, channels_last):
+    """The input's gradient sums, per element, each covering window's gradient over its divisor
+    (eager's, padding counted or not, ceil_mode's short windows), in eager's order: a kernel,
+    not eager's avg_pool2d_backward; channels-last where the input is."""
+    from dynamo_lite.backends.triton import backend as triton_backend_module
+    x = t(2, 4, 11, 10)
+    x = x.to(memory_format=torch.channels_last) if channels_last else x
+
+    def fn(x):
+        return (F.avg_pool2d(x.relu() * 2, kernel, stride, padding, ceil_mode, count_include_pad, divisor) ** 2).sum()
+    triton_backend_module.recent.clear()
+    dl.reset()
+    leaf, want = x.clone().requires_grad_(), x.clone().requires_grad_()
+    dl.capture(fn, backend="triton")(leaf).backward()
+    fn(want).backward()
+    torch.testing.assert_close(leaf.grad, want.grad, rtol=1e-6, atol=1e-6)
     assert leaf.grad.stride() == want.grad.stride()
     graphs = list(triton_backend_module.recent)
     assert graphs and all(g.fallback_reason is None and not g.extern_ops for g in graphs), \

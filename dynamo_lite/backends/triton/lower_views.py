@@ -4,7 +4,8 @@ of their own.
 `view`/`permute`/`expand`/`slice`/`select`/... rewrite the index a value is read at (values.py),
 as `flip` does (a negative step: never a view of a buffer, computed where it is used);
 `cat`, `constant_pad_nd`, `select_scatter` and `slice_scatter` become pointwise values whose loads
-are masked to the part of the output each input covers, `max_pool2d` one that scans its window;
+are masked to the part of the output each input covers, `max_pool2d` one that scans its window
+(`avg_pool2d` one that sums it);
 `embedding`, `gather`, `index_select` and advanced indexing read the position each index names
 (a data-dependent index: ir.gather_var), where their result is used. An index outside the tensor
 (for which eager raises) never reads outside it: the gather load is masked, and the element is
@@ -283,7 +284,7 @@ def _window(kernel_size, stride, padding, dilation) -> tuple[int, int, int, int,
     (kh, kw), (dh, dw) = _pair(kernel_size, None), _pair(dilation, 1)
     (sh, sw), (ph, pw) = _pair(stride, kernel_size), _pair(padding, 0)
     if kh * kw > 64:
-        raise NotLowerable("max_pool2d with a large window")
+        raise NotLowerable("pooling with a large window")
     return kh, kw, dh, dw, sh, sw, ph, pw
 
 
@@ -340,20 +341,103 @@ def lower_max_pool2d(lw, node, x, kernel_size, stride=(), padding=0, dilation=1,
 
 
 
+@register(aten.avg_pool2d.default)
+def lower_avg_pool2d(lw, node, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                     divisor_override=None):
+    """Each output element sums its window as eager's kernel does (in fp32 for 16-bit inputs,
+    rows then columns, positions outside the input skipped) and divides by eager's divisor,
+    IEEE-rounded: `divisor_override`, else the window's positions inside the padded input
+    (`count_include_pad`) or inside the input itself, counted per output element where padding
+    or ceil_mode make windows differ (kh * kw otherwise). A pointwise value, fused like max
+    pooling's (a costly producer stored first)."""
+    meta = out_meta(node)
+    if x.ndim != 4:
+        raise NotLowerable("avg_pool2d of an unbatched input")
+    kh, kw, _, _, sh, sw, ph, pw = _window(kernel_size, stride, padding, 1)
+    x = _once_if_costly(lw, x)
+    height, width = x.sizes[2], x.sizes[3]
+    acc = compute_dtype(meta.dtype)
+
+    def window(idx):
+        total, count = const(0.0, acc), None
+        for i in range(kh):
+            h = idx[2] * sh + (i - ph)
+            for j in range(kw):
+                w = idx[3] * sw + (j - pw)
+                inside = binary(Op.AND, _in_range(h, 0, height), _in_range(w, 0, width))
+                v = _masked(x, (idx[0], idx[1], h, w), inside, acc, (2, 3))
+                total = binary(Op.ADD, total, where(inside, v, const(0.0, acc)))
+                counted = inside if not count_include_pad else binary(
+                    Op.AND, _in_range(h, -ph, height + ph), _in_range(w, -pw, width + pw))
+                one = cast(counted, acc)
+                count = one if count is None else binary(Op.ADD, count, one)
+        if divisor_override:
+            count = const(float(divisor_override), acc)
+        elif ph == pw == 0 and not ceil_mode:
+            count = const(float(kh * kw), acc)            # every window inside the input
+        return cast(binary(Op.DIV, total, count), meta.dtype)
+    return lazy(tuple(meta.shape), meta.dtype, meta.device, window)
+
+
 @register(aten.max_pool2d_with_indices_backward.default)
 def lower_max_pool2d_backward(lw, node, grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
-    """The input's gradient, gathered: each input element sums the gradients of the windows
-    whose max it was (their index equals its position), over the windows that can contain it.
-    Which windows those are depends on the element's position modulo the stride, so the
-    gradient is computed over (N, C, H/sh, sh, W/sw, sw) (h = q*sh + r: for each residue r the
-    window rows are q + constant, an index rewrite) and stored, then viewed as (N, C, H, W),
-    channels-last where x is. No atomics; what produces the gradient is computed in the kernel
-    where it is cheap (as the forward's producer)."""
-    meta = out_meta(node)
+    """The input's gradient, gathered (`_window_gradient`): each input element sums the gradients
+    of the windows whose max it was (their index equals its position)."""
     if x.ndim != 4 or grad.ndim != 4:
         raise NotLowerable("max_pool2d backward of an unbatched input")
-    kh, kw, dh, dw, sh, sw, ph, pw = _window(kernel_size, stride, padding, dilation)
+    window = _window(kernel_size, stride, padding, dilation)
     grad = _once_if_costly(lw, grad)
+    acc = compute_dtype(out_meta(node).dtype)
+
+    def term(at, cond, here):
+        chosen = binary(Op.EQ, _masked(indices, at, cond, torch.int64, (2, 3)), here)
+        return where(binary(Op.AND, cond, chosen), _masked(grad, at, cond, acc, (2, 3)), const(0, acc))
+    return _window_gradient(lw, node, x, grad, window, term)
+
+
+@register(aten.avg_pool2d_backward.default)
+def lower_avg_pool2d_backward(lw, node, grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                              divisor_override):
+    """The input's gradient, gathered (`_window_gradient`): each input element sums, over the
+    windows that contain it, the window's gradient divided by its divisor (the forward's), each
+    quotient rounded as eager's kernel rounds it, in its order."""
+    if x.ndim != 4 or grad.ndim != 4:
+        raise NotLowerable("avg_pool2d backward of an unbatched input")
+    kh, kw, _, _, sh, sw, ph, pw = window = _window(kernel_size, stride, padding, 1)
+    grad = _once_if_costly(lw, grad)
+    acc = compute_dtype(out_meta(node).dtype)
+    height, width = x.sizes[2], x.sizes[3]
+
+    def extent(o, step, pad, k, size):
+        """How many of window `o`'s positions along one dim its divisor counts."""
+        lo = binary(Op.SUB, binary(Op.MUL, index_expr(o), const(step, torch.int64)), const(pad, torch.int64))
+        hi = binary(Op.MIN, binary(Op.ADD, lo, const(k, torch.int64)), const(size + pad, torch.int64))
+        if count_include_pad:
+            return binary(Op.SUB, hi, lo)
+        return binary(Op.SUB, binary(Op.MIN, hi, const(size, torch.int64)),
+                      binary(Op.MAX, lo, const(0, torch.int64)))
+
+    def term(at, cond, here):
+        if divisor_override:
+            divisor = const(float(divisor_override), acc)
+        else:
+            divisor = cast(binary(Op.MUL, extent(at[2], sh, ph, kh, height), extent(at[3], sw, pw, kw, width)), acc)
+        return where(cond, binary(Op.DIV, _masked(grad, at, cond, acc, (2, 3)), divisor), const(0, acc))
+    return _window_gradient(lw, node, x, grad, window, term)
+
+
+def _window_gradient(lw, node, x: Value, grad: Value, window, term) -> Value:
+    """A pooling's input gradient, gathered: each input element sums `term(at, cond, here)` over
+    the windows that can contain it (`at`: the window's position in grad, `cond`: whether it is a
+    window that contains the element, `here`: the element's flat position in its H x W plane),
+    in eager's order (window rows, then columns, ascending). Which windows those are depends on
+    the element's position modulo the stride, so the gradient is computed over
+    (N, C, H/sh, sh, W/sw, sw) (h = q*sh + r: for each residue r the window rows are q +
+    constant, an index rewrite) and stored, then viewed as (N, C, H, W), channels-last where x
+    is. No atomics; what produces the gradient is computed in the kernel where it is cheap (as
+    the forward's producer)."""
+    meta = out_meta(node)
+    kh, kw, dh, dw, sh, sw, ph, pw = window
     n, c, height, width = x.sizes
     out_h, out_w = grad.sizes[2], grad.sizes[3]
     hq, wq = -(-height // sh), -(-width // sw)
@@ -363,19 +447,16 @@ def lower_max_pool2d_backward(lw, node, grad, x, kernel_size, stride, padding, d
         b, ch, q, r, p, t = idx
         here = index_expr((q * sh + r) * width + (p * sw + t))
         total = const(0, acc)
-        for i in range(kh):
+        for i in reversed(range(kh)):                 # window rows ascending
             r0 = (i * dh - ph) % sh                   # the residue whose element window row i reaches
             oh = q + (r0 + ph - i * dh) // sh
-            for j in range(kw):
+            for j in reversed(range(kw)):
                 t0 = (j * dw - pw) % sw
                 ow = p + (t0 + pw - j * dw) // sw
                 cond = binary(Op.AND, binary(Op.AND, binary(Op.EQ, index_expr(r), const(r0, torch.int64)),
                                                 binary(Op.EQ, index_expr(t), const(t0, torch.int64))),
                               binary(Op.AND, _in_range(oh, 0, out_h), _in_range(ow, 0, out_w)))
-                at = (b, ch, oh, ow)
-                chosen = binary(Op.EQ, _masked(indices, at, cond, torch.int64, (2, 3)), here)
-                total = binary(Op.ADD, total, where(binary(Op.AND, cond, chosen),
-                                                    _masked(grad, at, cond, acc, (2, 3)), const(0, acc)))
+                total = binary(Op.ADD, total, term((b, ch, oh, ow), cond, here))
         return cast(total, meta.dtype)
     split = (n, c, hq, sh, wq, sw)
     value = lazy(split, meta.dtype, meta.device, loader)
