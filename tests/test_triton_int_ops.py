@@ -176,18 +176,9 @@ _EDGE_B = [2.0, 2.0, -2.0, -2.0, 2.0, -2.0, 3.0, 3.0, -3.0, -3.0, _INF, _INF, -_
 
 def _float_operands(dtype):
     g = torch.Generator().manual_seed(1)
-    if dtype is torch.bfloat16 and INTERPRET:
-        # Triton's interpreter truncates fp32 to bf16 where eager and the GPU round to nearest:
-        # values whose corrected remainder (m + b) is exact in bf16 (quarters below 64)
-        ra = torch.randint(-256, 256, (64,), generator=g) / 4.0
-        rb = torch.randint(1, 32, (64,), generator=g) / 4.0 * torch.where(torch.rand(64, generator=g) < 0.5, -1.0, 1.0)
-        edges = [(x, y) for x, y in zip(_EDGE_A, _EDGE_B) if not (math.isfinite(x) and math.isfinite(y))
-                 or (abs(x) <= 64 and abs(y) >= 0.25 and float(x * 4).is_integer() and float(y * 4).is_integer())]
-        ea, eb = zip(*edges)
-    else:
-        ra = torch.randn(200, generator=g) * 50
-        rb = torch.randn(200, generator=g) * 3
-        ea, eb = _EDGE_A, _EDGE_B
+    ra = torch.randn(200, generator=g) * 50
+    rb = torch.randn(200, generator=g) * 3
+    ea, eb = _EDGE_A, _EDGE_B
     a = torch.cat([torch.tensor(ea), ra]).to(dtype).to(DEVICE)
     b = torch.cat([torch.tensor(eb), rb]).to(dtype).to(DEVICE)
     return a, b
@@ -210,9 +201,8 @@ def test_float_remainder_with_scalars_rounds_the_scalar_to_the_dtype(dtype):
     integer tensor with a float scalar is a float op."""
     def fn(x, i):
         return x % 0.1, torch.fmod(x, -2.5), torch.remainder(2.5, x), i % 2.5, torch.fmod(i, -0.75)
-    values = [0.0, -0.0, 1.0, -1.0, 0.25, -0.25, 2.5, -2.5, 7.0, -7.0, 0.3, 100.0, -0.05]
-    if not (dtype is torch.bfloat16 and INTERPRET):          # (see _float_operands)
-        values += [1e-3, 33.3, -12.7, 0.15, 5e-5]
+    values = [0.0, -0.0, 1.0, -1.0, 0.25, -0.25, 2.5, -2.5, 7.0, -7.0, 0.3, 100.0, -0.05, 1e-3, 33.3, -12.7, 0.15,
+              5e-5]
     x = torch.tensor(values).to(dtype).to(DEVICE)
     i = ints(list(range(-6, -6 + len(values))), torch.int32)
     compile_exact(fn, x, i, kernels=None)
