@@ -170,6 +170,28 @@ def tv_resnet50(sizes: Sizes, device):
     return model, _images(sizes, 1000, device), _image_loss
 
 
+def hf_t5(sizes: Sizes, device):
+    from transformers import T5Config, T5ForConditionalGeneration
+    config = (T5Config(d_model=64, d_ff=128, d_kv=16, num_layers=2, num_heads=4, vocab_size=1024) if sizes.quick
+              else T5Config())                                # t5-small's sizes: 6 + 6 layers, d_model 512
+    inputs = _ids(sizes, config.vocab_size, device)
+    inputs["decoder_input_ids"] = inputs["input_ids"].clone()
+    return T5ForConditionalGeneration(config), inputs, None
+
+
+def _timm(name: str, quick_name: str):
+    def build(sizes: Sizes, device):
+        import timm
+        model = timm.create_model(quick_name if sizes.quick else name, pretrained=False)
+        return model, _images(sizes, model.num_classes, device), _image_loss
+    return build
+
+
+def tv_densenet121(sizes: Sizes, device):
+    import torchvision
+    return torchvision.models.densenet121(), _images(sizes, 1000, device), _image_loss
+
+
 @dataclass
 class Spec:
     name: str               # row name; quick mode builds the tiny variant under the same name
@@ -185,6 +207,13 @@ SPECS = [
     Spec("timm resnet50", "timm", timm_resnet50, None),
     Spec("timm vit_base_patch16_224", "timm", timm_vit, "adamw"),
     Spec("torchvision resnet50", "torchvision", tv_resnet50, "sgd"),
+    # forward rows of more models nobody here chose (seventeenth session): an encoder-decoder, and
+    # convolutional nets with depthwise convolutions, squeeze-excitation, LayerNorm over channels,
+    # average pooling and concatenation
+    Spec("hf T5ForConditionalGeneration (t5-small sizes)", "transformers", hf_t5, None),
+    Spec("timm convnext_tiny", "timm", _timm("convnext_tiny", "convnext_atto"), None),
+    Spec("timm efficientnet_b0", "timm", _timm("efficientnet_b0", "efficientnet_b0"), None),
+    Spec("torchvision densenet121", "torchvision", tv_densenet121, None),
 ]
 
 
