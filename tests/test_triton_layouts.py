@@ -133,6 +133,18 @@ def test_lm_head_results_read_in_the_graph_are_computed_into_padded_rows(forced,
     assert layouts.row_class_plan(16, 1001, torch.float32) == (4, 3, 992, 10)
 
 
+def test_returned_matmul_of_a_row_major_weight_is_padded_and_stored_once(forced, poisoned):
+    """`x @ (w * 2)` with w [K, N] row-major: b is no column-major matrix, so the returned result
+    takes the padded path, and b is stored once, with padded rows."""
+    def fn(x, w):
+        return x @ (w * 2)
+    args = t(24, 32), t(32, 1001)
+    assert_same(dl.capture(fn, backend="triton")(*args), fn(*args))
+    source = wrapper_source()
+    assert source.count("kernel") == 2 and "empty_strided((32, 1004), (1004, 1)" in source, source
+    assert "empty_strided((24, 1004), (1004, 1)" in source, source
+
+
 @pytest.mark.parametrize("n", [1001, 1002, 1003, 1005, 1009, 1011, 1014])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_returned_lm_head_with_misaligned_rows_of_every_residue(forced, poisoned, n, dtype):

@@ -387,8 +387,10 @@ class GraphLowering:
             return None
         (m, k), n = a.sizes, b.sizes[1]
         plan = layouts.row_class_plan(m, n, meta.dtype)
-        if plan is None or not layouts.needs_padding((m, n), meta.dtype) \
-                or layouts.misaligned_matrix(a.sizes, self._operand_strides(a), 0, a.dtype):
+        if plan is None or not layouts.needs_padding((m, n), meta.dtype):
+            return None
+        (_, ua), (ub, _) = self._operand_strides(a), self._operand_strides(b)
+        if ua != 1 or ub != 1:              # (checked before either is stored: padding stores them otherwise)
             return None
         a, b = self._matmul_operand(a), self._matmul_operand(b)
         (sa, ua), (ub, sb) = a.layout[1], b.layout[1]

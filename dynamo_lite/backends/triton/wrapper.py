@@ -29,6 +29,7 @@ from typing import Any, Optional, Union
 
 import torch
 
+from . import layouts
 from .codegen import KernelSource
 from .graph_lowering import TRUSTED_LAYOUT, GraphLowering
 from .host_math import RUNTIME, HostMath
@@ -113,7 +114,7 @@ def _current_cuda_device():
 def _reads_only(target) -> bool:
     """Does the extern call only read its tensor arguments, and return no alias of them? Then
     its operands are viewed with `reinterpret` (matmuls, convolutions, attention)."""
-    if target in PYTHON_BINDINGS:
+    if target in PYTHON_BINDINGS or target is layouts.row_class_mm:
         return True
     schema = getattr(target, "_schema", None)
     if schema is None:
