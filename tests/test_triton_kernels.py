@@ -617,6 +617,43 @@ def test_row_tiles_and_row_vectors_can_be_switched_off(monkeypatch):
         assert not _tiled(info) and not _row_vectors(info), info.source
 
 
+# -- repeated ops -----------------------------------------------------------------------------
+
+def test_an_attention_mask_sliced_alike_by_each_layer_is_computed_once():
+    """Each layer slices the model's mask the same way before its attention call (an aten call
+    that needs the mask in memory): the slices merge into one value, stored once (not one buffer
+    per layer; in a model the copies were kernels of their own, one per layer)."""
+    def fn(q, k, v, m):
+        mask = (1.0 - m[:, None, None, :]) * -10000.0
+        out = q
+        for _ in range(3):
+            out = F.scaled_dot_product_attention(out, k, v, attn_mask=mask[:, :, :, :k.shape[-2]])
+        return out
+    q, k, v = t(2, 4, 8, 16), t(2, 4, 8, 16), t(2, 4, 8, 16)
+    m = (torch.rand(2, 12, device=DEVICE) > 0.3).float()        # (longer than the keys: a real slice)
+    info = compile_and_check(fn, q, k, v, m, externs=3)
+    assert info.kernel_count == 1 and info.wrapper_source.count("empty_strided((2, 1, 1, 8)") == 1, \
+        info.wrapper_source
+
+
+def test_equal_results_returned_twice_stay_two_tensors_and_random_ones_differ():
+    """Merging repeated ops leaves returned values alone (eager returns two tensors: writing one
+    leaves the other), and never merges random ops."""
+    def fn(x):
+        return x + 1, x + 1, (x * 2).t(), (x * 2).t()
+    x = t(4, 5)
+    compiled = triton_backend(torch.fx.symbolic_trace(fn), [x])
+    a, b, c, d = compiled(x)
+    assert a.data_ptr() != b.data_ptr() and c.data_ptr() != d.data_ptr()
+    a.add_(1)
+    torch.testing.assert_close(b, x + 1)
+
+    def noise(x):
+        return torch.rand_like(x) + x, torch.rand_like(x) + x
+    r1, r2 = triton_backend(torch.fx.symbolic_trace(noise), [x])(x)
+    assert not torch.equal(r1, r2)
+
+
 # -- max pooling ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kernel, stride, padding, dilation, ceil_mode", [

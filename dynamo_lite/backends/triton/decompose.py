@@ -7,6 +7,8 @@ graph input, and `torch._C._set_grad_enabled` calls and autocast switches (`runt
 dispatched under autocast, so its casts are recorded as explicit `_to_copy` ops. Composite ops go through the decomposition table below (torch._decomp entries plus our
 own `native_layer_norm`, which emits `var_mean` instead of prims, and `_foreach_*` ops, one op per
 tensor) so the lowering table stays small. The few in-place ops decompositions leave behind are rewritten to their functional form.
+Repeated pure ops of the same arguments are then merged (`merge_repeated_ops`: the same slice of
+one attention mask taken by every layer is stored once, not once per layer).
 """
 from __future__ import annotations
 
@@ -161,6 +163,7 @@ def to_aten(gm: torch.fx.GraphModule, example_inputs: list) -> torch.fx.GraphMod
         traced = make_fx(torch.func.functionalize(run), decomposition_table=decomposition_table(),
                          tracing_mode="fake", _allow_non_fake_inputs=True)(*inputs)
     functionalize_leftovers(traced)
+    merge_repeated_ops(traced)
     traced.graph.eliminate_dead_code()
     traced.recompile()
     return traced
@@ -182,9 +185,66 @@ def from_aten(gm: torch.fx.GraphModule, example_inputs: list) -> torch.fx.GraphM
     with torch.no_grad(), torch._guards.tracing(None):
         FakeTensorProp(gm, mode).propagate(*inputs)
     functionalize_leftovers(gm)
+    merge_repeated_ops(gm)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm
+
+
+#: what a pure op may not be tagged with: its result differs between two calls
+_IMPURE_TAGS = (torch.Tag.nondeterministic_seeded,)
+
+
+def _pure(target) -> bool:
+    """An aten op whose result depends on its arguments alone: writes none of them, draws no
+    random numbers."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    schema = target._schema
+    return not schema.is_mutable and not any(tag in target.tags for tag in _IMPURE_TAGS) \
+        and not any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
+def _key(x):
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, *map(_key, x))
+    if isinstance(x, dict):
+        return ("dict", *((k, _key(v)) for k, v in sorted(x.items())))
+    if isinstance(x, float) and x != x:
+        raise TypeError("NaN")                  # (never equal to itself: no merge)
+    hash(x)
+    return (type(x).__name__, x)
+
+
+def merge_repeated_ops(gm: torch.fx.GraphModule) -> None:
+    """Nodes that apply the same pure op to the same arguments become one: each layer of a
+    transformer slices the model's one attention mask the same way, and an attention mask is an
+    argument of an aten call, so every copy of the slice would be computed by a kernel of its own.
+    Values that are returned, or viewed by a returned value, are left alone (two outputs that eager
+    returns as two tensors stay two)."""
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    returned, todo = set(), [a for a in output.all_input_nodes]
+    while todo:                                 # the outputs and what they view
+        n = todo.pop()
+        if n in returned:
+            continue
+        returned.add(n)
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) \
+                and n.target._schema.returns and n.target._schema.returns[0].alias_info is not None:
+            todo.extend(n.all_input_nodes)
+    first: dict = {}
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node in returned or not _pure(node.target):
+            continue
+        try:
+            key = (node.target, _key(node.args), _key(node.kwargs))
+        except TypeError:
+            continue
+        if key in first:
+            node.replace_all_uses_with(first[key])
+            gm.graph.erase_node(node)
+        else:
+            first[key] = node
 
 
 #: `a |= b` on tensors calls aten::__ior__, which functionalization rejects: use the method
