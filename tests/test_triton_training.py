@@ -57,6 +57,30 @@ def test_backward_runs_no_dead_copy_of_the_attention_forward():
     assert all(attention_ops(g, False) == 0 for g in backward_parts), [g.extern_ops for g in backward_parts]
 
 
+@pytest.mark.parametrize("view", ["whole", "slice"])
+def test_outputs_viewing_one_another_share_memory_in_a_training_graph(view):
+    """A graph with parameters that need gradients goes through AOTAutograd (whose graphs' nodes
+    carry `val`, not our `example_value`); values it computes under no_grad and returns as views
+    of one another come out sharing memory as in eager (a fuzzer-found mismatch: they came out
+    as separate tensors): a value and its reshape, or two equal views of a value not returned."""
+    lin = nn.Linear(3, 3).to(DEVICE)
+
+    def fn(x):
+        with torch.no_grad():
+            y = torch.tanh(lin(x))
+        v = y if view == "whole" else y[:, 1:]
+        return v.reshape(3, -1), v, lin(x).sum()
+    x = torch.randn(3, 3, device=DEVICE)
+    got, want = dl.capture(fn, backend="triton")(x), fn(x)
+    assert want[0].data_ptr() == want[1].data_ptr()
+    assert got[0].data_ptr() == got[1].data_ptr()
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+        assert g.stride() == w.stride()
+    got[1].mul_(2)
+    torch.testing.assert_close(got[0], want[0] * 2)
+
+
 def test_training_a_model_twice_keeps_gradients():
     """The forward part returns inputs as saved tensors (passed through, no per-call alias)."""
     torch.manual_seed(0)

@@ -309,7 +309,9 @@ def _in_layouts(result, strides: list):
 def _compile(gm, example_inputs, free_outputs: frozenset = frozenset(), recording: bool = False,
              aten: bool = False):
     aten_gm = from_aten(gm, example_inputs) if aten else to_aten(gm, example_inputs)
-    views = _output_views(gm)
+    # (an output whose layout is ours, an activation saved for the backward, is never remade as a
+    # view: the backward was compiled for the strides the lowering reports for it)
+    views = [v for v in _output_views(gm) if v[0] not in free_outputs and v[1] not in free_outputs]
     lowering = GraphLowering(aten_gm, example_inputs, free_outputs, {v[0]: v[1] for v in views}).run()
     keep = {o.layout[0].name for o in lowering.outputs if getattr(o, "layout", None) is not None}
     items = []
@@ -386,9 +388,9 @@ def _output_views(gm) -> list[tuple]:
     outs = output.args[0] if isinstance(output.args[0], (tuple, list)) else None
     if not outs:
         return []
-    examples = [o.meta.get("example_value") if isinstance(o, torch.fx.Node) else None for o in outs]
+    examples = [_example(o) if isinstance(o, torch.fx.Node) else None for o in outs]
     from ...graph_builder import storage_key
-    inputs = {storage_key(n.meta.get("example_value")) for n in gm.graph.nodes if n.op == "placeholder"}
+    inputs = {storage_key(_example(n)) for n in gm.graph.nodes if n.op == "placeholder"}
     keys = [storage_key(ev) if _static_tensor(ev) else None for ev in examples]
     bases = {key: _base_output([i for i, k in enumerate(keys) if k == key], examples)
              for key in set(keys) - inputs - {None}}
@@ -426,10 +428,18 @@ def _outputs_viewing_outputs(call, views: list[tuple], gm) -> Callable:
     return run
 
 
+def _example(node: torch.fx.Node):
+    """A node's fake value: our capture's `example_value`, or an aten graph's `val` (AOTAutograd's
+    forward and backward graphs)."""
+    value = node.meta.get("example_value")
+    return node.meta.get("val") if value is None else value
+
+
 def _base_output(positions: list[int], examples: list) -> Optional[int]:
     """Of outputs sharing memory, the one whose buffer holds all the memory the others reach: an
     output that is no view, else (all views of a tensor the graph does not return: `t =
-    torch.tensor(0.25).unsqueeze(0); return t, t[0]`) a dense one spanning the others' ranges.
+    torch.tensor(0.25).unsqueeze(0); return t, t[0]`) a dense one spanning the others' ranges,
+    else the first where all are the same view (`v = x[:, 1:]; return v.reshape(3, -1), v`).
     None where there is none."""
     owners = [i for i in positions if not examples[i]._is_view()]
     if owners:
@@ -442,7 +452,8 @@ def _base_output(positions: list[int], examples: list) -> Optional[int]:
         if hi - lo == examples[i].numel() and \
                 all(lo <= span(examples[j])[0] and span(examples[j])[1] <= hi for j in positions):
             return i
-    return None
+    layouts = {(tuple(examples[i].shape), examples[i].stride(), examples[i].storage_offset()) for i in positions}
+    return positions[0] if len(layouts) == 1 else None
 
 
 def _static_tensor(t) -> bool:
