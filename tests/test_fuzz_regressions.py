@@ -7,7 +7,8 @@ A header line `# xfail: <reason>` marks a bug that is still open: the test is th
 xfail(strict=True), so it flips to a failure when the bug is fixed. Delete that line then.
 `# xfail-python: 3.12` limits the xfail to that Python version, `# xfail-device: cpu` to runs on that
 device.
-`# backend: triton` runs the program with the triton backend (on CUDA when there is a GPU),
+`# backend: triton` runs the program with the triton backend (on CUDA when there is a GPU, else
+under Triton's interpreter: triton_env sets TRITON_INTERPRET=1 before anything imports triton),
 skipped where that backend cannot run; the default is the eager backend.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import triton_env  # noqa: F401  (first: without a GPU, triton-backend programs run interpreted)
 from fuzz.driver import REGRESSIONS_DIR, header, strip_header
 from fuzz.oracle import triton_runnable
 from fuzz.worker import Worker
