@@ -340,9 +340,23 @@ def _other_objects_but_the_in_place_result(outs):
     assert w is not a and b is a and w.data_ptr() == a.data_ptr()
 
 
+def _a_reshaped_reduction(x):
+    m = x.min()
+    return m.flatten(), m, m.reshape(1, 1)
+
+
+def _the_reduction_shared_in_its_shapes(outs):
+    flat, m, square = outs
+    assert flat.shape == (1,) and m.shape == () and square.shape == (1, 1)
+    assert flat.data_ptr() == m.data_ptr() == square.data_ptr()
+    m.fill_(5.0)
+    assert flat.tolist() == [5.0] and square.tolist() == [[5.0]]
+
+
 @pytest.mark.parametrize("fn, shared", [(_outputs_that_view_outputs, _write_through_the_base),
                                         (_outputs_viewing_a_tensor_not_returned, _write_through_the_widest),
-                                        (_a_view_that_changes_nothing, _other_objects_but_the_in_place_result)])
+                                        (_a_view_that_changes_nothing, _other_objects_but_the_in_place_result),
+                                        (_a_reshaped_reduction, _the_reduction_shared_in_its_shapes)])
 def test_outputs_that_view_one_another_share_memory(fn, shared):
     """Eager returns `m[0]` and `m.unsqueeze(0)` as views of `m`: the compiled graph's results are
     remade as those views of its `m`, so writing into one shows in the others, as in eager. When
@@ -350,7 +364,9 @@ def test_outputs_that_view_one_another_share_memory(fn, shared):
     s.unsqueeze(0); return t, t[0]`: a fuzzed program), the one spanning the others' memory is
     the base. `w = a.view(-1)` of a 1-d `a`, both returned: the kernels make one buffer, eager two
     tensor objects sharing it (a fuzzed program: `w is a` held in ours); an in-place op's result,
-    which eager returns as its input object itself, stays that object."""
+    which eager returns as its input object itself, stays that object. `m.flatten()` beside a
+    0-d `m`: the kernels return m's buffer for both, remade in the view's shape (a fuzzed
+    program: it came out 0-d, so its `tolist()` was a float)."""
     triton_backend_module.recent.clear()
     x = torch.randn(3, 4, device=DEVICE)
     expected = fn(x)
