@@ -417,16 +417,12 @@ def _outputs_viewing_outputs(call, views: list[tuple], gm) -> Callable:
     def run(*args):
         result = list(call(*args))
         for i, b, size, stride, offset, same_object in views:
+            # the base's result itself where eager returns the base object (an in-place op's
+            # result), else its view as eager makes it: whatever the kernels returned there (a
+            # buffer of its own, the base's buffer object, or that buffer in the base's shape:
+            # `x.min().flatten()` beside `x.min()`)
             base = result[b]
-            # a buffer of its own, the base's buffer object itself where eager returns another
-            # tensor object (a view that changes nothing, `a.view(-1)` of a 1-d a), or the base's
-            # buffer in the base's shape (`x.min().flatten()` beside `x.min()`); where the
-            # kernels return one buffer of what eager shares (an in-place op's result): kept
-            mine = result[i]
-            if mine.untyped_storage().data_ptr() != base.untyped_storage().data_ptr() or \
-                    (mine is base and not same_object) or tuple(mine.shape) != size or mine.stride() != stride \
-                    or mine.storage_offset() != base.storage_offset() + offset:
-                result[i] = base.as_strided(size, stride, base.storage_offset() + offset)
+            result[i] = base if same_object else base.as_strided(size, stride, base.storage_offset() + offset)
         return structure(result)
     return run
 

@@ -44,8 +44,8 @@ class GraphLowering:
                  view_outputs: Optional[dict[int, int]] = None):
         self.gm = gm
         self.example_inputs = example_inputs
-        # output position -> the output it is a view of in eager (backend._output_views): given
-        # that output's buffer, not computed
+        # output position -> the output it is a view of in eager (backend._output_views; never a
+        # free output): given that output's buffer, not computed
         self.view_outputs = dict(view_outputs or {})
         # output positions whose layout is ours to choose (the activations a training forward
         # saves for its backward: AOTAutograd compiles the backward with the strides reported
@@ -190,8 +190,7 @@ class GraphLowering:
 
     def run(self) -> "GraphLowering":
         placeholder_index = 0
-        returned = {n for i, n in enumerate(graph_outputs(self.gm)) if i not in self.free_outputs}
-        self._returned = returned
+        returned = self._returned = {n for i, n in enumerate(graph_outputs(self.gm)) if i not in self.free_outputs}
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 self.env[node] = self._placeholder(self.example_inputs[placeholder_index], placeholder_index)
@@ -583,7 +582,7 @@ class GraphLowering:
         mutated_into = {id(src): dst for dst, src in self._mutations}
         written = {dst.layout[0].name for dst, _ in self._mutations}
         self.outputs = [None] * len(values)
-        views = {i: b for i, b in self.view_outputs.items() if i not in self.free_outputs and b not in self.free_outputs}
+        views = self.view_outputs              # (none involves a free output: backend._compile)
         for i in [k for k in range(len(values)) if k not in views] + sorted(views):
             n, v = fx_nodes[i], values[i]
             if i in views and isinstance(self.outputs[views[i]], Value):

@@ -345,21 +345,20 @@ def lower_max_pool2d(lw, node, x, kernel_size, stride=(), padding=0, dilation=1,
 def lower_avg_pool2d(lw, node, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                      divisor_override=None):
     """Each output element sums its window as eager's kernel does (in fp32 for 16-bit inputs,
-    rows then columns, positions outside the input skipped) and divides by eager's divisor,
-    IEEE-rounded: `divisor_override`, else the window's positions inside the padded input
-    (`count_include_pad`) or inside the input itself, counted per output element where padding
-    or ceil_mode make windows differ (kh * kw otherwise). A pointwise value, fused like max
-    pooling's (a costly producer stored first)."""
+    rows then columns, positions outside the input skipped) and divides by eager's divisor
+    (`_avg_divisor`), IEEE-rounded. A pointwise value, fused like max pooling's (a costly
+    producer stored first)."""
     meta = out_meta(node)
     if x.ndim != 4:
         raise NotLowerable("avg_pool2d of an unbatched input")
-    kh, kw, _, _, sh, sw, ph, pw = _window(kernel_size, stride, padding, 1)
+    window = _window(kernel_size, stride, padding, 1)
+    kh, kw, _, _, sh, sw, ph, pw = window
     x = _once_if_costly(lw, x)
     height, width = x.sizes[2], x.sizes[3]
     acc = compute_dtype(meta.dtype)
 
-    def window(idx):
-        total, count = const(0.0, acc), None
+    def pooled(idx):
+        total = const(0.0, acc)
         for i in range(kh):
             h = idx[2] * sh + (i - ph)
             for j in range(kw):
@@ -367,16 +366,30 @@ def lower_avg_pool2d(lw, node, x, kernel_size, stride=(), padding=0, ceil_mode=F
                 inside = binary(Op.AND, _in_range(h, 0, height), _in_range(w, 0, width))
                 v = _masked(x, (idx[0], idx[1], h, w), inside, acc, (2, 3))
                 total = binary(Op.ADD, total, where(inside, v, const(0.0, acc)))
-                counted = inside if not count_include_pad else binary(
-                    Op.AND, _in_range(h, -ph, height + ph), _in_range(w, -pw, width + pw))
-                one = cast(counted, acc)
-                count = one if count is None else binary(Op.ADD, count, one)
-        if divisor_override:
-            count = const(float(divisor_override), acc)
-        elif ph == pw == 0 and not ceil_mode:
-            count = const(float(kh * kw), acc)            # every window inside the input
-        return cast(binary(Op.DIV, total, count), meta.dtype)
-    return lazy(tuple(meta.shape), meta.dtype, meta.device, window)
+        divisor = _avg_divisor(idx[2], idx[3], window, (height, width), ceil_mode, count_include_pad,
+                               divisor_override, acc)
+        return cast(binary(Op.DIV, total, divisor), meta.dtype)
+    return lazy(tuple(meta.shape), meta.dtype, meta.device, pooled)
+
+
+def _avg_divisor(oh, ow, window, plane, ceil_mode, count_include_pad, divisor_override, acc) -> Expr:
+    """Eager's divisor of average-pooling window (oh, ow): `divisor_override`, else the window's
+    positions inside the padded input (`count_include_pad`) or inside the input itself, along
+    each dim; kh * kw where padding and ceil_mode leave every window inside the input."""
+    kh, kw, _, _, sh, sw, ph, pw = window
+    if divisor_override:
+        return const(float(divisor_override), acc)
+    if ph == pw == 0 and not ceil_mode:
+        return const(float(kh * kw), acc)
+
+    def extent(o, step, pad, k, size):
+        lo = binary(Op.SUB, binary(Op.MUL, index_expr(o), const(step, torch.int64)), const(pad, torch.int64))
+        hi = binary(Op.MIN, binary(Op.ADD, lo, const(k, torch.int64)), const(size + pad, torch.int64))
+        if count_include_pad:
+            return binary(Op.SUB, hi, lo)
+        return binary(Op.SUB, binary(Op.MIN, hi, const(size, torch.int64)), binary(Op.MAX, lo, const(0, torch.int64)))
+    height, width = plane
+    return cast(binary(Op.MUL, extent(oh, sh, ph, kh, height), extent(ow, sw, pw, kw, width)), acc)
 
 
 @register(aten.max_pool2d_with_indices_backward.default)
@@ -403,25 +416,13 @@ def lower_avg_pool2d_backward(lw, node, grad, x, kernel_size, stride, padding, c
     quotient rounded as eager's kernel rounds it, in its order."""
     if x.ndim != 4 or grad.ndim != 4:
         raise NotLowerable("avg_pool2d backward of an unbatched input")
-    kh, kw, _, _, sh, sw, ph, pw = window = _window(kernel_size, stride, padding, 1)
+    window = _window(kernel_size, stride, padding, 1)
     grad = _once_if_costly(lw, grad)
     acc = compute_dtype(out_meta(node).dtype)
-    height, width = x.sizes[2], x.sizes[3]
-
-    def extent(o, step, pad, k, size):
-        """How many of window `o`'s positions along one dim its divisor counts."""
-        lo = binary(Op.SUB, binary(Op.MUL, index_expr(o), const(step, torch.int64)), const(pad, torch.int64))
-        hi = binary(Op.MIN, binary(Op.ADD, lo, const(k, torch.int64)), const(size + pad, torch.int64))
-        if count_include_pad:
-            return binary(Op.SUB, hi, lo)
-        return binary(Op.SUB, binary(Op.MIN, hi, const(size, torch.int64)),
-                      binary(Op.MAX, lo, const(0, torch.int64)))
+    plane = (x.sizes[2], x.sizes[3])
 
     def term(at, cond, here):
-        if divisor_override:
-            divisor = const(float(divisor_override), acc)
-        else:
-            divisor = cast(binary(Op.MUL, extent(at[2], sh, ph, kh, height), extent(at[3], sw, pw, kw, width)), acc)
+        divisor = _avg_divisor(at[2], at[3], window, plane, ceil_mode, count_include_pad, divisor_override, acc)
         return where(cond, binary(Op.DIV, _masked(grad, at, cond, acc, (2, 3)), divisor), const(0, acc))
     return _window_gradient(lw, node, x, grad, window, term)
 
