@@ -6,6 +6,13 @@ so gradients are eager's by construction. Before emitting it, the forward is tra
 print, a `.item()`, a write to a global or an in-place change of an input makes the call a graph
 break, exactly as before. The speculative nodes are then erased; the guards it added stay (they
 are conservative).
+
+Where nothing the forward computes requires grad (under `torch.no_grad()`, or inputs and
+parameters that do not require grad), autograd records nothing, so `apply` is its forward: the
+speculative nodes are kept as the call's result (plain graph ops a backend can fuse; backends
+that retrace with functorch's `functionalize` cannot run an `autograd.Function` that lacks
+`setup_context`, as BLOOM's GeLU). A forward returning one of its inputs itself keeps the call
+node: eager returns a fresh alias of it there.
 """
 from __future__ import annotations
 
@@ -41,14 +48,41 @@ def _apply(frame, args: list, kwargs: dict):
 
 
 def apply(frame, cls: type, args: list, kwargs: dict) -> Value:
-    """`cls.apply(*args)` as one graph node, once the forward is known to be plain tensor work."""
+    """`cls.apply(*args)` as one graph node, once the forward is known to be plain tensor work;
+    its forward's ops where autograd records nothing."""
     function_modes.refuse_under_mode(frame, f"{cls.__name__}.apply")
     if kwargs:
         raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.apply with keyword arguments")
     if not all(_is_graph_arg(a) for a in args):
         raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.apply with a non-tensor, non-constant argument")
-    _check_forward(frame, cls, args)
-    return frame.tracer.graph.call("call_function", _apply_of(cls), tuple(args), {})
+    tracer = frame.tracer
+    grad_enabled = tracer.graph.grad_enabled
+    records = grad_enabled and any(_requires_grad(a) for a in args)
+    before = _State.of(tracer)
+    try:
+        if not records:
+            tracer.set_grad_enabled(False)    # eager runs every forward under no_grad
+        output = _trace_forward(frame, cls, args)
+    finally:
+        tracer.set_grad_enabled(grad_enabled)
+    new_nodes = before.nodes_since(tracer.graph)
+    if not records and not _returns_an_input(output, args):
+        return output
+    for node in reversed(new_nodes):
+        if node.op != "placeholder":          # an input first read by forward stays an (unused) input
+            tracer.graph.graph.erase_node(node)
+    return tracer.graph.call("call_function", _apply_of(cls), tuple(args), {})
+
+
+def _requires_grad(v: Value) -> bool:
+    """Eager's test for recording a backward: a tensor argument itself (not one inside a list)
+    that requires grad, in grad mode."""
+    return v.is_graph_value and bool(getattr(v.example, "requires_grad", False))
+
+
+def _returns_an_input(output: Value, args: list) -> bool:
+    returned = output.items if isinstance(output, SeqValue) else [output]
+    return any(r is a for r in returned for a in args)
 
 
 def _apply_of(cls):
@@ -75,7 +109,9 @@ def _user_static(cls, name):
     return fn
 
 
-def _check_forward(frame, cls, args):
+def _trace_forward(frame, cls, args) -> Value:
+    """The forward traced into the graph with a stand-in ctx, its result; a graph break where it
+    is more than tensor work."""
     forward = _user_static(cls, "forward")
     if forward is None:
         raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.forward is not a Python staticmethod")
@@ -83,10 +119,9 @@ def _check_forward(frame, cls, args):
     tracer = frame.tracer
     graph = tracer.graph
     state = _State.of(tracer)
-    ctx = NewObjectValue(FunctionCtx, {"needs_input_grad": Const(tuple(
-        a.is_graph_value and getattr(a.example, "requires_grad", False) for a in args))})
+    ctx = NewObjectValue(FunctionCtx, {"needs_input_grad": Const(tuple(_requires_grad(a) for a in args))})
     if setup_context is None:
-        FunctionValue(forward).call(frame, [ctx, *args], {})
+        output = FunctionValue(forward).call(frame, [ctx, *args], {})
     else:
         output = FunctionValue(forward).call(frame, list(args), {})
         FunctionValue(setup_context).call(frame, [ctx, SeqValue(args, tuple), output], {})
@@ -95,9 +130,7 @@ def _check_forward(frame, cls, args):
         raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.forward changes a tensor in place")
     if not state.unchanged(tracer):
         raise Unsupported(breaks.UNKNOWN_CALL, f"{cls.__name__}.forward has side effects")
-    for node in reversed(new_nodes):
-        if node.op != "placeholder":          # an input first read by forward stays an (unused) input
-            graph.graph.erase_node(node)
+    return output
 
 
 def _writes_outside(graph, new_nodes: list) -> bool:

@@ -199,6 +199,66 @@ def test_dann_module_gradients_match_eager():
         torch.testing.assert_close(b.grad, a.grad, msg=lambda m: f"{name}.grad: {m}")
 
 
+OUTSIDE_WEIGHT = torch.tensor([1.5, -2.0, 0.5], requires_grad=True)
+
+
+class GradModeReadingFn(torch.autograd.Function):
+    """A forward that reads grad mode (eager runs every forward under no_grad) and multiplies by a
+    parameter from outside (whose gradient never flows through apply); no setup_context, the
+    style functorch's `functionalize` refuses."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        scale = 3.0 if torch.is_grad_enabled() else 2.0
+        return (x * OUTSIDE_WEIGHT * scale).tanh()
+
+    @staticmethod
+    def backward(ctx, g):
+        raise AssertionError("never called: no input requires grad")
+
+
+class ReturnsItsInputFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+@pytest.mark.parametrize("grad_mode", [False, True], ids=["no_grad", "grad_enabled"])
+def test_autograd_function_recording_nothing_is_its_forward_in_the_graph(grad_mode):
+    """No input requires grad (or grad mode is off): eager's apply records no backward, so the
+    graph holds the forward's own ops (no apply node a backend must retrace), run under no_grad as
+    eager runs it: the output does not require grad although the outside weight does."""
+    def fn(x):
+        with torch.set_grad_enabled(grad_mode):
+            y = GradModeReadingFn.apply(x + 1)
+            return y * 2, y.requires_grad, torch.is_grad_enabled()
+
+    result = check(fn, torch.randn(3), graphs=1)
+    assert result.eager.value[1] is False
+    names = [getattr(n.target, "__name__", str(n.target)) for n in result.backend.call_nodes(0)]
+    assert not any(name.endswith("_apply") for name in names), names
+    assert "tanh" in names, names
+
+
+def test_autograd_function_returning_its_input_recording_nothing_stays_an_apply_call():
+    """Eager returns a fresh alias of the input there (not the input itself): a write through it
+    changes the input, and `is` says False."""
+    def fn(x):
+        with torch.no_grad():
+            y = ReturnsItsInputFn.apply(x)
+            y.add_(1)
+            return y, y is x
+
+    result = check(fn, torch.randn(3), graphs=None)
+    assert result.eager.value[1] is False
+    assert any(getattr(n.target, "__name__", "").endswith("_apply") for n in result.backend.call_nodes(0))
+
+
 def test_autograd_function_that_prints_is_a_graph_break():
     def fn(x):
         return PrintingFn.apply(x + 1) - 1

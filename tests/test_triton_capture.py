@@ -462,3 +462,37 @@ def test_an_integer_power_of_a_constant_is_that_power():
     got = dl.capture(_integer_powers_of_a_constant, backend="triton")()
     for e, g in zip(expected, got):
         torch.testing.assert_close(g, e)
+
+
+class _TanhGelu(torch.autograd.Function):
+    """BLOOM's GeLU style: ctx-taking forward, no setup_context (functorch's functionalize, which
+    the backend retraces with, refuses to run such a Function)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * torch.sigmoid(1.702 * x)        # deliberately not gelu's: shows whose backward ran
+
+
+def test_autograd_function_under_no_grad_is_lowered_and_with_grad_keeps_its_backward():
+    lin = nn.Linear(16, 16).to(DEVICE)
+
+    def fn(x):
+        return _TanhGelu.apply(lin(x)).sum(-1)
+
+    x = torch.randn(4, 16, device=DEVICE)
+    with torch.no_grad():
+        graphs = check_capture(fn, x)
+    assert graphs[0].kernel_count >= 1
+    triton_backend_module.recent.clear()
+    dl.reset()
+    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    fn(xe).sum().backward()
+    dl.capture(fn, backend="triton")(xc).sum().backward()
+    torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-4, atol=1e-5)
+    assert all(g.fallback_reason is None for g in compiled_graphs()), [g.fallback_reason for g in compiled_graphs()]
