@@ -9,17 +9,20 @@ Every test compiles a `torch.fx.symbolic_trace` graph with `triton_backend`, com
 mutated inputs with eager (`compile_and_check`) and asserts the op was lowered (no aten call left,
 the kernel count where it fuses with its neighbours); what stays an aten call (fp16 destinations,
 float scatters under deterministic algorithms, index_put along dims that are not one in memory)
-is asserted as well. On a machine without a GPU the kernels run under Triton's interpreter (TRITON_INTERPRET=1, set by triton_env).
+is asserted as well. `F.interpolate`'s nearest and linear modes are gathers at eager's source
+positions. On a machine without a GPU the kernels run under Triton's interpreter (TRITON_INTERPRET=1, set by triton_env).
 """
 import pytest
 import torch.fx
 import torch
+import torch.nn.functional as F
 
 from triton_env import DEVICE, strict   # noqa: F401  (first: sets TRITON_INTERPRET; autouse)
 
 pytest.importorskip("triton")
 
 from test_triton_kernels import compile_and_check, t      # noqa: E402
+from dynamo_lite.backends.triton import triton_backend   # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy, on masked-off lanes
 
@@ -368,3 +371,68 @@ def test_a_scatter_to_repeated_positions_keeps_one_of_their_values():
         compile_and_check(fn, x, i, v, externs=1)              # eager's: deterministic, the last
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+# -- upsampling (F.interpolate): gathers at eager's source positions --------------------------------
+
+
+UPSAMPLE_SIZES = [dict(scale_factor=2), dict(scale_factor=1.5), dict(scale_factor=0.5),
+                  dict(scale_factor=1.1),       # the output as large as the input: CPU eager reads i there
+                  "odd"]
+
+
+def _interpolate(mode, spatial, how, **extra):
+    kw = dict(size=[7, 9, 5][:spatial]) if how == "odd" else how
+    return lambda x: F.interpolate(x * 2, mode=mode, **kw, **extra) + 1
+
+
+@pytest.mark.parametrize("how", UPSAMPLE_SIZES, ids=str)
+@pytest.mark.parametrize("mode, spatial", [("nearest", 1), ("nearest", 2), ("nearest", 3), ("nearest-exact", 2),
+                                           ("nearest-exact", 3)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_nearest_upsampling_is_eagers_to_the_bit_in_one_kernel(mode, spatial, how, dtype):
+    """Nearest and nearest-exact read the positions eager's kernels compute (float32 scale,
+    nearest-exact's product in double), fused with what computes their input and what reads
+    their result: one kernel, no aten call."""
+    torch.manual_seed(0)
+    x = t(2, 3, *[6, 5, 4][:spatial], dtype=dtype)
+    compile_and_check(_interpolate(mode, spatial, how), x, kernels=1, externs=0, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("how", UPSAMPLE_SIZES, ids=str)
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("mode, spatial", [("linear", 1), ("bilinear", 2), ("trilinear", 3)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_linear_upsampling_matches_eager_in_one_kernel(mode, spatial, how, align_corners, dtype):
+    """Source positions as eager's (one FMA): values in [-1, 1] within about one float32 ulp (the
+    blend's own contractions are not eager's), one bfloat16 ulp (CPU eager rounds after each
+    dim), double's rounding for doubles."""
+    torch.manual_seed(0)
+    x = (torch.rand(2, 3, *[6, 5, 4][:spatial], device=DEVICE) - 0.5).to(dtype)
+    tol = {torch.float32: dict(rtol=0, atol=2.5e-7), torch.bfloat16: dict(rtol=8e-3, atol=8e-3),
+           torch.float64: dict(rtol=0, atol=1e-15)}[dtype]
+    fn = (lambda x: F.interpolate(x, mode=mode, align_corners=align_corners, **(
+        dict(size=[7, 9, 5][:spatial]) if how == "odd" else how)))
+    compile_and_check(fn, x, kernels=1, externs=0, **tol)
+
+
+def test_upsampling_keeps_the_input_layout_and_integer_images():
+    """A channels-last input gives a channels-last result, as eager's; nearest reads uint8 images
+    as they are."""
+    x = t(2, 8, 6, 5).to(memory_format=torch.channels_last)
+    for mode in ("nearest", "bilinear"):
+        gm = torch.fx.symbolic_trace(lambda x: F.interpolate(x, scale_factor=2, mode=mode))
+        got, want = triton_backend(gm, [x])(x), gm(x)
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got, want, rtol=0, atol=2.5e-6)
+    image = torch.randint(0, 256, (1, 3, 5, 7), device=DEVICE, dtype=torch.uint8)
+    compile_and_check(lambda x: F.interpolate(x, scale_factor=3), image, kernels=1, externs=0, rtol=0, atol=0)
+
+
+def test_fpn_top_down_merge_is_one_kernel():
+    """A feature pyramid's merge, `relu(lateral + upsample(top))`: the upsampled map is never
+    written. Bicubic stays an aten call."""
+    torch.manual_seed(0)
+    compile_and_check(lambda a, b: torch.relu(a + F.interpolate(b, size=a.shape[-2:], mode="nearest")),
+                      t(2, 8, 12, 10), t(2, 8, 6, 5), kernels=1, externs=0, rtol=0, atol=0)
+    compile_and_check(lambda x: F.interpolate(x, scale_factor=2, mode="bicubic") + 1, t(1, 2, 4, 4), externs=1)

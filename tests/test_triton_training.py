@@ -416,3 +416,16 @@ def test_the_dropout_backward_kernel_is_eagers_bit_for_bit(dtype):
     mask = torch.rand(33, 17, device=DEVICE) > 0.3
     mask[0, 1] = False
     compile_and_check(fn, g, mask, kernels=1, externs=0, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_an_upsampling_trains_with_its_gathers_and_their_backward_lowered(mode):
+    """In training graphs torch decomposes `F.interpolate` into `_unsafe_index` gathers (its
+    backward into index_put additions): both are kernels, no aten call, gradients eager's."""
+    def fn(top, lateral):
+        merged = lateral + F.interpolate(top * 2, scale_factor=2, mode=mode)
+        return merged.relu().square().mean()
+    torch.manual_seed(0)
+    check_training(fn, torch.randn(2, 3, 4, 5, device=DEVICE), torch.randn(2, 3, 8, 10, device=DEVICE))
+    externs = [op for g in triton_backend_module.recent for op in g.extern_ops]
+    assert not any("index" in op or "upsample" in op for op in externs), externs

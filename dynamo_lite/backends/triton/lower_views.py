@@ -566,10 +566,11 @@ def lower_index_select(lw, node, x, dim, index):
     return lazy(tuple(meta.shape), meta.dtype, meta.device, loader)
 
 
-@register(aten.index.Tensor)
+@register(aten.index.Tensor, aten._unsafe_index.Tensor)
 def lower_index(lw, node, x, indices):
     """`x[i]`, `x[:, i]`, `x[i, j]`, `x[torch.arange(b), last]`: advanced indexing by integer
-    tensors, read where the result is used (one gather load however many dims are indexed).
+    tensors, read where the result is used (one gather load however many dims are indexed);
+    `_unsafe_index` (what torch's decompositions of upsampling emit in training graphs) alike.
     Python's rule for where the indexed dims go: the index tensors broadcast together, their
     shape replaces the indexed dims where those are adjacent, else comes first. Negative
     indices count from the end; an index outside reads NaN, 0 in integer and bool tensors (eager
