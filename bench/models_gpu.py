@@ -192,6 +192,23 @@ def tv_densenet121(sizes: Sizes, device):
     return torchvision.models.densenet121(), _images(sizes, 1000, device), _image_loss
 
 
+def hf_segformer(sizes: Sizes, device):
+    from transformers import SegformerConfig, SegformerForSemanticSegmentation
+    config = (SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                              num_attention_heads=[1, 2], decoder_hidden_size=32, strides=[4, 2],
+                              patch_sizes=[7, 3], mlp_ratios=[2, 2]) if sizes.quick
+              else SegformerConfig())                         # mit-b0's sizes
+    images = torch.randn(sizes.batch, 3, sizes.image, sizes.image, device=device)
+    return SegformerForSemanticSegmentation(config), {"pixel_values": images}, None
+
+
+def tv_deeplabv3(sizes: Sizes, device):
+    from torchvision.models import segmentation
+    # (weights_backbone=None: no download, as pretrained=False elsewhere; every other default kept)
+    build = segmentation.deeplabv3_mobilenet_v3_large if sizes.quick else segmentation.deeplabv3_resnet50
+    return build(weights_backbone=None), {"x": _images(sizes, 1, device)["x"]}, None
+
+
 @dataclass
 class Spec:
     name: str               # row name; quick mode builds the tiny variant under the same name
@@ -214,6 +231,9 @@ SPECS = [
     Spec("timm convnext_tiny", "timm", _timm("convnext_tiny", "convnext_atto"), None),
     Spec("timm efficientnet_b0", "timm", _timm("efficientnet_b0", "efficientnet_b0"), None),
     Spec("torchvision densenet121", "torchvision", tv_densenet121, None),
+    # segmentation (eighteenth session): bilinear upsampling of every stage's features / the logits
+    Spec("hf SegformerForSemanticSegmentation (mit-b0)", "transformers", hf_segformer, None),
+    Spec("torchvision deeplabv3_resnet50", "torchvision", tv_deeplabv3, None),
 ]
 
 
