@@ -278,6 +278,41 @@ def test_cat_and_pad_use_masked_loads():
     compile_and_check(fn, t(4, 3), t(4, 5), kernels=2)
 
 
+@pytest.mark.parametrize("dim, start, end, step", [(1, 0, None, 2), (1, 1, None, 2), (0, 1, 6, 3), (-1, 2, 7, 4),
+                                                    (1, 5, None, 2)])
+def test_slice_scatter_with_a_step_is_one_kernel(dim, start, end, step):
+    """`x` with `src` at every step-th position of a slice (the backward of `t[..., ::2]`): one
+    kernel, eager's values (the elements are copies)."""
+    def fn(x, src):
+        return torch.slice_scatter(x * 2, src * 3, dim, start, end, step) + 1
+    x = t(7, 9)
+    sizes = list(x.shape)
+    sizes[dim] = len(range(*slice(start, end, step).indices(x.shape[dim])))
+    compile_and_check(fn, x, t(*sizes), kernels=1, externs=0, rtol=0, atol=0)
+
+
+def test_every_other_element_trains_through_its_strided_backward():
+    """GPT-J / CodeGen's `rotate_every_two`: `x[..., ::2]` and `x[..., 1::2]` stacked; the backward
+    scatters into every other element (slice_scatter with a step), lowered, no aten call."""
+    import dynamo_lite as dl
+    from dynamo_lite.backends.triton import backend as backend_module
+
+    def rotate_every_two(x):
+        return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+
+    def fn(x):
+        return (rotate_every_two(x * 3) * x).sum()
+    x = t(2, 3, 8)
+    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    fn(xe).backward()
+    backend_module.recent.clear()
+    dl.reset()
+    dl.capture(fn, backend="triton")(xc).backward()
+    torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-6, atol=1e-6)
+    externs = [op for g in backend_module.recent for op in g.extern_ops]
+    assert "aten.slice_scatter.default" not in externs, externs
+
+
 def test_split_chunk_select_slice():
     def fn(x):
         a, b = x.chunk(2, -1)

@@ -4,7 +4,7 @@ of their own.
 `view`/`permute`/`expand`/`slice`/`select`/... rewrite the index a value is read at (values.py),
 as `flip` does (a negative step: never a view of a buffer, computed where it is used);
 `cat`, `constant_pad_nd`, `select_scatter` and `slice_scatter` become pointwise values whose loads
-are masked to the part of the output each input covers, `max_pool2d` one that scans its window
+are masked to the part of the output each input covers (a slice_scatter with a step gathers), `max_pool2d` one that scans its window
 (`avg_pool2d` one that sums it);
 `embedding`, `gather`, `index_select` and advanced indexing read the position each index names
 (a data-dependent index: ir.gather_var), where their result is used. An index outside the tensor
@@ -207,16 +207,34 @@ def lower_select_scatter(lw, node, x, src, dim, index):
 def lower_slice_scatter(lw, node, x, src, dim=0, start=None, end=None, step=1):
     meta = out_meta(node)
     dim = dim % x.ndim
-    if step != 1:
-        raise NotLowerable("slice_scatter with a step")
     size = x.sizes[dim]
     lo = V._clamp_index(start, size, 0)
+    if step != 1:
+        return _strided_slice_scatter(x, src, dim, lo, step, meta)
     hi = lo + src.sizes[dim]
 
     def loader(idx):
         cond = _in_range(idx[dim], lo, hi)
         local = idx[:dim] + (idx[dim] + (-lo),) + idx[dim + 1:]
         return where(cond, _masked(src, local, cond, meta.dtype, (dim,)), cast(x.load(idx), meta.dtype))
+    return lazy(x.sizes, meta.dtype, meta.device, loader)
+
+
+def _strided_slice_scatter(x: Value, src: Value, dim: int, lo: int, step: int, meta) -> Value:
+    """`x` with `src` at positions lo, lo + step, ... along `dim` (the backward of `t[..., ::2]`,
+    GPT-J's and CodeGen's rotary halves): where `(i - lo) % step == 0` inside the slice, src's
+    element `(i - lo) // step` (a gather: not an affine index), else x's."""
+    count = src.sizes[dim]
+    if count == 0:
+        return lazy(x.sizes, meta.dtype, meta.device, lambda idx: cast(x.load(idx), meta.dtype))
+
+    def loader(idx):
+        offset = binary(Op.SUB, index_expr(idx[dim]), const(lo, torch.int64))
+        inside = binary(Op.AND, _in_range(idx[dim], lo, lo + (count - 1) * step + 1),
+                        binary(Op.EQ, binary(Op.FMOD, offset, const(step, torch.int64)), const(0, torch.int64)))
+        position = binary(Op.IDIV, offset, const(step, torch.int64))
+        at = tuple(None if k == dim else v for k, v in enumerate(idx))
+        return where(inside, _read_at(src, at, {dim: position}, meta.dtype), cast(x.load(idx), meta.dtype))
     return lazy(x.sizes, meta.dtype, meta.device, loader)
 
 
