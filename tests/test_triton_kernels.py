@@ -313,6 +313,25 @@ def test_every_other_element_trains_through_its_strided_backward():
     assert "aten.slice_scatter.default" not in externs, externs
 
 
+@pytest.mark.parametrize("shifts, dims", [(3, 1), ((-2, 5), (1, 2)), ((2, 2), (2, 2)), (0, 0), (-13, -1)])
+def test_roll_is_masked_loads_in_the_kernel_reading_it(shifts, dims):
+    """Swin's shifted windows: `torch.roll` of a computed value, rolled and reduced in one kernel."""
+    def fn(x):
+        y = torch.roll(x * 2, shifts, dims)
+        return y + 1, y.sum(-1)
+    compile_and_check(fn, t(2, 5, 7), kernels=1, externs=0, rtol=0, atol=1e-5)
+
+
+def test_adaptive_avg_pool1d_of_a_transposed_sequence_is_one_kernel():
+    """Swin's pooler (transformers): `AdaptiveAvgPool1d(1)` over `h.transpose(1, 2)` leaves an
+    `as_strided` restating the mean's own layout after functionalization: read as it is, no aten
+    call. An `as_strided` that reads other memory stays one."""
+    def fn(h):
+        return torch.flatten(F.adaptive_avg_pool1d(h.transpose(1, 2) * 2, 1), 1) + 1
+    compile_and_check(fn, t(2, 16, 8), kernels=1, externs=0)
+    compile_and_check(lambda x: (x + 1).as_strided((3, 2), (1, 3)) * 2, t(2, 3), externs=1)
+
+
 def test_split_chunk_select_slice():
     def fn(x):
         a, b = x.chunk(2, -1)

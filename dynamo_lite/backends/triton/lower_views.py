@@ -2,7 +2,8 @@
 of their own.
 
 `view`/`permute`/`expand`/`slice`/`select`/... rewrite the index a value is read at (values.py),
-as `flip` does (a negative step: never a view of a buffer, computed where it is used);
+as `flip` does (a negative step: never a view of a buffer, computed where it is used), and `roll`
+(two masked loads per rolled dim);
 `cat`, `constant_pad_nd`, `select_scatter` and `slice_scatter` become pointwise values whose loads
 are masked to the part of the output each input covers (a slice_scatter with a step gathers), `max_pool2d` one that scans its window
 (`avg_pool2d` one that sums it);
@@ -188,6 +189,52 @@ def lower_cat(lw, node, tensors, dim=0):
             result = value if result is None else where(cond, value, result)
         return result
     return lazy(sizes, meta.dtype, meta.device, loader)
+
+
+@register(aten.as_strided.default)
+def lower_as_strided(lw, node, x, size, stride, storage_offset=None):
+    """`as_strided` that only restates its input's own layout (the same sizes, strides and offset
+    wherever a dim has more than one element: what functionalization leaves after an adaptive
+    pool's squeeze) reads the input as it is. Others address memory the value may not have
+    (ours is a logical value, laid out as we choose): aten calls."""
+    meta, val = out_meta(node), node.args[0].meta.get("val")
+    if not isinstance(x, Value) or not isinstance(val, torch.Tensor) or tuple(size) != tuple(val.shape) \
+            or (storage_offset if storage_offset is not None else val.storage_offset()) != val.storage_offset() \
+            or any(n > 1 and a != b for n, a, b in zip(size, stride, val.stride())):
+        raise NotLowerable("an as_strided that is not its input's own layout")
+    return lazy(x.sizes, meta.dtype, meta.device, lambda idx: cast(x.load(idx), meta.dtype))
+
+
+@register(aten.roll)
+def lower_roll(lw, node, x, shifts, dims=()):
+    """`torch.roll` along given dims (Swin's shifted windows): per dim, positions below the shift
+    read from the end, the rest `shift` back, two masked loads as `cat` reads its parts. Rolling
+    the flattened tensor (no dims) stays an aten call."""
+    meta = out_meta(node)
+    shifts, dims = list(shifts), list(dims)
+    if not isinstance(x, Value) or not dims or len(shifts) != len(dims) \
+            or not all(isinstance(v, int) for v in shifts + list(x.sizes)):
+        raise NotLowerable("a roll of this kind (static shifts along given dims)")
+    value = x
+    for shift, dim in zip(shifts, dims):
+        dim = dim % x.ndim
+        if x.sizes[dim]:
+            value = _rolled(value, dim, shift % x.sizes[dim], meta)
+    return lazy(x.sizes, meta.dtype, meta.device, lambda idx: cast(value.load(idx), meta.dtype))
+
+
+def _rolled(x: Value, dim: int, shift: int, meta) -> Value:
+    size = x.sizes[dim]
+    if shift == 0:
+        return x
+
+    def loader(idx):
+        wrapped, rest = _in_range(idx[dim], 0, shift), _in_range(idx[dim], shift, size)
+        from_end = idx[:dim] + (idx[dim] + (size - shift),) + idx[dim + 1:]
+        back = idx[:dim] + (idx[dim] + (-shift),) + idx[dim + 1:]
+        return where(wrapped, _masked(x, from_end, wrapped, meta.dtype, (dim,)),
+                     _masked(x, back, rest, meta.dtype, (dim,)))
+    return lazy(x.sizes, meta.dtype, meta.device, loader)
 
 
 @register(aten.select_scatter)
