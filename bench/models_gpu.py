@@ -1,6 +1,6 @@
 """Real models end to end on one GPU: eager vs Inductor vs dynamo_lite's `triton` backend, in one run.
 
-    python bench/models_gpu.py [--quick] [-k NAME] [--only forward|train] [--json FILE] [--cudagraphs]
+    python bench/models_gpu.py [--quick] [-k NAME] [--only forward|train|generate] [--json FILE] [--cudagraphs]
     python bench/models_gpu.py --device cpu --quick          # smoke mode, no GPU needed
 
 The benchmark issue 14 asks for ("Show"): models built from the installed libraries (Hugging Face
@@ -54,7 +54,12 @@ eager fallbacks among them), and correctness against eager:
   CPU's default) eager is the reference and its error is 0: each engine gets the floor alone (tol
   1e-3).
 
-At the end: geomean ours/Inductor over forward rows and over training rows (rows where both ran).
+* generate (the causal LMs; eighteenth session): `generate()` greedy over a prompt of 128 tokens,
+  64 new ones, every other default kept, each engine's `model.forward` compiled (`run_generate`
+  says how it is checked). Its first call shows what compiling per shape costs: our backend
+  compiles a dynamic graph once per distinct shape, so once per cache length.
+
+At the end: geomean ours/Inductor over forward rows, training rows and generate rows (rows where both ran).
 Every engine of every row runs in a try/except: an exception is that engine's status in the row,
 never the end of the run. Rows are printed as they finish and `--json` is rewritten after each row,
 so a run cut short keeps what it measured. `--quick`: tiny configs and inputs (the smoke mode).
@@ -215,11 +220,12 @@ class Spec:
     library: str            # the module that must be importable
     build: Callable
     train: Optional[str]    # None: forward only; else the optimizer of its training row
+    generate: bool = False  # also a `generate()` row (a causal LM)
 
 
 SPECS = [
-    Spec("hf GPT2LMHeadModel (4 layers)", "transformers", hf_gpt2, "adamw"),
-    Spec("hf LlamaForCausalLM (1024 hidden, 4 layers)", "transformers", hf_llama, None),
+    Spec("hf GPT2LMHeadModel (4 layers)", "transformers", hf_gpt2, "adamw", generate=True),
+    Spec("hf LlamaForCausalLM (1024 hidden, 4 layers)", "transformers", hf_llama, None, generate=True),
     Spec("hf BertModel (4 layers)", "transformers", hf_bert, None),
     Spec("timm resnet50", "timm", timm_resnet50, None),
     Spec("timm vit_base_patch16_224", "timm", timm_vit, "adamw"),
@@ -271,13 +277,15 @@ class EngineResult:
     kernels: Optional[int] = None            # ours on the triton backend: Triton kernels made
     fallbacks: Optional[int] = None          # ours on the triton backend: graphs run as captured
     recorded: Optional[list] = None          # ours in the CUDA-graph mode: per graph, "recorded" or why not
+    shapes: Optional[int] = None             # ours on the triton backend: compiled shapes (a dynamic graph's each)
+    agreement: Optional[str] = None          # generate: how its tokens compare with eager's
     status: str = "ok"
 
 
 @dataclass
 class Row:
     name: str
-    mode: str                                # "forward" or "train"
+    mode: str                                # "forward", "train" or "generate"
     status: str = "ok"
     eager: EngineResult = field(default_factory=EngineResult)
     inductor: EngineResult = field(default_factory=EngineResult)
@@ -517,7 +525,8 @@ def _engines(ours_backend: str, inductor_backend: Optional[str], cudagraphs: boo
         counting = CountingBackend(ours_backend, cudagraphs)
         kernels = lambda: (sum(c.kernel_count for c in counting.compiled),            # noqa: E731
                            sum(1 for c in counting.compiled if c.fallback_reason),
-                           [c.cuda_graph for c in counting.compiled if c.cuda_graph is not None])
+                           [c.cuda_graph for c in counting.compiled if c.cuda_graph is not None],
+                           sum(len(c.specializations) or 1 for c in counting.compiled))
         return dl.capture(obj, backend=counting), lambda: (counting.graphs, kernels() if counting.compiled else None)
     out = []
     if inductor_backend:
@@ -557,6 +566,88 @@ def run_forward(spec: Spec, sizes: Sizes, device, dtype, engines) -> Row:
 
 def _results(row: Row) -> dict:
     return {"eager": row.eager, "inductor": row.inductor, "ours": row.ours}
+
+
+#: generate rows: the prompt (the row's batch, GENERATE_PROMPT tokens) and the tokens generated
+GENERATE_PROMPT, GENERATE_NEW = 128, 64
+
+
+def run_generate(spec: Spec, sizes: Sizes, device, dtype, engines) -> Row:
+    """`model.generate(prompt, max_new_tokens=N)` greedy, every other generation default kept
+    (DynamicCache): each engine's `model.forward` compiled, the way transformers documents it
+    for torch.compile. Times: a whole generate call (ms), its first call (compiles included, one
+    per new shape where an engine specializes on shapes); the notes give the shapes our backend
+    compiled. Correct: the same tokens as eager's, or a first difference at a near-tie of eager's
+    own logits there (within the row's tolerance of its top logit: low precision may pick either)."""
+    row = Row(spec.name + " generate", "generate")
+    torch.manual_seed(0)
+    model, inputs, _ = spec.build(sizes, device)
+    model = model.to(device=device, dtype=dtype).eval()
+    prompt = inputs["input_ids"][:, :min(sizes.seq, 8 if sizes.quick else GENERATE_PROMPT)]
+    new = 6 if sizes.quick else GENERATE_NEW
+    pad = model.config.eos_token_id if model.config.pad_token_id is None else model.config.pad_token_id
+    if isinstance(pad, (list, tuple)):
+        pad = pad[0]
+
+    mask = torch.ones_like(prompt)                               # as a tokenizer returns it
+
+    def generate(m):
+        return m.generate(prompt, attention_mask=mask, max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                          pad_token_id=pad)
+    tol = tolerance(dtype)
+    with torch.no_grad():
+        ref, row.eager.first_call_s = first_call(lambda: generate(model), device)
+        timed = {"eager": (lambda: generate(model))}
+        for name, wrap in engines:
+            result = getattr(row, name)
+            try:
+                m = copy.deepcopy(model)
+                m.forward, counter = wrap(m.forward)
+                out, result.first_call_s = first_call(lambda: generate(m), device)
+                result.correct, result.agreement = _same_tokens(model, out, ref, prompt.shape[1], tol)
+                _record_counts(result, counter)
+                timed[name] = (lambda m: lambda: generate(m))(m)
+            except Exception as e:
+                result.status = _error(e)
+            finally:
+                m = None
+                _free(device)
+        _time_calls(timed, _results(row), device)
+    return row
+
+
+def _same_tokens(model, out, ref, start: int, tol: float) -> tuple[bool, str]:
+    if out.shape == ref.shape and torch.equal(out, ref):
+        return True, "same tokens"
+    if out.shape[0] != ref.shape[0]:
+        return False, f"{tuple(out.shape)} tokens, eager {tuple(ref.shape)}"
+    length = min(out.shape[1], ref.shape[1])
+    differs = (out[:, :length] != ref[:, :length]).any(0).nonzero()
+    if len(differs) == 0:
+        return False, f"{out.shape[1] - start} new tokens, eager {ref.shape[1] - start}"
+    at = int(differs[0])
+    logits = model(ref[:, :at]).logits[:, -1].float()                 # eager's own, before the difference
+    rows = (out[:, at] != ref[:, at]).nonzero().flatten()
+    picked = logits[rows, out[rows, at]]
+    best = logits[rows].max(-1).values
+    near = bool(((best - picked) <= tol * best.abs().clamp(min=1.0)).all())
+    return near, f"first difference at new token {at - start}: " + ("a near-tie of eager's logits" if near else
+                                                                      "not a near-tie")
+
+
+def _time_calls(timed: dict, results: dict, device, rounds: int = ROUNDS) -> None:
+    """Long calls (a whole generate): wall time of one call per engine per round, in turns, the
+    median round; a raising engine keeps that as its status."""
+    seen: dict = {name: [] for name in timed}
+    for _ in range(rounds):
+        for name, fn in list(timed.items()):
+            try:
+                seen[name].append(first_call(fn, device)[1] * 1e3)
+            except Exception as e:
+                results[name].status = _error(e)
+                del timed[name]
+    for name in timed:
+        results[name].ms = statistics.median(seen[name])
 
 
 STEP_SEED = 1234     # torch.manual_seed before each checked step (dropout's masks are eager's then)
@@ -655,7 +746,7 @@ def _exact_fp32():
 def _record_counts(result: EngineResult, counter):
     result.graphs, made = counter()
     if made is not None:
-        result.kernels, result.fallbacks, result.recorded = made
+        result.kernels, result.fallbacks, result.recorded, result.shapes = made
 
 
 def _error(e: Exception) -> str:
@@ -675,7 +766,8 @@ def _free(device):
 def run_models(*, device="cuda", quick=False, dtype: Optional[torch.dtype] = None, k: str = "",
                only: str = "all", ours_backend: Optional[str] = None, inductor_backend: Optional[str] = "inductor",
                specs=None, on_row: Callable = lambda row: None, cudagraphs: bool = False) -> list[Row]:
-    """Every selected row; `inductor_backend=None` leaves Inductor out (its results stay empty)."""
+    """Every selected row (`only`: "all", a mode or a tuple of modes); `inductor_backend=None`
+    leaves Inductor out (its results stay empty)."""
     cuda = torch.device(device).type == "cuda"
     dtype = dtype or (torch.bfloat16 if cuda else torch.float32)
     ours_backend = ours_backend or ("triton" if cuda else "eager")
@@ -683,16 +775,19 @@ def run_models(*, device="cuda", quick=False, dtype: Optional[torch.dtype] = Non
     engines = _engines(ours_backend, inductor_backend, cudagraphs)
     rows = []
     for spec in specs or SPECS:
-        modes = [m for m in ("forward", "train") if only in ("all", m) and (m == "forward" or spec.train)]
+        wanted = {"forward": True, "train": bool(spec.train), "generate": spec.generate}
+        modes = [m for m in ("forward", "train", "generate") if (only == "all" or m in (only,) or
+                                                                 not isinstance(only, str) and m in only) and wanted[m]]
         for mode in modes:
-            name = spec.name + (" train step" if mode == "train" else "")
+            name = spec.name + {"forward": "", "train": " train step", "generate": " generate"}[mode]
             if k and k.lower() not in name.lower():
                 continue
             if importlib.util.find_spec(spec.library) is None:
                 row = Row(name, mode, status=f"skipped: {spec.library} is not installed")
             else:
                 try:
-                    row = (run_forward if mode == "forward" else run_train)(spec, sizes, device, dtype, engines)
+                    run = {"forward": run_forward, "train": run_train, "generate": run_generate}[mode]
+                    row = run(spec, sizes, device, dtype, engines)
                 except Exception as e:             # the model itself failed (build or eager run)
                     row = Row(name, mode, status=_error(e))
                     _free(device)
@@ -738,6 +833,11 @@ def format_row(row: Row) -> str:
     if row.dropouts:
         notes.append(f"dropout on ({row.dropouts} modules): checked against eager's steps with its masks"
                      + ("; inductor's own masks not checked" if i.status == "ok" and i.correct is None else ""))
+    for who, r in (("inductor", i), ("ours", o)):
+        if r.agreement and r.agreement != "same tokens":
+            notes.append(f"{who}: {r.agreement}")
+    if o.shapes is not None and o.shapes > 1 and row.mode == "generate":
+        notes.append(f"ours compiled {o.shapes} shapes")
     if o.kernels is not None:
         notes.append(f"{o.kernels} triton kernels" + (f", {o.fallbacks} graph(s) run as captured" if o.fallbacks else "")
                      + _recorded_note(o.recorded))
@@ -761,7 +861,7 @@ def _recorded_note(recorded: Optional[list]) -> str:
 
 def summary(rows: list[Row]) -> list[str]:
     lines = []
-    for mode in ("forward", "train"):
+    for mode in ("forward", "train", "generate"):
         ratios = [r.ratio for r in rows if r.mode == mode and r.ratio]
         firsts = [r.ours.first_call_s / r.inductor.first_call_s for r in rows
                   if r.mode == mode and r.ours.first_call_s and r.inductor.first_call_s]
@@ -779,7 +879,7 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--quick", action="store_true", help="tiny configs and inputs")
     parser.add_argument("-k", default="", help="only rows whose name contains this (case-insensitive)")
-    parser.add_argument("--only", choices=("all", "forward", "train"), default="all")
+    parser.add_argument("--only", choices=("all", "forward", "train", "generate"), default="all")
     parser.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default=None,
                         help="forward dtype and autocast dtype (default bf16 on CUDA, fp32 on the CPU)")
     parser.add_argument("--ours-backend", choices=("triton", "eager"), default=None,

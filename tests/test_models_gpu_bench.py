@@ -21,7 +21,8 @@ def _gpt2(bench):
 
 
 def test_smoke_rows_are_produced_and_correct(bench):
-    rows = bench.run_models(device="cpu", quick=True, specs=_gpt2(bench), inductor_backend="eager")
+    rows = bench.run_models(device="cpu", quick=True, specs=_gpt2(bench), inductor_backend="eager",
+                            only=("forward", "train"))
     assert [r.mode for r in rows] == ["forward", "train"]
     for row in rows:
         assert row.status == "ok", row.status
@@ -160,9 +161,37 @@ def test_an_engine_that_raises_is_that_engines_status(bench, monkeypatch):
     def raising(*args, **kwargs):
         raise RuntimeError("this engine always fails")
     monkeypatch.setattr(bench.dl, "capture", raising)
-    rows = bench.run_models(device="cpu", quick=True, specs=_gpt2(bench), inductor_backend="eager")
-    assert [r.status for r in rows] == ["ok", "ok"]
+    rows = bench.run_models(device="cpu", quick=True, specs=_gpt2(bench), inductor_backend="eager", only="all")
+    assert [r.status for r in rows] == ["ok", "ok", "ok"]
     for row in rows:
         assert row.ours.status == "RuntimeError: this engine always fails" and row.ours.ms is None
         assert row.inductor.correct is True and row.ratio is None
         assert "ours: RuntimeError" in bench.format_row(row)
+
+
+def test_generate_rows_come_back_checked_and_a_wrong_token_is_not_correct(bench):
+    """The generate row (a whole `generate()` per engine, each engine's forward compiled): eager's
+    tokens back from both engines; a token changed where eager's logits have a clear winner is
+    reported wrong, the same tokens are not."""
+    specs = _gpt2(bench)
+    rows = bench.run_models(device="cpu", quick=True, specs=specs, only="generate", inductor_backend="eager")
+    assert [r.mode for r in rows] == ["generate"]
+    row = rows[0]
+    assert row.status == "ok", row.status
+    for engine in (row.inductor, row.ours):
+        assert engine.status == "ok" and engine.correct is True and engine.agreement == "same tokens", engine
+        assert engine.graphs >= 1 and engine.ms > 0 and engine.first_call_s > 0
+    assert any("generate" in line for line in bench.summary(rows))
+    torch.manual_seed(0)
+    model, inputs, _ = specs[0].build(bench.Sizes(batch=2, seq=64, image=64, quick=True), "cpu")
+    model.eval()
+    prompt = inputs["input_ids"][:, :8]
+    with torch.no_grad():
+        ref = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=4, do_sample=False,
+                             pad_token_id=0)
+        assert bench._same_tokens(model, ref.clone(), ref, 8, 1e-3) == (True, "same tokens")
+        wrong = ref.clone()
+        logits = model(ref[:, :9]).logits[:, -1]
+        wrong[:, 9] = logits.argmin(-1)                         # eager's least likely token
+        ok, why = bench._same_tokens(model, wrong, ref, 8, 1e-3)
+    assert not ok and "not a near-tie" in why, why
