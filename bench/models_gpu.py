@@ -545,27 +545,35 @@ def run_forward(spec: Spec, sizes: Sizes, device, dtype, engines) -> Row:
     tol = tolerance(dtype)
     with torch.no_grad():
         ref, row.eager.first_call_s = first_call(lambda: model(**inputs), device)
-        timed = {"eager": lambda: model(**inputs)}
-        for name, wrap in engines:
-            result = getattr(row, name)
-            try:
-                compiled, counter = wrap(copy.deepcopy(model))
-                out, result.first_call_s = first_call(lambda: compiled(**inputs), device)
-                result.max_diff, result.correct = compare_outputs(out, ref, tol)
-                del out
-                _record_counts(result, counter)
-                timed[name] = (lambda c: lambda: c(**inputs))(compiled)
-            except Exception as e:
-                result.status = _error(e)
-            finally:
-                compiled = None
-                _free(device)
+        def attempt(wrap, result):
+            compiled, counter = wrap(copy.deepcopy(model))
+            out, result.first_call_s = first_call(lambda: compiled(**inputs), device)
+            result.max_diff, result.correct = compare_outputs(out, ref, tol)
+            _record_counts(result, counter)
+            return lambda: compiled(**inputs)
+        timed = {"eager": lambda: model(**inputs), **_each_engine(row, engines, device, attempt)}
         time_interleaved(timed, _results(row), device)
     return row
 
 
 def _results(row: Row) -> dict:
     return {"eager": row.eager, "inductor": row.inductor, "ours": row.ours}
+
+
+def _each_engine(row: Row, engines, device, attempt: Callable) -> dict:
+    """{engine: what to time} for the engines `attempt(wrap, result)` set up and checked (it
+    returns the call to time): an exception is that engine's status in the row, never the end
+    of the run; memory is freed after each."""
+    timed = {}
+    for name, wrap in engines:
+        result = getattr(row, name)
+        try:
+            timed[name] = attempt(wrap, result)
+        except Exception as e:
+            result.status = _error(e)
+        finally:
+            _free(device)
+    return timed
 
 
 #: generate rows: the prompt (the row's batch, GENERATE_PROMPT tokens) and the tokens generated
@@ -597,21 +605,14 @@ def run_generate(spec: Spec, sizes: Sizes, device, dtype, engines) -> Row:
     tol = tolerance(dtype)
     with torch.no_grad():
         ref, row.eager.first_call_s = first_call(lambda: generate(model), device)
-        timed = {"eager": (lambda: generate(model))}
-        for name, wrap in engines:
-            result = getattr(row, name)
-            try:
-                m = copy.deepcopy(model)
-                m.forward, counter = wrap(m.forward)
-                out, result.first_call_s = first_call(lambda: generate(m), device)
-                result.correct, result.agreement = _same_tokens(model, out, ref, prompt.shape[1], tol)
-                _record_counts(result, counter)
-                timed[name] = (lambda m: lambda: generate(m))(m)
-            except Exception as e:
-                result.status = _error(e)
-            finally:
-                m = None
-                _free(device)
+        def attempt(wrap, result):
+            m = copy.deepcopy(model)
+            m.forward, counter = wrap(m.forward)
+            out, result.first_call_s = first_call(lambda: generate(m), device)
+            result.correct, result.agreement = _same_tokens(model, out, ref, prompt.shape[1], tol)
+            _record_counts(result, counter)
+            return lambda: generate(m)
+        timed = {"eager": lambda: generate(model), **_each_engine(row, engines, device, attempt)}
         _time_calls(timed, _results(row), device)
     return row
 
@@ -698,24 +699,19 @@ def run_train(spec: Spec, sizes: Sizes, device, dtype, engines) -> Row:
     row.checkable = checkable(exact, noise, tol)
     timed = {"eager": (lambda m, o: lambda: step(m, o, inputs))(eager_model, eager_opt)}
     eager_model = eager_opt = None
-    for name, wrap in engines:
-        result = getattr(row, name)
-        try:
-            m = copy.deepcopy(model)
-            opt = make_optimizer(spec.train, m)
-            compiled, counter = wrap(step)
-            steps, result.first_call_s = two_steps(compiled, m, opt)
-            if dropouts and getattr(wrap, "own_random_stream", False):
-                result.max_diff, result.correct = None, None       # its masks are not eager's
-            else:
-                result.max_diff, result.correct = compare_training(steps, exact, noise, tol, reference)
-            _record_counts(result, counter)
-            timed[name] = (lambda c, m, o: lambda: c(m, o, inputs))(compiled, m, opt)
-        except Exception as e:
-            result.status = _error(e)
-        finally:
-            m = opt = compiled = None
-            _free(device)
+
+    def attempt(wrap, result):
+        m = copy.deepcopy(model)
+        opt = make_optimizer(spec.train, m)
+        compiled, counter = wrap(step)
+        steps, result.first_call_s = two_steps(compiled, m, opt)
+        if dropouts and getattr(wrap, "own_random_stream", False):
+            result.max_diff, result.correct = None, None       # its masks are not eager's
+        else:
+            result.max_diff, result.correct = compare_training(steps, exact, noise, tol, reference)
+        _record_counts(result, counter)
+        return lambda: compiled(m, opt, inputs)
+    timed.update(_each_engine(row, engines, device, attempt))
     time_interleaved(timed, _results(row), device)
     return row
 
