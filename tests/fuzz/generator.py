@@ -412,6 +412,10 @@ class Body:
             opts.append((f"{code}.expand({', '.join(map(str, full))})", T(full, t.dtype)))
         if len(s) == 1:
             opts.append((f"{code}.unsqueeze(-1)", T(s + (1,), t.dtype)))
+        if 3 <= len(s) <= 5 and t.dtype == "float" and all(s):
+            mode = self.pick(["nearest", "nearest-exact", ("linear", "bilinear", "trilinear")[len(s) - 3]])
+            opts.append((f"torch.nn.functional.interpolate({code}, scale_factor=2, mode={mode!r})",
+                         T(s[:2] + tuple(2 * d for d in s[2:]), t.dtype)))
         return self.pick(opts)
 
     def _index(self, depth):
