@@ -198,6 +198,35 @@ def test_symbolic_sizes_specialize_per_shape():
     assert len(graph.specializations) == 3
 
 
+def test_a_graph_dynamic_in_a_cache_length_only_compiles_its_static_parts_once():
+    """A decode step's shape: the new token's ops static, the cache's concatenation and what
+    reads the cache symbolic. After the length became dynamic, the graph is split: its static
+    parts are compiled once (no new kernels for later lengths), the rest runs as captured; values
+    are eager's at every length."""
+    torch.manual_seed(0)
+    w = torch.randn(8, 8, device=DEVICE)
+
+    def step(x, cache):
+        h = torch.tanh(x @ w) * 2                           # static: (2, 1, 8)
+        keys = torch.cat([cache, h], 1)                     # symbolic: (2, T + 1, 8)
+        attended = torch.softmax(h @ keys.transpose(1, 2), -1) @ keys
+        out = (attended * 3).relu() + h.sigmoid()           # static again
+        return F.layer_norm(out, (8,)), keys
+
+    f = dl.capture(step, backend="triton")
+    x = torch.randn(2, 1, 8, device=DEVICE)
+    kernels = []
+    for length in (4, 5, 6, 7, 9):
+        cache = torch.randn(2, length, 8, device=DEVICE)
+        got, want = f(x, cache), step(x, cache)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        kernels.append(compiled_graphs()[-1].kernel_count)
+    graph = compiled_graphs()[-1]
+    assert graph.split_parts is not None and graph.split_parts[0] >= 2, graph.split_parts
+    assert kernels[-1] == kernels[-3] > 0, kernels            # lengths 6, 7, 9: nothing new compiled
+    assert not graph.specializations and graph.fallback_reason is None
+
+
 def test_a_training_graph_recompiled_for_a_new_shape_keeps_its_gradients():
     """A graph that became dynamic (a smaller last batch) is compiled per concrete shape: a training
     graph's specializations go through AOTAutograd as the first compile does. (They were compiled

@@ -9,7 +9,9 @@ and backward parts enter at `decompose.from_aten`, not traced again.)
 
 Static shapes are specialized: sizes and strides are constants in the kernels. A graph captured
 with symbolic sizes (dynamic capture, `torch.compile(dynamic=True)`) is compiled once per distinct
-concrete input shape at run time. What cannot be compiled runs eagerly, never fails: single
+concrete input shape at run time, unless most of its ops have static shapes (a `generate()`
+decode step, dynamic only in the KV cache's length): then its static parts are compiled once and
+the ops that see a symbolic size run as captured (dynamic_split.py). What cannot be compiled runs eagerly, never fails: single
 unknown ops become extern aten calls inside the wrapper, and so do ops on CPU values in a graph
 whose kernels run on a GPU (a kernel reads a CPU scalar as an argument, as Inductor does: the
 optimizer's step sizes); graphs on devices Triton cannot reach, or
@@ -41,7 +43,7 @@ import torch
 import torch.fx
 
 from ..graph_checks import checking_after, checks_hoisted
-from . import availability, precompile, settings
+from . import availability, dynamic_split, precompile, settings
 from .codegen import KernelSource, generate
 from .cudagraphs import Recorded, static_positions, why_not_recordable
 from .decompose import from_aten, grad_mode_after, to_aten
@@ -68,6 +70,9 @@ class CompiledGraph:
     launchers: list = dataclasses.field(default_factory=list)
     specializations: dict = dataclasses.field(default_factory=dict)   # dynamic graphs: per shape
     mutated_inputs: list = dataclasses.field(default_factory=list)   # input positions written in place
+    # a dynamic graph split into static parts compiled once and symbolic ones run as captured
+    # (dynamic_split.py): how many of each; its kernels and aten calls are its compiled parts'
+    split_parts: Optional[tuple[int, int]] = None
     # per output: strides it comes out with where they are not eager's (saved activations of a
     # training forward, e.g. channels-last), else None
     output_strides: list = dataclasses.field(default_factory=list)
@@ -123,6 +128,10 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
         return _eager(gm, "an in-place write into memory that overlaps itself or an operand (eager may refuse it)")
     dynamic = _dynamic_positions(gm, example_inputs)
     if dynamic:
+        parts = None if _needs_autograd(example_inputs) else \
+            dynamic_split.plan(gm, writes_in_place=any(True for _ in _in_place_writes(gm.graph)))
+        if parts is not None:
+            return _split(gm, parts)
         return _specializing(gm, example_inputs, dynamic)
     if _needs_autograd(example_inputs):
         return _with_autograd(gm, example_inputs)
@@ -782,6 +791,41 @@ def _shape_key(args, positions) -> tuple:
         else:
             key.append(a)
     return tuple(key)
+
+
+def _split(gm, parts: dict) -> Callable:
+    """A mostly static dynamic graph (dynamic_split.py): its static parts compiled once each at
+    their first call (as any graph: per shape, and theirs do not change), the rest as captured."""
+    info = CompiledGraph()
+
+    class CompiledPart(torch.nn.Module):
+        def __init__(self, part: torch.fx.GraphModule):
+            super().__init__()
+            self.part = part
+            self.compiled: dict = {}
+
+        def forward(self, *args):
+            key = _shape_key(args, range(len(args)))
+            fn = self.compiled.get(key)
+            if fn is None:
+                fn = self.compiled[key] = triton_backend(self.part, list(args))
+                made = fn.compiled_graph
+                recent.remove(made)                   # (reported as part of the whole graph)
+                info.kernels += made.kernels
+                info.wrapper_source += made.wrapper_source + "\n"
+                for op, count in made.extern_ops.items():
+                    info.extern_ops[op] = info.extern_ops.get(op, 0) + count
+                info.fallback_reason = info.fallback_reason or made.fallback_reason
+            return fn(*args)
+
+    split_gm, static = dynamic_split.split(gm, parts, CompiledPart)
+    info.split_parts = (len(static), len(set(parts.values())) - len(static))
+
+    def run(*args):
+        return split_gm(*args)
+    run.compiled_graph = info
+    recent.append(info)
+    return run
 
 
 def _specializing(gm, example_inputs, positions) -> Callable:
