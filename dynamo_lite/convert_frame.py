@@ -94,10 +94,14 @@ class CaptureOptions:
     dynamic: Optional[bool] = None     # None: static first, symbolic for dims seen changing
 
     @property
-    def scalar_inputs(self) -> bool:
-        """Whether the backend takes Python ints and floats as graph inputs (dynamic scalars); a
-        backend says no with `fn.accepts_scalar_inputs = False`."""
-        return getattr(self.backend, "accepts_scalar_inputs", True)
+    def scalar_inputs(self) -> tuple:
+        """The Python number types the backend takes as graph inputs (dynamic scalars): int and
+        float unless it says otherwise with `fn.accepts_scalar_inputs` (False: none; or a tuple of
+        the types it takes)."""
+        accepts = getattr(self.backend, "accepts_scalar_inputs", True)
+        if accepts is True:
+            return (int, float)
+        return tuple(accepts) if accepts else ()
 
 
 # Automatic dynamic shapes: per code object, the input dims seen changing between captures.

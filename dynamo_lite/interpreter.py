@@ -172,10 +172,10 @@ class Tracer:
     """State of one capture: graph, guards, side effects, wrapped objects."""
 
     def __init__(self, code: types.CodeType, func: types.FunctionType, args: tuple, dynamic=None,
-                 auto_dynamic: Optional[dict] = None, scalar_inputs: bool = True):
+                 auto_dynamic: Optional[dict] = None, scalar_inputs: tuple = (int, float)):
         self.code = code
         self.dynamic = dynamic                    # capture(dynamic=...): True, False or None (automatic)
-        self.scalar_inputs = scalar_inputs        # the backend takes Python ints/floats as graph inputs
+        self.scalar_inputs = scalar_inputs        # the Python number types the backend takes as graph inputs
         self.auto_dynamic = auto_dynamic or {}    # Source -> dims seen changing (automatic mode)
         self.func = func
         self.args = args
@@ -266,10 +266,11 @@ class Tracer:
         return source is not None and any(isinstance(s, ItemSource) and s.owner == source
                                           for s in self.auto_dynamic.get(SCALARS, ()))
 
-    def dynamic_scalar(self, source) -> str:
-        """How guards reach the Python int or float at `source` when it is a graph input (it was
-        seen changing between calls, and the capture is not static), else ''."""
-        if self.dynamic is False or not self.scalar_inputs or source is None \
+    def dynamic_scalar(self, source, kind: type) -> str:
+        """How guards reach the Python int or float (`kind`) at `source` when it is a graph input
+        (it was seen changing between calls, the capture is not static and the backend takes
+        that kind), else ''."""
+        if self.dynamic is False or kind not in self.scalar_inputs or source is None \
                 or source not in self.auto_dynamic.get(SCALARS, ()):
             return ""
         expr = self._guard_expr(source)

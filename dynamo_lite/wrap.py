@@ -68,7 +68,7 @@ def _build(tracer, value, source) -> Value:
     if isinstance(value, torch.Tensor):
         return _wrap_tensor(tracer, value, source)
     if type(value) in (int, float) and source is not None:
-        guard_expr = tracer.dynamic_scalar(source)
+        guard_expr = tracer.dynamic_scalar(source, type(value))
         if guard_expr:              # seen changing: a graph input, still an int/float (ShapeEnv guards its uses)
             _guard(tracer, TypeMatch(source, type(value)))
             return tracer.graph.add_scalar_input(value, source, guard_expr)

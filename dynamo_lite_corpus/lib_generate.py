@@ -41,6 +41,7 @@ MODELS = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "mistral": ("MistralConfig", "MistralForCausalLM"),     # a sliding-window cache (DynamicSlidingWindowLayer)
 }
 NEW_TOKENS = 8
 

@@ -525,3 +525,34 @@ def test_autograd_function_under_no_grad_is_lowered_and_with_grad_keeps_its_back
     dl.capture(fn, backend="triton")(xc).sum().backward()
     torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-4, atol=1e-5)
     assert all(g.fallback_reason is None for g in compiled_graphs()), [g.fallback_reason for g in compiled_graphs()]
+
+
+class _Counter:
+    """A sliding-window KV cache's token counter (transformers' DynamicSlidingWindowLayer)."""
+
+    def __init__(self):
+        self.seen = 0
+
+
+def test_an_int_counter_that_changes_is_a_graph_input_not_a_graph_per_value():
+    """Ints seen changing become graph inputs with this backend too (floats stay constants): the
+    counter's graph is captured once it changed, not again for every value, and its ops that do
+    not read the counter are compiled."""
+    w = torch.randn(8, 8, device=DEVICE)
+
+    def step(x, counter):
+        counter.seen += x.shape[0]
+        h = torch.tanh(x @ w) * 2 + 1
+        offset = max(counter.seen - 6, 0)
+        return h.softmax(-1) * (offset + 1), counter.seen
+
+    f = dl.capture(step, backend="triton")
+    ours, theirs = _Counter(), _Counter()
+    for _ in range(6):
+        x = torch.randn(2, 8, device=DEVICE)
+        got, want = f(x, ours), step(x, theirs)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and ours.seen == theirs.seen
+    graphs = compiled_graphs()
+    assert len(graphs) == 2, [g.split_parts for g in graphs]            # static first, then the int an input
+    assert all(g.fallback_reason is None for g in graphs) and graphs[-1].kernel_count >= 1

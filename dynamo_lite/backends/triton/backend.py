@@ -144,9 +144,13 @@ def triton_cudagraphs_backend(gm: torch.fx.GraphModule, example_inputs: list) ->
     return triton_backend(gm, example_inputs, cudagraphs=True)
 
 
-# Python ints and floats as graph inputs (dynamic scalars) are not lowered yet: they stay constants
-# in graphs for this backend (convert_frame reads this).
-triton_backend.accepts_scalar_inputs = False
+# Python ints seen changing are graph inputs (convert_frame reads this): a graph taking one is
+# dynamic, split (dynamic_split.py) or compiled per value, instead of captured again for every
+# value (a sliding-window KV cache's token counter: a recapture per generated token, until the
+# cache limit ran the frame eagerly). Python floats stay constants in its graphs: a float input
+# would make the graph run as captured (it is not lowered yet).
+triton_backend.accepts_scalar_inputs = (int,)
+triton_cudagraphs_backend.accepts_scalar_inputs = (int,)
 
 def _devices_of_values(graph: torch.fx.Graph) -> set:
     """The devices of the tensors the graph's nodes compute (their traced example values)."""
