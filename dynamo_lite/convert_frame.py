@@ -23,7 +23,7 @@ import traceback
 import types
 import warnings
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, NamedTuple, Optional
 
 from torch.utils._device import DeviceContext
@@ -92,6 +92,9 @@ class CaptureOptions:
     backend_name: str
     fullgraph: bool = False
     dynamic: Optional[bool] = None     # None: static first, symbolic for dims seen changing
+    # What torch.compiler.is_compiling() answers in the trace: True, as TorchDynamo, so libraries
+    # take their compile paths; False for a capture again after such a path raised (_capture)
+    compiling: bool = True
 
     @property
     def scalar_inputs(self) -> tuple:
@@ -418,9 +421,14 @@ def _convert_frame(code: types.CodeType, func, args: tuple, options: CaptureOpti
         return _capture(code, func, args, options, entries, recompile_reason, recapture)
 
 
+def _new_tracer(code, func, args, options) -> Tracer:
+    return Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code), options.scalar_inputs,
+                  compiling=options.compiling)
+
+
 def _capture(code, func, args, options, entries, recompile_reason, recapture=None):
     start = time.perf_counter()
-    tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code), options.scalar_inputs)
+    tracer = _new_tracer(code, func, args, options)
     record = FrameRecord(code.co_name, code.co_filename, code.co_firstlineno, "captured",
                          recompile_reason=recompile_reason, recapture=recapture, qualname=code.co_qualname,
                          code_id=id(code), backend=options.backend_name)
@@ -454,6 +462,15 @@ def _capture(code, func, args, options, entries, recompile_reason, recapture=Non
         new_code = make_code(code, tracer, result, compiled, inputs, outputs, lineno, graph_failed_for_us,
                              cells=frame.cells)
     except Unsupported as e:
+        if isinstance(e, TracedException) and tracer.asked_compiling and options.compiling:
+            # The traced code raises, and took paths for being compiled (it asked
+            # torch.compiler.is_compiling(): True). Eager code, told False, may never raise here
+            # (transformers' T5-style stacks skip making a default attention mask when compiling,
+            # then index it): the breaks would run a compile path's state eagerly and raise for
+            # real. Captured again as eager code sees itself; an exception that trace raises too
+            # is the code's own.
+            return _capture(code, func, args, replace(options, compiling=False), entries,
+                            recompile_reason, recapture)
         if options.fullgraph:
             raise _graph_break_error(e) from None
         if _raises_before_any_op(tracer, e):
@@ -707,7 +724,7 @@ def _break_before(code, func, args, options, failed: Tracer, record: FrameRecord
     code_facts = facts(code)
     # Trace again from the top and stop right before the break: tracing is deterministic for
     # the same inputs, so the state there is exactly what the first attempt saw.
-    tracer = Tracer(code, func, args, options.dynamic, AUTO_DYNAMIC.get(code), options.scalar_inputs)
+    tracer = _new_tracer(code, func, args, options)
     tracer.stop_at = code_facts.insts[start].offset
     try:
         frame = tracer.root_frame()

@@ -172,10 +172,13 @@ class Tracer:
     """State of one capture: graph, guards, side effects, wrapped objects."""
 
     def __init__(self, code: types.CodeType, func: types.FunctionType, args: tuple, dynamic=None,
-                 auto_dynamic: Optional[dict] = None, scalar_inputs: tuple = (int, float)):
+                 auto_dynamic: Optional[dict] = None, scalar_inputs: tuple = (int, float),
+                 compiling: bool = True):
         self.code = code
         self.dynamic = dynamic                    # capture(dynamic=...): True, False or None (automatic)
         self.scalar_inputs = scalar_inputs        # the Python number types the backend takes as graph inputs
+        self.compiling = compiling                # what torch.compiler.is_compiling() answers
+        self.asked_compiling = False              # whether the traced code asked it
         self.auto_dynamic = auto_dynamic or {}    # Source -> dims seen changing (automatic mode)
         self.func = func
         self.args = args

@@ -277,6 +277,32 @@ def test_is_compiling_is_true_while_capturing():
     assert result.backend.count == 1
 
 
+def _layer(x, mask):
+    return x * mask[:, None]               # a None mask: TypeError
+
+
+def test_code_whose_compile_path_raises_is_captured_as_eager_code_sees_itself():
+    # transformers' T5-style stacks (SwitchTransformers): a default mask is made only when not
+    # compiling, then indexed. Told True, the trace raises where eager never does; breaking there
+    # would run the compile path's None mask eagerly and raise for real.
+    def f(x, mask=None):
+        if mask is None and not torch.compiler.is_compiling():
+            mask = torch.ones(x.shape[0])
+        return _layer(x + 1, mask)
+    result = check(f, torch.randn(3, 2), graphs=1)
+    assert result.eager.exc is None and result.captured.exc is None
+
+
+def test_an_exception_the_code_raises_anyway_is_still_raised_after_capturing_again():
+    def f(x):
+        y = x * 2
+        if torch.compiler.is_compiling():
+            y = y + 1
+        return y[None.real]                 # AttributeError on either path
+    result = check(f, torch.randn(3), graphs=None)
+    assert isinstance(result.eager.exc, AttributeError) and isinstance(result.captured.exc, AttributeError)
+
+
 def test_in_place_op_on_an_intermediate_inside_a_try_block_is_captured():
     def f(x, idx):
         try:

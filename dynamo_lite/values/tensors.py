@@ -398,8 +398,10 @@ def torch_call(frame, f, args: list, kwargs: dict) -> Value:
     if f in _COMPILING_QUERIES:
         # Like TorchDynamo: code being captured is code being compiled, so libraries take their
         # compile-friendly paths (no data-dependent checks, no ContextVars). Frames that run
-        # eagerly call the real function and see False.
-        return Const(True)
+        # eagerly call the real function and see False. (False in a capture again after a
+        # compile path raised: convert_frame._capture.)
+        frame.tracer.asked_compiling = True
+        return Const(frame.tracer.compiling)
     if name in _CONST_TORCH_FUNCTIONS:
         if not any(a.is_graph_value for a in _flat(args, kwargs)):
             return Const(fold(f, *[a.as_python() for a in args], **{k: v.as_python() for k, v in kwargs.items()}))
