@@ -329,7 +329,32 @@ def test_adaptive_avg_pool1d_of_a_transposed_sequence_is_one_kernel():
     def fn(h):
         return torch.flatten(F.adaptive_avg_pool1d(h.transpose(1, 2) * 2, 1), 1) + 1
     compile_and_check(fn, t(2, 16, 8), kernels=1, externs=0)
-    compile_and_check(lambda x: (x + 1).as_strided((3, 2), (1, 3)) * 2, t(2, 3), externs=1)
+
+
+def test_as_strided_reads_its_storage_as_eager_lays_it_out():
+    """`as_strided` addresses the storage of the op that made its input (Longformer's overlapping
+    chunks of a `reshape` that is a view in eager: (16, 128, 1) strides over a linear's output,
+    which we compute contiguous after the bias): a view of that op's buffer in eager's layout,
+    stored so where ours differs. Read over a graph input: the input itself (an aten call)."""
+    def chunks(x, bias):
+        q = (x + bias).view(16, 2, 4, 16).transpose(0, 1).transpose(1, 2).reshape(8, 16, 16)
+        # q.view(8, 2, 8, 16) has strides (16, 1024, 128, 1): chunks overlapping by half
+        return q.view(8, 2, 8, 16).as_strided((8, 3, 8, 16), (16, 512, 128, 1)) * 2
+    compile_and_check(chunks, t(16, 2, 64), t(64), externs=0)
+    compile_and_check(lambda x: (x + 1).as_strided((3, 2), (1, 3)) * 2, t(2, 3), externs=0)
+    # an offset into a piece of `split` (the storage is the split input's)
+    compile_and_check(lambda x: (x * 3).split(2, 0)[1].as_strided((2, 2), (1, 2), 5) + 1, t(4, 3), externs=0)
+    # the storage of a graph input: the caller's tensor, read by aten
+    compile_and_check(lambda x: x.t().as_strided((2, 3), (1, 2)) * 2, t(2, 3), externs=1)
+    # a write through as_strided (functionalized: as_strided_scatter, an aten call on eager's layout)
+    def write(x, b):
+        y = x.t() + b
+        y.as_strided((2, 2), (1, 2), 1).mul_(10)
+        return y + 1
+    compile_and_check(write, t(2, 3), t(3, 2))
+    # a storage whose positions are not elements (a dtype view): the graph runs as captured
+    compile_and_check(lambda x: (x + 1).view(torch.int32).as_strided((2, 2), (1, 2)) + 1, t(2, 3),
+                      runs_as_captured="as_strided")
 
 
 def test_split_chunk_select_slice():

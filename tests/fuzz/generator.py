@@ -412,6 +412,12 @@ class Body:
             opts.append((f"{code}.expand({', '.join(map(str, full))})", T(full, t.dtype)))
         if len(s) == 1:
             opts.append((f"{code}.unsqueeze(-1)", T(s + (1,), t.dtype)))
+        if s and s[0] >= 2 and all(s):
+            # windows of 2 rows overlapping by one, from the tensor's own strides (Longformer's
+            # chunks): as_strided addresses the storage, which eager lays out per op
+            rest = "".join(f", {d}" for d in s[1:])
+            opts.append((f"(lambda v: v.as_strided(({s[0] - 1}, 2{rest}), (v.stride(0),) + v.stride()))({code})",
+                         T((s[0] - 1, 2) + s[1:], t.dtype)))
         if 3 <= len(s) <= 5 and t.dtype == "float" and all(s):
             mode = self.pick(["nearest", "nearest-exact", ("linear", "bilinear", "trilinear")[len(s) - 3]])
             opts.append((f"torch.nn.functional.interpolate({code}, scale_factor=2, mode={mode!r})",

@@ -49,6 +49,7 @@ from .cudagraphs import Recorded, static_positions, why_not_recordable
 from .decompose import from_aten, grad_mode_after, to_aten
 from .graph_lowering import GraphLowering, graph_outputs
 from .ir import ExternNode, ScatterNode
+from .lowerings import GraphNotLowerable
 from .scheduler import schedule, scatter_groups
 from .wrapper import KernelCall, WrapperCodegen
 
@@ -250,7 +251,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list, free_outputs: 
             raise _Refused(checks)
         call, info = _compile(checked, example_inputs, free_outputs, recording=cuda_graph_static is not None,
                               aten=aten)
-    except _Refused as e:
+    except (_Refused, GraphNotLowerable) as e:
         return _eager(gm, str(e))
     except Exception as e:
         if settings.strict:

@@ -22,7 +22,7 @@ from . import availability, layouts, settings
 from .ir import (Affine, Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, ScanNode, ScatterNode, at_position,
                  cast, const, contiguous_strides, domain_vars, load, loads, walk)
 from . import lower_losses, lower_reductions, lower_resample, lower_scatter, lower_views  # noqa: F401  (the rest of the lowering table)
-from .lowerings import NotLowerable, lookup
+from .lowerings import GraphNotLowerable, NotLowerable, lookup
 from .values import Value, broadcast_to, compute_view_strides
 
 aten = torch.ops.aten
@@ -259,6 +259,8 @@ class GraphLowering:
                 result = lower(self, node, *operands[0], **operands[1])
             except NotLowerable:
                 result = None
+            except GraphNotLowerable:
+                raise
             except Exception:                      # a lowering bug: this node runs as aten
                 if settings.strict:
                     raise
@@ -321,6 +323,8 @@ class GraphLowering:
             if isinstance(a, (list, tuple)):
                 return type(a)(to_arg(x) for x in a)
             return a
+        if node.target in lower_views.STORAGE_ADDRESSING:
+            args = (lower_views.eager_view(self, node.args[0]),) + tuple(args[1:])
         if self.library_layouts and node.target in layouts.MATMUL_OPERANDS:
             in_place = self._row_class_matmul(node, args, kwargs)
             if in_place is not None:

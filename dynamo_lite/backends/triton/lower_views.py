@@ -17,11 +17,12 @@ from __future__ import annotations
 import torch
 
 import itertools
+import operator
 
 from .codegen import compute_dtype
 from .ir import (Affine, Expr, Op, cast, const, contiguous_strides, domain_vars, expr, gather_var, rewrite,
                  substitute_index, walk, with_mask)
-from .lowerings import NotLowerable, binary, from_end, index_expr, out_meta, register, where
+from .lowerings import GraphNotLowerable, NotLowerable, binary, from_end, index_expr, out_meta, register, where
 from . import layouts, values as V
 from .values import Value, broadcast_to, lazy
 
@@ -193,16 +194,104 @@ def lower_cat(lw, node, tensors, dim=0):
 
 @register(aten.as_strided.default)
 def lower_as_strided(lw, node, x, size, stride, storage_offset=None):
-    """`as_strided` that only restates its input's own layout (the same sizes, strides and offset
-    wherever a dim has more than one element: what functionalization leaves after an adaptive
-    pool's squeeze) reads the input as it is. Others address memory the value may not have
-    (ours is a logical value, laid out as we choose): aten calls."""
+    """`as_strided` addresses its input's storage, which in eager is laid out by the op that made
+    it (the storage's owner: the view chain below the input walked back), and ours, where that op
+    is computed, is laid out as we choose. One that only restates its input's own layout (the
+    same sizes, strides and offset wherever a dim has more than one element: what
+    functionalization leaves after an adaptive pool's squeeze) reads the input as it is. Any
+    other is a view of the owner's buffer in eager's layout (`eager_view`: Longformer's
+    overlapping chunks of a `reshape` that is a view in eager). Over a graph input's storage it
+    is an aten call on the caller's tensor (graph_lowering._extern passes it `eager_view`)."""
     meta, val = out_meta(node), node.args[0].meta.get("val")
-    if not isinstance(x, Value) or not isinstance(val, torch.Tensor) or tuple(size) != tuple(val.shape) \
-            or (storage_offset if storage_offset is not None else val.storage_offset()) != val.storage_offset() \
-            or any(n > 1 and a != b for n, a, b in zip(size, stride, val.stride())):
-        raise NotLowerable("an as_strided that is not its input's own layout")
-    return lazy(x.sizes, meta.dtype, meta.device, lambda idx: cast(x.load(idx), meta.dtype))
+    if not isinstance(x, Value) or not isinstance(val, torch.Tensor):
+        raise GraphNotLowerable("as_strided of an input we cannot place in eager's layout")
+    offset = storage_offset if storage_offset is not None else val.storage_offset()
+    if tuple(size) == tuple(val.shape) and offset == val.storage_offset() \
+            and all(n <= 1 or a == b for n, a, b in zip(size, stride, val.stride())):
+        return lazy(x.sizes, meta.dtype, meta.device, lambda idx: cast(x.load(idx), meta.dtype))
+    owner = storage_owner(node.args[0])
+    if owner is not None and owner.op == "placeholder":
+        raise NotLowerable("an as_strided of a graph input's storage (an aten call on the input's view)")
+    buffer, _, at = eager_view(lw, node.args[0]).layout
+    return Value.of_buffer(buffer, tuple(size), tuple(stride), at - val.storage_offset() + offset)
+
+
+#: aten ops whose result depends on their first argument's storage, not only on its elements
+#: (graph_lowering._extern hands them `eager_view` of it)
+STORAGE_ADDRESSING = {aten.as_strided.default, aten.as_strided_scatter.default}
+
+
+def eager_view(lw, node) -> Value:
+    """`node`'s tensor as a view of memory laid out as its storage is in eager: for a storage a
+    graph input owns, a view of the input's buffer (the caller's tensor); else of the owner's
+    buffer where ours is in eager's layout, or a copy into it. GraphNotLowerable where that
+    cannot be: neither a kernel nor an aten call on a buffer of ours would then read what eager
+    reads, so the whole graph runs as captured."""
+    val = node.meta.get("val")
+    owner = storage_owner(node) if isinstance(val, torch.Tensor) else None
+    if owner is None:
+        raise GraphNotLowerable("as_strided over a storage viewed as another dtype")
+    if owner.op == "placeholder":
+        value = lw.env.get(owner)
+        if not (isinstance(value, Value) and value.is_strided()):
+            raise GraphNotLowerable("as_strided over a graph input not in memory")
+        buffer, _, at = value.layout
+        return Value.of_buffer(buffer, tuple(val.shape), tuple(val.stride()),
+                               at + val.storage_offset() - owner.meta["val"].storage_offset())
+    buffer, base = eager_storage(lw, owner)
+    return Value.of_buffer(buffer, tuple(val.shape), tuple(val.stride()), base + val.storage_offset())
+
+
+def storage_owner(node):
+    """The node that made the storage `node`'s tensor lives in, in eager: the view chain (each
+    node's first argument sharing its storage, of one dtype) walked back; None where the chain
+    changes dtype (a `view(dtype)`, whose storage positions are not elements)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    val = node.meta.get("val")
+    storage = StorageWeakRef(val.untyped_storage())
+    while node.op == "call_function" and node.args and isinstance(node.args[0], torch.fx.Node):
+        below = node.args[0]
+        if node.target is operator.getitem and isinstance(below.meta.get("val"), (list, tuple)) \
+                and below.args and isinstance(below.args[0], torch.fx.Node):
+            below = below.args[0]           # a piece of `split`, `unbind`...: that op's input
+        below_val = below.meta.get("val")
+        if not isinstance(below_val, torch.Tensor) or StorageWeakRef(below_val.untyped_storage()) != storage:
+            break
+        if below_val.dtype != val.dtype:
+            return None
+        node = below
+    return node
+
+
+def eager_storage(lw, owner) -> tuple:
+    """(buffer, offset): where `owner`'s storage position 0 lies in a buffer laid out as eager's
+    storage (dense, in eager's strides): the owner's buffer where ours already is so, else a copy
+    into eager's strides. GraphNotLowerable where eager's storage is not its tensor's elements
+    densely (an offset, gaps, overlaps)."""
+    val = owner.meta["val"]
+    value = lw.env.get(owner)
+    if not isinstance(value, Value) or not _dense(val):
+        raise GraphNotLowerable(f"as_strided over a storage of {owner.target} not laid out densely")
+    strides = tuple(val.stride())
+    if value.is_strided():
+        buffer, ours, at = value.layout
+        if all(n <= 1 or a == b for n, a, b in zip(value.sizes, ours, strides)):
+            return buffer, at
+        value = Value(value.sizes, value.dtype, value.device, value.load)     # copied in eager's layout
+    stored = lw.realize(value, strides)
+    return stored.layout[0], stored.layout[2]
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Is the storage exactly `t`'s elements, from position 0, without gaps or overlaps?"""
+    if t.storage_offset() != 0 or t.untyped_storage().nbytes() != t.numel() * t.element_size():
+        return False
+    expected = 1
+    for n, s in sorted(((n, s) for n, s in zip(t.shape, t.stride()) if n > 1), key=lambda d: d[1]):
+        if s != expected:
+            return False
+        expected *= n
+    return True
 
 
 @register(aten.roll)

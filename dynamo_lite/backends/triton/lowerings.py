@@ -29,6 +29,11 @@ class NotLowerable(Exception):
     """This call cannot be lowered (unsupported arguments): run it as an extern aten call."""
 
 
+class GraphNotLowerable(Exception):
+    """Neither a kernel nor an aten call computes this call right on our buffers (an `as_strided`
+    over a storage we cannot lay out as eager does): the whole graph runs as captured."""
+
+
 def register(*ops):
     def decorator(fn):
         for op in ops:
