@@ -86,7 +86,7 @@ def main(argv=None) -> int:
                                       timeout=args.timeout, log=None)
                 print(f"  -> {len(failure.shrunk.splitlines())} lines", flush=True)
                 if not args.no_save:
-                    driver.save_regression(failure, args.seed, args.save_dir, style=args.style)
+                    driver.save_regression(failure, args.seed, args.save_dir, style=args.style, backend=args.backend)
     print(summary.report())
     print(summary.coverage(args.top))
     if args.json:

@@ -194,3 +194,18 @@ def test_worker_reports_crashes_and_hangs():
         assert worker.run(crash).category == "crash"
         assert worker.run(hang, timeout=3).category == "hang"
         assert worker.run(ok).ok
+
+
+def test_a_saved_regression_replays_with_the_backend_that_failed(tmp_path):
+    """A failure found with `--backend triton` is saved with `# backend: triton` (and says so in
+    its command line): replayed with the default eager backend it would pass and prove nothing."""
+    from fuzz.oracle import Verdict
+    failure = driver.Failure(program=7, verdict=Verdict(category="mismatch:value", message="result[0] differs"),
+                             source="import torch\n\ndef f(x):\n    return x\n")
+    for backend in ("triton", "eager"):
+        (tmp_path / backend).mkdir()
+        path = driver.save_regression(failure, 11, tmp_path / backend, backend=backend)
+        info = driver.header(path.read_text())
+        assert info.get("backend", "eager") == backend and "xfail" in info
+        assert ("--backend triton" in path.read_text().splitlines()[0]) == (backend == "triton")
+        assert driver.strip_header(path.read_text()) == failure.source

@@ -157,8 +157,9 @@ def shrink_failure(failure: Failure, worker: Worker, *, backend: str = "eager", 
 
 
 def save_regression(failure: Failure, seed: Optional[int], directory: Path = REGRESSIONS_DIR,
-                    style: str = "tensor") -> Optional[Path]:
-    """Write the shrunk program as a regression file, unless the same program is saved already."""
+                    style: str = "tensor", backend: str = "eager") -> Optional[Path]:
+    """Write the shrunk program as a regression file, unless the same program is saved already;
+    a program that failed with another backend than eager replays with it (`# backend:`)."""
     body = failure.shrunk or failure.source
     digest = hashlib.sha1(body.encode()).hexdigest()[:10]
     directory.mkdir(parents=True, exist_ok=True)
@@ -168,11 +169,14 @@ def save_regression(failure: Failure, seed: Optional[int], directory: Path = REG
     name = failure.verdict.category.replace(":", "_").replace("-", "_") + f"_{digest}.py"
     first_line = failure.verdict.message.strip().splitlines()[0] if failure.verdict.message.strip() else ""
     header = [f"# dynamo_lite fuzz regression: program {failure.program}"
-              + (f" of bench/fuzz.py{' --style ' + style if style != 'tensor' else ''} --seed {seed}"
+              + (f" of bench/fuzz.py{' --style ' + style if style != 'tensor' else ''}"
+                 f"{' --backend ' + backend if backend != 'eager' else ''} --seed {seed}"
                  if seed is not None else "")
               + f", shrunk from {len(failure.source.splitlines())} to {len(body.splitlines())} lines",
               f"# failure: {failure.verdict.category}: {first_line[:300]}",
               f"{XFAIL_MARK}open bug found by fuzzing (delete this line once fixed)"]
+    if backend != "eager":
+        header.append(f"# backend: {backend}")
     path = directory / name
     path.write_text("\n".join(header) + "\n" + body)
     failure.saved = path

@@ -188,11 +188,12 @@ def _in_place_result_it_cannot_hold(graph: torch.fx.Graph) -> Optional[str]:
 
 
 def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
-    """An in-place write eager may refuse: into a tensor whose elements share memory (an
-    expand), or from an operand that is another view of the written memory (`v *= v[1:]`)."""
+    """An in-place write eager may refuse, or whose result depends on eager's write order: into
+    a tensor whose elements share memory (`_shares_memory_within`), or from an operand that is
+    another view of the written memory (`v *= v[1:]`)."""
     from ...graph_builder import storage_key
     for node, written in _in_place_writes(graph):
-        if torch._debug_has_internal_overlap(written) == 1:
+        if _shares_memory_within(written):
             return True
         key = storage_key(written)
         operands = [*node.args[1:], *node.kwargs.values()]
@@ -206,6 +207,23 @@ def _writes_overlapping_memory(graph: torch.fx.Graph) -> bool:
             if isinstance(other, torch.Tensor) and other is not written and storage_key(other) == key \
                     and key is not None and not _same_view(other, written) and _ranges_overlap(other, written):
                 return True
+    return False
+
+
+def _shares_memory_within(t: torch.Tensor) -> bool:
+    """May two elements of `t` be one memory location? Where torch knows they are (an expand),
+    and where its strides, sorted, do not each step past every position the smaller ones reach
+    (overlapping `as_strided` windows: torch cannot tell, so eager writes them in its own order).
+    Conservative, and exact for the layouts views of a dense tensor have."""
+    if torch._debug_has_internal_overlap(t) == 1:
+        return True
+    if t.numel() == 0:
+        return False
+    reach = 0
+    for stride, size in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n > 1):
+        if stride <= reach:
+            return True
+        reach += stride * (size - 1)
     return False
 
 
@@ -539,9 +557,9 @@ def _overlapping_write(addresses: list[int], tensors: list[int], extents: list[i
 def _unsafe_write(example_inputs, written: list[int]) -> Optional[str]:
     """Why writing these inputs in place would differ from eager, or None (it would not)."""
     for i in written:
-        if torch._debug_has_internal_overlap(example_inputs[i]) == 1:
-            return (f"input {i} is written in place but its elements share memory (an expanded tensor): "
-                    "eager refuses the write")
+        if _shares_memory_within(example_inputs[i]):
+            return (f"input {i} is written in place but its elements share memory (an expanded tensor, "
+                    "overlapping windows): eager refuses the write or makes it in its own order")
     tensors = [i for i, t in enumerate(example_inputs) if isinstance(t, torch.Tensor)]
     if any(_is_fake(example_inputs[i]) for i in tensors):
         return None                        # no addresses to compare (AOTAutograd's parts): checked per call
