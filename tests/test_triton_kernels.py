@@ -701,7 +701,8 @@ def test_row_tiles_and_row_vectors_can_be_switched_off(monkeypatch):
 def test_an_attention_mask_sliced_alike_by_each_layer_is_computed_once():
     """Each layer slices the model's mask the same way before its attention call (an aten call
     that needs the mask in memory): the slices merge into one value, stored once (not one buffer
-    per layer; in a model the copies were kernels of their own, one per layer)."""
+    per layer; in a model the copies were kernels of their own, one per layer). (On CUDA the
+    attention op's decomposition expands the mask to every head first: that is the one buffer.)"""
     def fn(q, k, v, m):
         mask = (1.0 - m[:, None, None, :]) * -10000.0
         out = q
@@ -711,8 +712,7 @@ def test_an_attention_mask_sliced_alike_by_each_layer_is_computed_once():
     q, k, v = t(2, 4, 8, 16), t(2, 4, 8, 16), t(2, 4, 8, 16)
     m = (torch.rand(2, 12, device=DEVICE) > 0.3).float()        # (longer than the keys: a real slice)
     info = compile_and_check(fn, q, k, v, m, externs=3)
-    assert info.kernel_count == 1 and info.wrapper_source.count("empty_strided((2, 1, 1, 8)") == 1, \
-        info.wrapper_source
+    assert info.kernel_count == 1 and info.wrapper_source.count("empty_strided(") == 1, info.wrapper_source
 
 
 def test_equal_results_returned_twice_stay_two_tensors_and_random_ones_differ():

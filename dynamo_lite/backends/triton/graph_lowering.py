@@ -66,6 +66,9 @@ class GraphLowering:
         # id(Value) of a lazy graph output -> the dense strides eager gives it (what the caller, or
         # AOTAutograd's backward graph reading a saved tensor, was traced with)
         self._output_strides: dict[int, tuple[int, ...]] = {}
+        # node -> the strides eager's kernel gives its result where its meta function says
+        # otherwise (`note_eager_layout`)
+        self._eager_layouts: dict[torch.fx.Node, tuple[int, ...]] = {}
         # host values kernels read (CPU scalars in a CUDA graph): passed by value, read on the host
         # at call time (`scalar_args`: buffer names)
         self.scalar_args: set[str] = set()
@@ -207,10 +210,23 @@ class GraphLowering:
                 raise NotImplementedError(f"fx node op {node.op}")
         return self
 
+    def note_eager_layout(self, strides: tuple[int, ...]) -> None:
+        """The node being lowered comes out of eager's kernel with `strides`, not its meta value's
+        (ATen's CUDA upsampling keeps a channels-last input's layout; its meta function gives a
+        contiguous result): a graph output of it is stored so."""
+        self._eager_layouts[self.node] = tuple(strides)
+
+    def eager_strides(self, node: torch.fx.Node, sizes) -> Optional[tuple[int, ...]]:
+        """The dense strides eager gives `node`'s result: its meta value's, unless its lowering
+        said otherwise (`note_eager_layout`); None where they are not dense."""
+        if node in self._eager_layouts:
+            return self._eager_layouts[node]
+        return _dense_strides(node.meta.get("val"), sizes)
+
     def _note_output_layout(self, node: torch.fx.Node):
         value = self.env[node]
         if isinstance(value, Value) and not value.is_strided():
-            strides = _dense_strides(node.meta.get("val"), value.sizes)
+            strides = self.eager_strides(node, value.sizes)
             if strides is not None:
                 self._output_strides[id(value)] = strides
 
@@ -600,36 +616,37 @@ class GraphLowering:
                     v = mutated_into[id(v)]          # `x += 1; return x`: return the input itself
                 elif not v.is_strided():
                     v = self.realize(v, None if free else
-                                     _dense_strides(n.meta.get("val"), v.sizes) or contiguous_strides(v.sizes))
+                                     self.eager_strides(n, v.sizes) or contiguous_strides(v.sizes))
                 elif v.layout[0].name in written or (
-                        not free and self._strides_differ_from_eager(v, n.meta.get("val"))):
+                        not free and self._strides_differ_from_eager(v, n)):
                     # the value before the write-back: keep a copy; a value stored in another
                     # layout than eager's (padded rows, NHWC: AOTAutograd's backward indexes a
                     # saved tensor with eager's strides): a copy in eager's layout
-                    v = self._materialize(Value(v.sizes, v.dtype, v.device, v.load),
-                                          _dense_strides(n.meta.get("val"), v.sizes))
+                    v = self._materialize(Value(v.sizes, v.dtype, v.device, v.load), self.eager_strides(n, v.sizes))
             self.outputs[i] = v
         self._write_back()
 
     def output_strides(self) -> list[Optional[tuple[int, ...]]]:
-        """Per graph output: the strides of a free output that comes out in another layout than
-        eager's (what the backward must be compiled for), else None (eager's)."""
+        """Per graph output: the strides of a free output, or of one whose eager layout is not its
+        meta value's (`note_eager_layout`), that comes out in another layout than its meta value
+        gives (what the backward, traced with meta values, must be compiled for), else None."""
         fx_nodes = graph_outputs(self.gm)
         out = []
         for i, (n, v) in enumerate(zip(fx_nodes, self.outputs)):
             meta = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
-            differs = i in self.free_outputs and isinstance(v, Value) and v.is_strided() \
+            noted = i in self.free_outputs or n in self._eager_layouts
+            differs = noted and isinstance(v, Value) and v.is_strided() \
                 and isinstance(meta, torch.Tensor) and tuple(meta.shape) == v.sizes \
                 and any(size > 1 and s != e for size, s, e in zip(v.sizes, v.layout[1], meta.stride()))
             out.append(tuple(v.layout[1]) if differs else None)
         return out
 
-    def _strides_differ_from_eager(self, v: Value, meta) -> bool:
+    def _strides_differ_from_eager(self, v: Value, node: torch.fx.Node) -> bool:
         """Is `v` all of a buffer of ours (not a view of a graph input, which must alias, nor a host
-        value) whose strides differ from the dense strides eager gives this output (dims of size
-        1 aside)?"""
+        value) whose strides differ from the dense strides eager gives this output, `node`'s (dims
+        of size 1 aside)?"""
         buf, strides, offset = v.layout
-        eager = _dense_strides(meta, v.sizes)
+        eager = self.eager_strides(node, v.sizes)
         if buf.kind not in ("temp", "extern") or eager is None or offset != 0 or self.on_host(v):
             return False
         return any(n > 1 and s != e for n, s, e in zip(v.sizes, strides, eager))

@@ -5,8 +5,9 @@ an FPN's upsample-then-add is one kernel) instead of being a library call betwee
 
 Source positions follow eager's kernels (ATen's UpSample.h): the scale is a float32
 `1 / scale_factor` where a factor was given, else `input_size / output_size` in float32;
-nearest reads `min(floor(i * scale), size - 1)` (the 2-d CPU kernel `i` where the sizes are equal, `i // 2`
-where the output is twice the input, whatever factor was given; not the 1-d and 3-d ones), nearest-exact `floor((i + 0.5) * scale)`
+nearest reads `min(floor(i * scale), size - 1)` (the 2-d kernels `i` where the sizes are equal, and
+on the CPU `i // 2` where the output is twice the input, whatever factor was given; not the 1-d
+and 3-d ones), nearest-exact `floor((i + 0.5) * scale)`
 computed in double as C++ promotes it, so the positions, and so the values, are eager's exactly.
 Linear modes weight the two neighbours of `scale * (i + 0.5) - 0.5` (one FMA, as the compilers
 contract it: the positions are eager's; clamped at 0), or of `scale * i` with `align_corners`,
@@ -22,6 +23,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from . import layouts
 from .ir import Op, cast, const
 from .lower_views import _gathers, _read_at
 from .lowerings import NotLowerable, binary, index_expr, out_meta, register, unary, where
@@ -61,29 +63,41 @@ def _operands(node, x, output_size, factors: Sequence, what: str, dtype_ok):
     return meta, spatial, factors
 
 
-def _shortcut(node, x, output_size, factors, d: int, sizes_read: tuple, cpu_rule: bool, acc=torch.float32) -> bool:
-    """Whether dim d reads by a size shortcut (`i` where the output is `sizes_read[0]` x the input,
-    `i // 2` where `sizes_read` holds 2) of ATen's CPU kernels (`cpu_rule`) instead of the scale
-    factor given, where that factor's scale differs from the sizes' one. Eager's rule there is
-    only known for the CPU (checked under the interpreter): elsewhere such a dim stays an aten call."""
+def _shortcut(node, x, output_size, factors, d: int, known: dict, acc=torch.float32) -> bool:
+    """Whether dim d reads by a size shortcut (`i` where the output is as large as the input,
+    `i // 2` where it is twice the input) instead of the scale factor given, where that factor's
+    scale differs from the sizes' one. `known`: per device type, the size ratios (1, 2) whose dims
+    eager's kernels read by their sizes there (ATen's CPU kernels checked under the interpreter,
+    CUDA's measured on an H100); on another device such a dim stays an aten call."""
     lead = x.ndim - len(output_size)
     size, out = x.sizes[lead + d], output_size[d]
     ratio = out // size if out % size == 0 else None
-    if ratio not in sizes_read or factors[d] is None or \
+    if ratio not in (1, 2) or factors[d] is None or \
             _scale(size, out, factors[d], acc=acc) == _scale(size, out, None, acc=acc):
         return False         # no shortcut, or it reads what the scale does
-    if out_meta(node).device.type != "cpu":
+    device = out_meta(node).device.type
+    if device not in known:
         raise NotLowerable("an upsampling whose scale factor disagrees with its sizes")
-    return cpu_rule
+    return ratio in known[device]
+
+
+def _in_input_layout(lw, node) -> None:
+    """ATen's 2-d upsampling kernels store a channels-last image's result channels-last, as its
+    input, on every device (the CUDA meta function of the linear ones says contiguous)."""
+    src = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    if isinstance(src, torch.Tensor) and src.dim() == 4 and not src.is_contiguous() \
+            and src.is_contiguous(memory_format=torch.channels_last):
+        lw.note_eager_layout(layouts.channels_last_strides(tuple(out_meta(node).shape)))
 
 
 def _nearest(node, x, output_size, factors, exact: bool):
     meta, spatial, factors = _operands(node, x, output_size, factors, "a nearest upsampling", _gathers)
     lead = x.ndim - spatial
     scales = [_scale(x.sizes[lead + d], output_size[d], factors[d]) for d in range(spatial)]
-    # (the 2-d CPU kernel's shortcuts; its 1-d and 3-d ones follow the factor)
-    shortcuts = [not exact and _shortcut(node, x, output_size, factors, d, (1, 2), spatial == 2)
-                 for d in range(spatial)]
+    # the 2-d kernels' shortcuts (CPU: equal and twice the size; CUDA: equal); the 1-d and 3-d
+    # ones follow the factor
+    known = {"cpu": (1, 2), "cuda": (1,)} if spatial == 2 else {"cpu": (), "cuda": ()}
+    shortcuts = [not exact and _shortcut(node, x, output_size, factors, d, known) for d in range(spatial)]
 
     def source(d: int, i) -> object:
         size = x.sizes[lead + d]
@@ -107,12 +121,14 @@ def _nearest(node, x, output_size, factors, exact: bool):
 
 @register(aten.upsample_nearest1d.default, aten.upsample_nearest2d.default, aten.upsample_nearest3d.default)
 def lower_upsample_nearest(lw, node, x, output_size, *scales):
+    _in_input_layout(lw, node)
     return _nearest(node, x, output_size, scales, exact=False)
 
 
 @register(aten._upsample_nearest_exact1d.default, aten._upsample_nearest_exact2d.default,
           aten._upsample_nearest_exact3d.default)
 def lower_upsample_nearest_exact(lw, node, x, output_size, *scales):
+    _in_input_layout(lw, node)
     return _nearest(node, x, output_size, scales, exact=True)
 
 
@@ -127,6 +143,7 @@ def _fma(a, b, c):
 
 @register(aten.upsample_linear1d.default, aten.upsample_bilinear2d.default, aten.upsample_trilinear3d.default)
 def lower_upsample_linear(lw, node, x, output_size, align_corners, *scales):
+    _in_input_layout(lw, node)
     meta, spatial, factors = _operands(node, x, output_size, scales, "a linear upsampling",
                                        lambda dtype: dtype.is_floating_point)
     lead = x.ndim - spatial
@@ -135,7 +152,7 @@ def lower_upsample_linear(lw, node, x, output_size, align_corners, *scales):
     # a dim as large as the input is read as it is (the CPU kernel's rule, whatever the factor;
     # where all are, a copy on every device), which scale 1 reads as well
     same = [output_size[d] == x.sizes[lead + d] for d in range(spatial)]
-    copied = [same[d] and (all(same) or align_corners or _shortcut(node, x, output_size, factors, d, (1,), True, acc))
+    copied = [same[d] and (all(same) or align_corners or _shortcut(node, x, output_size, factors, d, {"cpu": (1,)}, acc))
               for d in range(spatial)]
 
     def neighbours(d: int, i):
