@@ -906,8 +906,10 @@ def test_avg_pool2d_backward_is_a_kernel_gathering_each_windows_share(kernel, st
     torch.testing.assert_close(leaf.grad, want.grad, rtol=1e-6, atol=1e-6)
     assert leaf.grad.stride() == want.grad.stride()
     graphs = list(triton_backend_module.recent)
-    assert graphs and all(g.fallback_reason is None and not g.extern_ops for g in graphs), \
-        [(g.fallback_reason, g.extern_ops) for g in graphs]
+    # (on a GPU a channels-last input's gradient is eager's kernel: ours was wrong there)
+    allowed = ("aten.avg_pool2d_backward.default",) if channels_last and DEVICE != "cpu" else ()
+    assert graphs and all(g.fallback_reason is None and all(str(op) in allowed for op in g.extern_ops)
+                          for g in graphs), [(g.fallback_reason, g.extern_ops) for g in graphs]
 
 
 # -- gather -----------------------------------------------------------------------------------
