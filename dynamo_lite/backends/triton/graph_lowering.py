@@ -112,8 +112,7 @@ class GraphLowering:
             # (before padding: a [8, 1024, 14, 14] activation is no matrix with misaligned rows)
             for ld in loads([value.load(domain_vars(4))]):
                 buf = self.buffers.get(ld.arg[0])
-                if buf is not None and buf.sizes == value.sizes and layouts.is_channels_last(buf.sizes, buf.strides) \
-                        and buf.strides != contiguous_strides(buf.sizes):
+                if buf is not None and buf.sizes == value.sizes and layouts.only_channels_last(buf.sizes, buf.strides):
                     return layouts.channels_last_strides(value.sizes)
         if self.library_layouts and layouts.needs_padding(value.sizes, value.dtype):
             return layouts.padded_strides(value.sizes, value.dtype)
@@ -169,7 +168,7 @@ class GraphLowering:
         (index_put keeps its input's), else contiguous. `dim` may be several adjacent dims, with
         `position` flattened over them (row-major): NotLowerable unless the layout makes them one
         dim (the stride of each is the next one's size times its stride; size-1 dims aside)."""
-        strides = _dense_strides(self.node.meta.get("val"), sizes) if self.node is not None else None
+        strides = layouts.dense_strides(self.node.meta.get("val"), sizes) if self.node is not None else None
         strides = strides or contiguous_strides(sizes)
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
         spanned = [d for d in dims if sizes[d] != 1]
@@ -221,7 +220,7 @@ class GraphLowering:
         said otherwise (`note_eager_layout`); None where they are not dense."""
         if node in self._eager_layouts:
             return self._eager_layouts[node]
-        return _dense_strides(node.meta.get("val"), sizes)
+        return layouts.dense_strides(node.meta.get("val"), sizes)
 
     def _note_output_layout(self, node: torch.fx.Node):
         value = self.env[node]
@@ -764,22 +763,6 @@ def _padded_broadcast(sizes, out_sizes, padded_out_sizes) -> tuple[int, ...]:
     lead = len(out_sizes) - len(sizes)
     return tuple(padded_out_sizes[lead + i] if lead + i >= 0 and n == out_sizes[lead + i] else n
                  for i, n in enumerate(sizes))
-
-
-def _dense_strides(meta, sizes) -> Optional[tuple[int, ...]]:
-    """The eager result's strides if they describe a dense, non-overlapping layout."""
-    if not isinstance(meta, torch.Tensor) or tuple(meta.shape) != tuple(sizes):
-        return None
-    strides = tuple(meta.stride())
-    order = sorted(range(len(sizes)), key=lambda d: (strides[d], sizes[d]))
-    expected = 1
-    for d in order:
-        if sizes[d] == 1:
-            continue
-        if strides[d] != expected:
-            return None
-        expected *= sizes[d]
-    return strides
 
 
 #: ops whose result is a view of their input (followed from a matmul to the graph's output)

@@ -35,6 +35,7 @@ from typing import Optional
 import torch
 
 from . import settings
+from .ir import contiguous_strides
 
 aten = torch.ops.aten
 
@@ -181,3 +182,28 @@ def is_channels_last(sizes, strides) -> bool:
     """Do these strides describe a channels-last layout (size-1 dims do not count)?"""
     expected = channels_last_strides(sizes)
     return all(n == 1 or s == e for n, s, e in zip(sizes, strides, expected))
+
+
+def only_channels_last(sizes, strides) -> bool:
+    """Channels-last strides that are not also the contiguous ones (a 4-d layout; size-1 dims do
+    not count: with C or H*W of 1 both are one layout)."""
+    if len(sizes) != 4 or not is_channels_last(sizes, strides):
+        return False
+    return any(n != 1 and s != e for n, s, e in zip(sizes, strides, contiguous_strides(tuple(sizes))))
+
+
+def dense_strides(meta, sizes) -> Optional[tuple[int, ...]]:
+    """`meta`'s strides (an eager result's) if it has `sizes` and they describe a dense,
+    non-overlapping layout; else None."""
+    if not isinstance(meta, torch.Tensor) or tuple(meta.shape) != tuple(sizes):
+        return None
+    strides = tuple(meta.stride())
+    order = sorted(range(len(sizes)), key=lambda d: (strides[d], sizes[d]))
+    expected = 1
+    for d in order:
+        if sizes[d] == 1:
+            continue
+        if strides[d] != expected:
+            return None
+        expected *= sizes[d]
+    return strides

@@ -85,8 +85,7 @@ def _in_input_layout(lw, node) -> None:
     """ATen's 2-d upsampling kernels store a channels-last image's result channels-last, as its
     input, on every device (the CUDA meta function of the linear ones says contiguous)."""
     src = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
-    if isinstance(src, torch.Tensor) and src.dim() == 4 and not src.is_contiguous() \
-            and src.is_contiguous(memory_format=torch.channels_last):
+    if isinstance(src, torch.Tensor) and layouts.only_channels_last(src.shape, src.stride()):
         lw.note_eager_layout(layouts.channels_last_strides(tuple(out_meta(node).shape)))
 
 

@@ -246,16 +246,16 @@ def storage_owner(node):
     """The node that made the storage `node`'s tensor lives in, in eager: the view chain (each
     node's first argument sharing its storage, of one dtype) walked back; None where the chain
     changes dtype (a `view(dtype)`, whose storage positions are not elements)."""
-    from torch.multiprocessing.reductions import StorageWeakRef
+    from ...graph_builder import storage_key
     val = node.meta.get("val")
-    storage = StorageWeakRef(val.untyped_storage())
+    storage = storage_key(val)
     while node.op == "call_function" and node.args and isinstance(node.args[0], torch.fx.Node):
         below = node.args[0]
         if node.target is operator.getitem and isinstance(below.meta.get("val"), (list, tuple)) \
                 and below.args and isinstance(below.args[0], torch.fx.Node):
             below = below.args[0]           # a piece of `split`, `unbind`...: that op's input
         below_val = below.meta.get("val")
-        if not isinstance(below_val, torch.Tensor) or StorageWeakRef(below_val.untyped_storage()) != storage:
+        if storage_key(below_val) is None or storage_key(below_val) != storage:
             break
         if below_val.dtype != val.dtype:
             return None
@@ -284,14 +284,8 @@ def eager_storage(lw, owner) -> tuple:
 
 def _dense(t: torch.Tensor) -> bool:
     """Is the storage exactly `t`'s elements, from position 0, without gaps or overlaps?"""
-    if t.storage_offset() != 0 or t.untyped_storage().nbytes() != t.numel() * t.element_size():
-        return False
-    expected = 1
-    for n, s in sorted(((n, s) for n, s in zip(t.shape, t.stride()) if n > 1), key=lambda d: d[1]):
-        if s != expected:
-            return False
-        expected *= n
-    return True
+    return t.storage_offset() == 0 and t.untyped_storage().nbytes() == t.numel() * t.element_size() \
+        and layouts.dense_strides(t, t.shape) is not None
 
 
 @register(aten.roll)
@@ -571,16 +565,13 @@ def lower_avg_pool2d_backward(lw, node, grad, x, kernel_size, stride, padding, c
     if x.ndim != 4 or grad.ndim != 4:
         raise NotLowerable("avg_pool2d backward of an unbatched input")
     meta = out_meta(node)
-    stored_channels_last = x.is_strided() and x.layout[1] != contiguous_strides(x.sizes) \
-        and layouts.is_channels_last(x.sizes, x.layout[1])
-    if meta.device.type != "cpu" and (stored_channels_last or (
-            not meta.is_contiguous() and meta.is_contiguous(memory_format=torch.channels_last))):
+    if meta.device.type != "cpu" and (_stored_channels_last(x) or layouts.only_channels_last(meta.shape, meta.stride())):
         # its kernel gave wrong gradients on an H100 / H200 (right under the interpreter, from the
         # same source and input layouts; cause not yet found): eager's kernel until it is
         raise NotLowerable("avg_pool2d backward of a channels-last input on the GPU")
     window = _window(kernel_size, stride, padding, 1)
     grad = _once_if_costly(lw, grad)
-    acc = compute_dtype(out_meta(node).dtype)
+    acc = compute_dtype(meta.dtype)
     plane = (x.sizes[2], x.sizes[3])
 
     def term(at, cond, here):
@@ -625,11 +616,13 @@ def _window_gradient(lw, node, x: Value, grad: Value, window, term) -> Value:
     value = lazy(split, meta.dtype, meta.device, loader)
     if sh == 1 and sw == 1:
         return V.view_by_remap(value, x.sizes, lambda idx: (idx[0], idx[1], idx[2], Affine(0), idx[3], Affine(0)))
-    channels_last = x.is_strided() and layouts.is_channels_last(x.sizes, x.layout[1]) and \
-        x.layout[1] != contiguous_strides(x.sizes)
-    strides = _channels_last_split(split) if channels_last else contiguous_strides(split)
+    strides = _channels_last_split(split) if _stored_channels_last(x) else contiguous_strides(split)
     whole = V.reshape(lw.realize(value, strides), (n, c, hq * sh, wq * sw), lw.realize_for_view)
     return V.slice_dim(V.slice_dim(whole, 2, 0, height, 1), 3, 0, width, 1)
+
+
+def _stored_channels_last(x: Value) -> bool:
+    return x.is_strided() and layouts.only_channels_last(x.sizes, x.layout[1])
 
 
 def _channels_last_split(sizes) -> tuple[int, ...]:
