@@ -188,6 +188,7 @@ class Tracer:
         self._guard_keys: set = set()
         self.instance_attrs: set = set()         # AttrSources read from the owner's __dict__ (Scope.instance_attrs)
         self.wrapped: dict[int, Value] = {}      # id(real object) -> its Value (aliasing, dedup)
+        self.torch_by_name: set = set()          # Sources of torch's modules / classes read by name or pinned (wrap._torch_by_name)
         self.keepalive: list[Any] = []           # keeps ids in `wrapped` stable while tracing
         self.effects = SideEffects()             # writes to objects that outlive the trace, replayed after it
         self.frozen_arrays: list[tuple] = []     # (numpy array, snapshot): a graph tensor was made from it

@@ -22,7 +22,7 @@ from .guards import (AliasMatch, ClassVersionMatch, ConstantMatch, DictKeysMatch
                      TypeMatch)
 from .modelled import modelled
 from .runtime import AutocastBlock, GradModeBlock, items_left, iterator_ahead, reads_ahead, sequences_under
-from .sources import AttrSource, FromNumpySource, GenericAttrSource, ItemSource, IteratorAheadSource, Source
+from .sources import AttrSource, FromNumpySource, GenericAttrSource, GlobalSource, ItemSource, IteratorAheadSource, Source
 from .values.arrays import is_numpy_constant
 from .values.numpy_functions import frame_array, shareable_tensor
 from .values.base import Const, MethodValue, Value, is_constant
@@ -43,8 +43,8 @@ def wrap(tracer, value: Any, source: Optional[Source]) -> Value:
     if known is not None and known.source is None and source is not None and isinstance(value, type):
         known = None           # a class first met without a source: from now on, the one that can be written
     if known is not None and not is_constant(value):
-        if source is not None and known.source is not None and known.source != source and _aliasing_matters(value):
-            tracer.add_guard(AliasMatch(source, known.source))
+        if source is not None and known.source != source:
+            _guard_second_source(tracer, value, source, known)
         return known
     result = _build(tracer, value, source)
     if not is_constant(value):
@@ -53,10 +53,47 @@ def wrap(tracer, value: Any, source: Optional[Source]) -> Value:
     return result
 
 
+def _guard_second_source(tracer, value, source: Source, known: Value) -> None:
+    """`value`, already wrapped as `known`, read again through another `source`: the graph treats
+    both reads as one object, so the new source must reach it on later calls too. An object
+    that can change (a tensor, a container, an instance) is guarded to be the first source's
+    object still; a module, function or class as well (the first source's guard pins that one,
+    not what the second source holds: `f(x, g)` called with `g = h` and then `g = k`, where `f`
+    also calls the global `h`), unless the new source reads one of torch's own by name."""
+    if known.source is not None:
+        if _aliasing_matters(value) or not _torch_by_name(tracer, value, source):
+            tracer.add_guard(AliasMatch(source, known.source))
+            _note_pinned_torch(tracer, value, source)
+    elif not _aliasing_matters(value) and not _torch_by_name(tracer, value, source):
+        tracer.add_guard(IdMatch.of(source, value))
+        _note_pinned_torch(tracer, value, source)
+
+
 def _aliasing_matters(value) -> bool:
-    """Two sources reaching one object matter when the object can change (tensors, containers,
-    instances); for modules, functions and classes their own guards already pin them."""
+    """Whether an object's identity is all that two sources reaching it share: not for modules,
+    functions and classes, whose guards pin the object itself (`_guard_second_source`)."""
     return not isinstance(value, (types.ModuleType, types.FunctionType, type, types.BuiltinFunctionType))
+
+
+def _torch_by_name(tracer, value, source: Source) -> bool:
+    """torch's own modules, classes and callables are assumed not to be monkeypatched, so where
+    they are read by name (a global module name such as `torch` or `F`, or an attribute of one of
+    torch's modules or classes read so) they are not guarded. Read from anywhere else (an argument,
+    a closure cell, a default, an object's attribute) they are values like any other, guarded by
+    identity: `f(x, act)` called with `act=torch.relu` and then `torch.sigmoid`."""
+    if not is_torch_namespace(value):
+        return False
+    by_name = (isinstance(source, GlobalSource) and isinstance(value, types.ModuleType)
+               or isinstance(source, (AttrSource, GenericAttrSource)) and source.owner in tracer.torch_by_name)
+    if by_name:
+        tracer.torch_by_name.add(source)
+    return by_name
+
+
+def _note_pinned_torch(tracer, value, source: Source) -> None:
+    """A torch module or class guarded by identity at `source`: its attributes are read by name."""
+    if is_torch_namespace(value) and isinstance(value, (types.ModuleType, type)):
+        tracer.torch_by_name.add(source)
 
 
 def _guard(tracer, guard):
@@ -121,14 +158,22 @@ def _build(tracer, value, source) -> Value:
                                                types.MethodDescriptorType, types.ClassMethodDescriptorType))
                             or is_torch_namespace(value) and not _traced_method(value) and not _called_object(value)
                             or type(value).__module__ == "functools"):
-        if source is not None and not is_torch_namespace(value):
+        if source is not None and isinstance(value, types.MethodType) and not _torch_by_name(tracer, value, source):
+            # a method of one of torch's objects, bound afresh with each object (a stack slot
+            # holding `no_grad().__exit__` across a break): the same function, bound to the same type
+            _guard(tracer, TypeMatch(source, types.MethodType))
+            _guard(tracer, IdMatch.of(_attr(source, "__func__"), value.__func__))
+            _guard(tracer, TypeMatch(_attr(source, "__self__"), type(value.__self__)))
+        elif source is not None and not _torch_by_name(tracer, value, source):
             _guard(tracer, _bound_builtin_guard(source, value) or IdMatch.of(source, value))
+            _note_pinned_torch(tracer, value, source)
             if isinstance(value, type):
                 _guard_class(tracer, value)
         return CallableValue(value, source)
     if isinstance(value, types.ModuleType):
-        if source is not None and not is_torch_namespace(value):
+        if source is not None and not _torch_by_name(tracer, value, source):
             _guard(tracer, IdMatch.of(source, value))
+            _note_pinned_torch(tracer, value, source)
         return ObjectValue(value, source)
     if isinstance(value, types.MethodType) and type(value.__self__) in (GradModeBlock, AutocastBlock):
         return _interrupted_block(tracer, value.__self__, source)
@@ -201,7 +246,7 @@ def _wrap_function(tracer, fn: types.FunctionType, source) -> FunctionValue:
     """A plain function (no attributes, inlined when called, not modelled) is guarded by its code,
     globals and defaults: a closure or lambda made afresh on each call must not recapture each
     time. Anything else about it is pinned by identity."""
-    if source is None or is_torch_namespace(fn):
+    if source is None or _torch_by_name(tracer, fn, source):
         return FunctionValue(fn, source)
     identity = IdMatch.of(source, fn)
     if fn.__dict__ or modelled(fn) is not None or call_rule(fn) != INLINE:

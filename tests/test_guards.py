@@ -403,3 +403,83 @@ def test_guard_checks_raise_no_audit_events():
                          env=dict(os.environ, PYTHONPATH=repo))
     assert out.returncode == 0, out.stderr
     assert int(out.stdout.split()[-1]) == 0
+
+
+def _plus_one(x):
+    return x + 1
+
+
+def _times_three(x):
+    return x * 3
+
+
+@pytest.mark.parametrize("functions", [
+    (torch.sin, torch.cos, torch.exp),                 # torch's builtins
+    (torch.nn.functional.relu, torch.nn.functional.gelu, torch.nn.functional.silu),  # torch's Python functions
+    (_plus_one, _times_three),                         # user functions
+], ids=["torch-builtins", "torch-functions", "user-functions"])
+def test_callable_passed_as_value_is_guarded(functions):
+    """A callable reached through an argument, a default or a closure cell is a value like any
+    other: torch's own are unguarded only where read by name (`torch.sin`), not wherever they are."""
+    def by_argument(x, f):
+        return f(x * 1.5) + 1
+
+    captured = dl.capture(by_argument)
+    for f in functions:
+        x = torch.randn(4)
+        run(captured, by_argument, x, f)
+    for f in functions:
+        def by_default(x, f=f):
+            return f(x * 1.5) + 1
+
+        def make(f):
+            return lambda x: f(x * 1.5) + 1
+        by_closure = make(f)
+        x = torch.randn(4)
+        run(dl.capture(by_default), by_default, x)
+        run(dl.capture(by_closure), by_closure, x)
+
+
+def test_second_source_of_a_function_is_guarded():
+    """One function object read through two sources (a global and an argument, `torch.relu` and
+    an argument) is one value in the graph: the second source is guarded to hold it still."""
+    def through_global(x, g):
+        return _plus_one(x) + g(x)
+
+    def through_torch(x, act):
+        return torch.relu(x) + act(x)
+
+    def through_module(x, m):
+        return m.sin(x) + 1
+    x = torch.randn(4)
+    captured = dl.capture(through_global)
+    run(captured, through_global, x, _plus_one)
+    run(captured, through_global, x, _times_three)
+    captured = dl.capture(through_torch)
+    run(captured, through_torch, x, torch.relu)
+    run(captured, through_torch, x, torch.sigmoid)
+
+    class Namespace:
+        @staticmethod
+        def sin(x):
+            return x * 100
+    captured = dl.capture(through_module)
+    run(captured, through_module, x, torch)
+    run(captured, through_module, x, Namespace)
+
+
+def test_torch_function_in_a_module_attribute_is_guarded():
+    """`self.act = F.gelu` replaced by `F.silu` between calls recaptures."""
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = torch.nn.functional.gelu
+
+        def forward(self, x):
+            return self.act(x) * 2
+    block = Block()
+    captured = dl.capture(block)
+    x = torch.randn(4)
+    run(captured, block, x)
+    block.act = torch.nn.functional.silu
+    run(captured, block, x)
