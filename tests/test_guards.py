@@ -1,6 +1,7 @@
 """Guard soundness: after each kind of change a captured function recaptures (or, where the graph
 cannot be stale, simply reuses it) and always matches eager. Plus recapture reasons, the cache
 size limit, global torch state and memory under shape churn."""
+import functools
 import gc
 import warnings
 
@@ -483,3 +484,26 @@ def test_torch_function_in_a_module_attribute_is_guarded():
     run(captured, block, x)
     block.act = torch.nn.functional.silu
     run(captured, block, x)
+
+
+class _Config:
+    def __init__(self, act):
+        self.act = act
+
+
+@pytest.mark.parametrize("fn, argsets", [
+    (lambda x, fs: fs[0](x) + fs[1](x), [([torch.sin, torch.cos],), ([torch.exp, torch.exp],)]),
+    (lambda x, d: d["a"](x), [({"a": torch.sin},), ({"a": torch.cos},)]),
+    (lambda x, t: t[0](x), [((torch.sin,),), ((torch.cos,),)]),
+    (lambda x, c: c.act(x), [(_Config(torch.sin),), (_Config(torch.cos),)]),
+    (lambda x, cls: cls()(x), [(nn.ReLU,), (nn.Sigmoid,), (nn.Tanh,)]),
+    (lambda x, cls: x * (cls is torch.Tensor), [(torch.Tensor,), (nn.Parameter,)]),
+    (lambda x, p: p(x, x), [(functools.partial(torch.add, alpha=3),),
+                            (functools.partial(torch.sub, alpha=3),)]),
+], ids=["list", "dict", "tuple", "object-attribute", "module-class", "torch-class", "partial"])
+def test_torch_callables_inside_arguments_are_guarded(fn, argsets):
+    """torch's functions and classes held in a list, dict, tuple, an object or a partial: each
+    call with other ones matches eager (all of these reused the first graph)."""
+    captured = dl.capture(fn)
+    for args in argsets:
+        run(captured, fn, torch.randn(4), *args)
