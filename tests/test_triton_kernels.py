@@ -204,7 +204,57 @@ def test_activations():
     def fn(x):
         return (F.gelu(x) + F.gelu(x, approximate="tanh") + F.silu(x) + F.hardswish(x) + F.elu(x)
                 + F.leaky_relu(x, 0.1) + F.softplus(x) + F.mish(x) + F.relu6(x) + torch.sigmoid(x))
-    compile_and_check(fn, t(300), rtol=1e-4, atol=1e-4)
+    compile_and_check(fn, t(300), rtol=1e-4, atol=1e-4, kernels=1, externs=0)
+
+
+def test_activations_of_log1p_and_expm1_are_one_kernel():
+    """softplus, mish, ELU, SELU and CELU decompose into log1p / expm1, lowered (no aten call)."""
+    def fn(x):
+        return F.softplus(x) + F.mish(x) + F.elu(x) + F.selu(x) + F.celu(x, 0.5) + F.softplus(x, 2.0, 5.0)
+    compile_and_check(fn, t(300) * 8, rtol=1.3e-6, atol=1e-5, kernels=1, externs=0)
+
+
+LOG1P_EXPM1_SPECIAL = [0.0, -0.0, -1.0, -1.5, float("inf"), float("-inf"), float("nan"), 1e-30, -1e-30, 1e-8,
+                       -1e-8, 1e-4, -0.2929, 0.4142, 0.41422, -0.29289, 1.0, 2.0, 1e6, 3e38, -0.99999994, 88.7,
+                       89.0, -88.0, -104.0, 5.0, 20.0, -17.33, -20.0, 0.69, -0.69, 0.7, -0.7]
+
+
+@pytest.mark.parametrize("name", ["log1p", "expm1"])
+def test_log1p_and_expm1_are_accurate_near_zero(name):
+    """Within a few ulp of eager everywhere, where log(1 + x) / exp(x) - 1 would have lost a small
+    x's digits; the special values (zeros' signs, -1, infinities, NaN) as eager's."""
+    op = getattr(torch, name)
+    x = torch.cat([torch.tensor(LOG1P_EXPM1_SPECIAL), torch.randn(2000) * 1e-3, torch.randn(2000) * 10,
+                   torch.rand(2000) * 2 - 1]).to(DEVICE)
+    info = compile_and_check(lambda v: op(v), x, rtol=1e-6, atol=0, equal_nan=True, kernels=1, externs=0)
+    got = triton_backend(torch.fx.symbolic_trace(lambda v: op(v)), [x])(x)
+    zeros = x == 0
+    assert torch.equal(torch.signbit(got[zeros]), torch.signbit(x[zeros]))
+    assert "_" + name in info.source
+
+
+def _special_pairs():
+    special = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 3.0, 1e-30, -50.0, 50.0])
+    a = torch.cat([special.repeat_interleave(len(special)), torch.randn(300) * 5])
+    b = torch.cat([special.repeat(len(special)), torch.randn(300) * 5])
+    return a.to(DEVICE), b.to(DEVICE)
+
+
+def test_logaddexp_and_xlogy_are_kernels_with_eagers_special_values():
+    """Every pair of special values (infinities of one sign, NaN, zeros) as eager's; xlogy with a
+    scalar on either side; KL divergence (xlogy of the target) one kernel."""
+    def fn(x, y):
+        return torch.logaddexp(x, y), torch.xlogy(x, y), torch.xlogy(x, 2.0) + torch.xlogy(3.0, y.abs())
+    a, b = _special_pairs()
+    compile_and_check(fn, a, b, rtol=1.3e-6, atol=1e-6, equal_nan=True, externs=0)
+
+    def kl(p, q):
+        return F.kl_div(p, q, reduction="batchmean")
+    compile_and_check(kl, t(8, 10).log_softmax(-1), t(8, 10).softmax(-1), rtol=1.3e-6, atol=1e-6, kernels=1, externs=0)
+
+
+def test_log1p_of_float64_stays_an_aten_call():
+    compile_and_check(lambda x: torch.log1p(x.abs()) * 2, t(50, dtype=torch.float64), externs=1, kernels=2)
 
 
 def test_comparisons_where_and_masks():
@@ -276,6 +326,15 @@ def test_cat_and_pad_use_masked_loads():
     def fn(x, y):
         return torch.cat([x, y * 2], 1).relu(), F.pad(x, (1, 2, 0, 1), value=3.0) * 2
     compile_and_check(fn, t(4, 3), t(4, 5), kernels=2)
+
+
+@pytest.mark.parametrize("pad", [(-1, 2, 0, 1), (1, -2), (-1, -1, -2, 3), (0, 0, -3, -1), (2, -5)])
+def test_negative_padding_crops_in_the_kernel(pad):
+    """A negative pad amount crops that side (F.pad's cropping, a U-Net's skip connection):
+    one kernel, no aten call."""
+    def fn(x):
+        return F.pad(x * 2, pad, value=-1.5) + 1
+    compile_and_check(fn, t(5, 6), kernels=1, externs=0)
 
 
 @pytest.mark.parametrize("dim, start, end, step", [(1, 0, None, 2), (1, 1, None, 2), (0, 1, 6, 3), (-1, 2, 7, 4),

@@ -100,6 +100,8 @@ TEMPLATES = {
     Op.TANH: lambda a: f"2.0 * tl.sigmoid(2.0 * {a}) - 1.0",
     Op.SIGMOID: lambda a: f"tl.sigmoid({a})",
     Op.ERF: lambda a: f"tl.erf({a})",
+    Op.LOG1P: lambda a: f"_log1p({a})",
+    Op.EXPM1: lambda a: f"_expm1({a})",
     Op.FLOOR: lambda a: f"tl.floor({a})",
     Op.CEIL: lambda a: f"tl.ceil({a})",
     Op.TRUNC: lambda a: f"tl.where({a} < 0, tl.ceil({a}), tl.floor({a}))",
@@ -183,6 +185,55 @@ def _fmod(a, b):
 
 """
 
+#: log(1 + x) of fp32 values to within about an ulp, from tl arithmetic alone (libdevice's log1pf
+#: does not run under the interpreter, and log(1 + x) loses x's low bits, tl.log's absolute error
+#: near 1 all of a small x's). The classic reduction (fdlibm's): 1 + x = 2^k * m with m in
+#: [sqrt(2)/2, sqrt(2)) (k from the exponent bits of u = 1 + x biased by m's range), f = m - 1
+#: (f = x itself where k is 0), log(1 + f) = 2 atanh(s), s = f / (2 + f), as
+#: f - f^2/2 + s (f^2/2 + R(s^2)) with fdlibm's degree-4 minimax R; c = (x - (u - 1)) / u, or
+#: (1 - (u - x)) / u from k = 2 on, puts back what rounding u lost (nothing to add from k = 25
+#: on); k ln 2 in two parts, the high one exact in fp32. -1 gives -inf, below -1 NaN, +inf
+#: itself, a zero keeps its sign.
+LOG1P_F32 = """@triton.jit
+def _log1p(x):
+    u = 1.0 + x
+    iu = u.to(tl.int32, bitcast=True) + 4913933
+    k = (iu >> 23) - 127
+    fix = tl.where(k >= 2, 1.0 - (u - x), x - (u - 1.0))
+    c = tl.where((k == 0) | (k >= 25), 0.0, tl.div_rn(fix, u))
+    m = ((iu & 8388607) + 1060439283).to(tl.float32, bitcast=True)
+    f = tl.where(k == 0, x, m - 1.0)
+    s = tl.div_rn(f, 2.0 + f)
+    z = s * s
+    w = z * z
+    r = z * (0.6666666269302368 + w * 0.2849878668785095) + w * (0.40000972151756287 + w * 0.24279078841209412)
+    half_sq = 0.5 * f * f
+    dk = k.to(tl.float32)
+    out = s * (half_sq + r) + (dk * 9.05800061445916e-06 + c) - half_sq + f + dk * 0.6931381225585938
+    out = tl.where(x == 0.0, x, out)
+    out = tl.where(x == -1.0, float("-inf"), out)
+    out = tl.where((x < -1.0) | (x != x), float("nan"), out)
+    return tl.where(x == float("inf"), x, out)
+
+
+"""
+
+#: exp(x) - 1 of fp32 values. Where u = exp(x) lies in [1/2, 2], Kahan's way: (u - 1) * x / log(u),
+#: log(u) as log1p(u - 1) (u - 1 is exact there); whatever error u carries, (u - 1) / log(u) is a
+#: smooth function of it evaluated at that same u, so the quotient keeps x's accuracy where
+#: u - 1 alone would cancel (u = 1 gives x, a zero's sign too). Outside, u - 1 itself: nothing
+#: cancels (and u - 1 is no longer exact, so the quotient would not be of the same u).
+EXPM1_F32 = """@triton.jit
+def _expm1(x):
+    u = tl.exp(x)
+    um1 = u - 1.0
+    near = (u >= 0.5) & (u <= 2.0)
+    kahan = um1 * tl.div_rn(x, _log1p(tl.where(near, um1, 1.0)))
+    return tl.where(um1 == 0.0, x, tl.where(near, kahan, um1))
+
+
+"""
+
 #: fp32 variants rounded as eager's (IEEE round-to-nearest): Triton's `/` is div.full.f32 (up to 2 ulp
 #: off: 4.6875 / 0.9375 gave 5.0000005, so a floor or a comparison of an exact quotient went wrong)
 #: and tl.sqrt is sqrt.approx.ftz.f32 on the GPU; except the QUOTIENTS of an APPROXIMATE value
@@ -199,7 +250,7 @@ PRECISE_FP32 = {
 #: the divisor out of range) made a causal softmax's normalization, half of whose numerators are
 #: exp(-inf) = 0, 1.9x slower, and Adam's update (divided by 1 - beta ** step, an exp2) 1.4x
 APPROXIMATE = frozenset({Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.RSQRT, Op.SIN, Op.COS, Op.TANH, Op.SIGMOID,
-                         Op.ERF, Op.POW})
+                         Op.ERF, Op.POW, Op.EXPM1})
 QUOTIENTS = frozenset({Op.DIV, Op.RECIP})
 
 #: how a reduction kind reduces a tile along its rows. Not `tl.max` / `tl.min`: they combine with
@@ -209,6 +260,8 @@ QUOTIENTS = frozenset({Op.DIV, Op.RECIP})
 REDUCE = {"sum": "tl.sum({}, 1)", "max": "tl.reduce({}, 1, _max_nan)", "min": "tl.reduce({}, 1, _min_nan)"}
 HELPERS = {
     "fmod": FMOD_F32,
+    "log1p": LOG1P_F32,
+    "expm1": LOG1P_F32 + EXPM1_F32,
     "max": "@triton.jit\ndef _max_nan(a, b):\n    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
     "min": "@triton.jit\ndef _min_nan(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
     # 2^x as eager's exp2 and pow: tl.exp2 flushes results below 2^-126 to zero on the GPU
@@ -821,6 +874,8 @@ class KernelBuilder:
             self.helpers.add("exp2")
         if op is Op.FMOD and e.dtype.is_floating_point:
             self.helpers.add("fmod")
+        if op in (Op.LOG1P, Op.EXPM1):
+            self.helpers.add(op.value)
         per_element = self.row_vectors is not None and self._row_domain(e) == 2
         args = [self.emit_elements(a) if per_element else self.emit(a) for a in e.args]
         if op in UNARY or op is Op.WHERE:

@@ -29,7 +29,7 @@ aten = torch.ops.aten
 #: stay aten calls, so they draw the same random numbers as eager.
 DECOMPOSED = [
     "_softmax", "_log_softmax", "_safe_softmax", "gelu", "silu", "silu_", "gelu_", "hardswish",
-    "hardsigmoid", "mish", "elu", "leaky_relu", "hardtanh", "softplus", "logsumexp", "addcmul",
+    "hardsigmoid", "mish", "elu", "celu", "leaky_relu", "hardtanh", "softplus", "logsumexp", "addcmul",
     "addcdiv", "lerp", "rsub", "_native_batch_norm_legit_no_training",
     "_fused_rms_norm", "threshold", "tril", "triu", "zeros_like", "ones_like", "new_zeros",
     "new_ones", "new_full", "empty_like", "std", "glu", "logit", "erfc", "frac", "stack",

@@ -130,6 +130,7 @@ class Op(enum.Enum):
     SQRT = "sqrt"; RSQRT = "rsqrt"; RECIP = "reciprocal"; SIN = "sin"; COS = "cos"
     TANH = "tanh"; SIGMOID = "sigmoid"; ERF = "erf"; FLOOR = "floor"; CEIL = "ceil"
     TRUNC = "trunc"; NOT = "not"; ISNAN = "isnan"; RELU = "relu"
+    LOG1P = "log1p"; EXPM1 = "expm1"   # fp32 only (codegen's LOG1P_F32 / EXPM1_F32 helpers)
     # binary
     ADD = "add"; SUB = "sub"; MUL = "mul"; DIV = "div"; MAX = "maximum"; MIN = "minimum"
     POW = "pow"; EQ = "eq"; NE = "ne"; LT = "lt"; LE = "le"; GT = "gt"; GE = "ge"
@@ -145,7 +146,7 @@ class Op(enum.Enum):
 
 UNARY = frozenset({Op.NEG, Op.ABS, Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
                    Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.ERF, Op.FLOOR, Op.CEIL, Op.TRUNC,
-                   Op.NOT, Op.ISNAN, Op.RELU})
+                   Op.NOT, Op.ISNAN, Op.RELU, Op.LOG1P, Op.EXPM1})
 COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
 
 _INTERNED: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()

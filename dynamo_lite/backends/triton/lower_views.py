@@ -370,14 +370,26 @@ def _strided_slice_scatter(x: Value, src: Value, dim: int, lo: int, step: int, m
 
 @register(aten.constant_pad_nd)
 def lower_constant_pad(lw, node, x, pad, value=0):
+    """A negative amount crops that side (a slice of x, then the rest padded)."""
     meta = out_meta(node)
     sizes = tuple(meta.shape)
-    if any(p < 0 for p in pad):
-        raise NotLowerable("negative padding")
     lows = [0] * len(sizes)
     for k in range(len(pad) // 2):
-        lows[len(sizes) - 1 - k] = pad[2 * k]
+        d = len(sizes) - 1 - k
+        low, high = pad[2 * k], pad[2 * k + 1]
+        if low < 0 or high < 0:
+            x = V.slice_dim(x, d, max(-low, 0), x.sizes[d] - max(-high, 0), 1)
+        lows[d] = max(low, 0)
+    if tuple(x.sizes) != tuple(s - lo - hi for s, lo, hi in zip(sizes, lows, _highs(pad, len(sizes)))):
+        raise NotLowerable("padding that crops more than the input")
     return padded(x, sizes, lows, value, meta.dtype, meta.device)
+
+
+def _highs(pad, ndim: int) -> list[int]:
+    highs = [0] * ndim
+    for k in range(len(pad) // 2):
+        highs[ndim - 1 - k] = max(pad[2 * k + 1], 0)
+    return highs
 
 
 def padded(x: Value, sizes, lows, value, dtype: torch.dtype, device) -> Value:
