@@ -3,6 +3,7 @@ cannot be stale, simply reuses it) and always matches eager. Plus recapture reas
 size limit, global torch state and memory under shape churn."""
 import functools
 import gc
+import types
 import warnings
 
 import pytest
@@ -507,3 +508,32 @@ def test_torch_callables_inside_arguments_are_guarded(fn, argsets):
     captured = dl.capture(fn)
     for args in argsets:
         run(captured, fn, torch.randn(4), *args)
+
+
+ACTIVATION = torch.relu
+
+
+def uses_global_activation(x):
+    return ACTIVATION(x) + 1
+
+
+def test_rebinding_a_global_torch_function_recaptures():
+    """`ACTIVATION = torch.sigmoid` after a call with torch.relu: a global holding one of torch's
+    functions is a value like any other (only modules such as `torch` or `F` are read by name)."""
+    global ACTIVATION
+    captured = dl.capture(uses_global_activation)
+    x = torch.randn(4)
+    run(captured, uses_global_activation, x)
+    ACTIVATION = torch.sigmoid
+    try:
+        run(captured, uses_global_activation, x)
+    finally:
+        ACTIVATION = torch.relu
+    namespace = types.SimpleNamespace(fn=torch.sin)
+
+    def through_namespace(x):
+        return namespace.fn(x)
+    captured = dl.capture(through_namespace)
+    run(captured, through_namespace, x)
+    namespace.fn = torch.cos
+    run(captured, through_namespace, x)

@@ -366,7 +366,9 @@ class Body:
                "(-{})", "{}.exp()", "torch.clamp({}, -1.0, 1.0)", "{}.clamp(min=0.0)", "{}.square()",
                "torch.sqrt({}.abs() + 1)", "{}.log1p()", "torch.nn.functional.gelu({})", "{}.neg()",
                "{}.round()", "torch.sign({})", "{}.clone()", "{}.contiguous()", "{}.detach()",
-               "{}.double()", "{}.float()", "torch.nn.functional.leaky_relu({}, 0.1)"]
+               "{}.double()", "{}.float()", "torch.nn.functional.leaky_relu({}, 0.1)", "{}.expm1()",
+               "torch.nn.functional.softplus({})", "torch.nn.functional.elu({})", "torch.logaddexp({0}, {0} * 0.5)",
+               "torch.xlogy({0}.abs(), {0})"]
         if t.shape:
             fns += ["{}.softmax(dim=-1)", "{}.cumsum(0)", "torch.flip({}, [0])", "{}.roll(1, 0)"]
         return self.pick(fns).format(code), t
