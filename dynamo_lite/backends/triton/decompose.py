@@ -23,6 +23,8 @@ import torch.fx
 from torch._decomp import get_decompositions
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from .lowerings import GraphNotLowerable
+
 aten = torch.ops.aten
 
 #: composite ops decomposed before lowering (into ops lowerings.py knows). Random ops (dropout)
@@ -164,6 +166,7 @@ def to_aten(gm: torch.fx.GraphModule, example_inputs: list) -> torch.fx.GraphMod
                          tracing_mode="fake", _allow_non_fake_inputs=True)(*inputs)
     functionalize_leftovers(traced)
     merge_repeated_ops(traced)
+    _refuse_raising_reductions(traced.graph)
     traced.graph.eliminate_dead_code()
     traced.recompile()
     return traced
@@ -186,9 +189,31 @@ def from_aten(gm: torch.fx.GraphModule, example_inputs: list) -> torch.fx.GraphM
         FakeTensorProp(gm, mode).propagate(*inputs)
     functionalize_leftovers(gm)
     merge_repeated_ops(gm)
+    _refuse_raising_reductions(gm.graph)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm
+
+
+#: reductions without an identity: over an empty dim eager raises, their fake kernels do not
+_NO_IDENTITY = {aten.max.default, aten.min.default, aten.amax.default, aten.amin.default, aten.argmax.default,
+                aten.argmin.default, aten.max.dim, aten.min.dim}
+
+
+def _refuse_raising_reductions(graph: torch.fx.Graph) -> None:
+    """A max, min or pick over an empty dim raises in eager, even where its result is never used
+    (the dead-code pass would drop it, a kernel would have nothing to compute): such a graph runs
+    as captured, raising eager's error."""
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target not in _NO_IDENTITY:
+            continue
+        x = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+        if not isinstance(x, torch.Tensor) or x.numel() != 0:
+            continue
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        dims = range(x.dim()) if dims is None or dims == [] else [dims] if isinstance(dims, int) else dims
+        if x.dim() == 0 or any(x.shape[d] == 0 for d in dims):
+            raise GraphNotLowerable(f"{node.target.overloadpacket.__name__} over an empty dim (eager raises)")
 
 
 #: what a pure op may not be tagged with: its result differs between two calls
