@@ -253,6 +253,22 @@ def test_logaddexp_and_xlogy_are_kernels_with_eagers_special_values():
     compile_and_check(kl, t(8, 10).log_softmax(-1), t(8, 10).softmax(-1), rtol=1.3e-6, atol=1e-6, kernels=1, externs=0)
 
 
+def test_pow_of_two_tensors_is_a_kernel_with_eagers_special_values():
+    """C's pow on every pair of special values (signed zeros and infinities, NaN, negative bases
+    with integer and fractional exponents), and BLOOM's ALiBi slopes (a 0-dim base to int32 powers)."""
+    special = torch.tensor([0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, float("inf"), float("-inf"),
+                            float("nan"), 1e-30, 10.0, 2.5, -2.5])
+    a = torch.cat([special.repeat_interleave(len(special)), torch.rand(300) * 10]).to(DEVICE)
+    b = torch.cat([special.repeat(len(special)), torch.randn(300) * 3]).to(DEVICE)
+    info = compile_and_check(lambda x, y: torch.pow(x, y), a, b, rtol=1e-5, atol=0, equal_nan=True, externs=0)
+    got = triton_backend(torch.fx.symbolic_trace(lambda x, y: torch.pow(x, y)), [a, b])(a, b)
+    zeros = got == 0
+    assert torch.equal(torch.signbit(got[zeros]), torch.signbit(torch.pow(a, b)[zeros])), info.source
+    powers = torch.arange(1, 9, dtype=torch.int32, device=DEVICE)
+    compile_and_check(lambda base, p: torch.pow(base, p) * 2, torch.tensor(0.5, device=DEVICE), powers,
+                      rtol=1e-6, atol=0, kernels=1, externs=0)
+
+
 def test_log1p_of_float64_stays_an_aten_call():
     compile_and_check(lambda x: torch.log1p(x.abs()) * 2, t(50, dtype=torch.float64), externs=1, kernels=2)
 
@@ -262,6 +278,14 @@ def test_comparisons_where_and_masks():
         m = (x > y) & (x < 1.0) | ~(y >= 0.5)
         return torch.where(m, x, y * 2), m, x.masked_fill(x < 0, -1.0), torch.maximum(x, y), torch.minimum(x, 0.2 * y)
     compile_and_check(fn, t(8, 16), t(8, 16), kernels=1)
+
+
+def test_bool_ops_of_a_0dim_tensors_comparison_are_one_kernel():
+    """`(x > 0) | (s > 0)` with a 0-dim `s`: the scalar comparison combined with a block of bools
+    (under the interpreter this failed at the first call and the graph ran as captured)."""
+    def fn(x, s):
+        return ((x > 0) | (s > 0)), ((x < 0) & ~(s < 1)), ((x > 0) ^ (s > 0)), (x > 0) | torch.isnan(s)
+    compile_and_check(fn, t(8, 5), torch.tensor(0.5, device=DEVICE), kernels=1, externs=0)
 
 
 def test_integer_and_bool_ops():

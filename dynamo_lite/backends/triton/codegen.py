@@ -24,7 +24,7 @@ from typing import Optional
 import torch
 
 from . import settings
-from .ir import PICKS, POSITION_SCANS, Affine, Expr, Op, UNARY, affines, expr, mask_of, rewrite, substitute_index, walk
+from .ir import COMPARISONS, PICKS, POSITION_SCANS, Affine, Expr, Op, UNARY, affines, expr, mask_of, rewrite, substitute_index, walk
 from .scheduler import Group
 
 #: reductions across rows (lanes across them) keep at most this many rows' worth in registers;
@@ -892,7 +892,14 @@ class KernelBuilder:
             bits, sign = FLOAT_BITS[compute_dtype(e.dtype)]
             return f"({args[0]}.to({bits}, bitcast=True) ^ {sign}).to({TL_TYPE[compute_dtype(e.dtype)]}, bitcast=True)"
         table = INT_TEMPLATES if (op in INT_TEMPLATES and not compute_dtype(e.args[0].dtype).is_floating_point) else TEMPLATES
-        return table[op](*args)
+        code = table[op](*args)
+        if (op in COMPARISONS or op in (Op.NOT, Op.ISNAN)) and not any(self._dependence(e)):
+            # a comparison of scalars (a 0-dim tensor's element): Triton's interpreter types its
+            # result as the operands' dtype, so broadcast against a block of bools it became a
+            # float block and `|` failed; a select of two bool constants is typed bool (and folds
+            # away on the GPU)
+            code = f"tl.where({code}, True, False)"
+        return code
 
     def _approximate(self, e: Expr) -> bool:
         """Does `e`'s value depend on an APPROXIMATE op?"""

@@ -441,6 +441,8 @@ def lower_pow(lw, node, base, exponent):
             and isinstance(base, (int, float)) and base > 0:
         # `beta ** step` (Adam's bias correction with a tensor step): exp2(step * log2(beta))
         return pointwise(node, lambda t: binary(Op.POW, const(base, t.dtype), t), [exponent])
+    if node.target is aten.pow.Tensor_Tensor and out_meta(node).dtype in (torch.float32, torch.float16, torch.bfloat16):
+        return pointwise(node, _pow_tensors, [base, exponent])
     if node.target is not aten.pow.Tensor_Scalar or not out_meta(node).dtype.is_floating_point:
         raise NotLowerable("pow with a tensor exponent")
     e = float(exponent)
@@ -467,6 +469,26 @@ def lower_pow(lw, node, base, exponent):
             return where(binary(Op.LT, x, const(0, x.dtype)), unary(Op.NEG, magnitude), magnitude)
         return binary(Op.POW, x, const(e, x.dtype))
     return pointwise(node, fn, [base])
+
+
+def _pow_tensors(x: Expr, y: Expr) -> Expr:
+    """x ** y of two float tensors (BLOOM's ALiBi slopes, `base ** powers`) as C's pow: 2^(y log2 |x|),
+    negative where x's sign bit is set and y an odd integer, NaN for a finite negative x and a
+    y that is not an integer; 1 where y is 0 or x is 1 (a NaN operand too), and (-1) ** +-inf."""
+    dt = x.dtype
+    zero, one = const(0, dt), const(1, dt)
+    magnitude = binary(Op.POW, unary(Op.ABS, x), y)
+    integer = binary(Op.EQ, unary(Op.FLOOR, y), y)
+    half = binary(Op.MUL, y, const(0.5, dt))
+    odd = binary(Op.AND, integer, binary(Op.NE, unary(Op.FLOOR, half), half))
+    sign_bit = binary(Op.OR, binary(Op.LT, x, zero),
+                      binary(Op.AND, binary(Op.EQ, x, zero), binary(Op.LT, unary(Op.RECIP, x), zero)))
+    finite_negative = binary(Op.AND, binary(Op.LT, x, zero), binary(Op.NE, x, const(-math.inf, dt)))
+    out = where(binary(Op.AND, sign_bit, odd), unary(Op.NEG, magnitude), magnitude)
+    out = where(binary(Op.AND, finite_negative, unary(Op.NOT, integer)), const(math.nan, dt), out)
+    unit = binary(Op.OR, binary(Op.OR, binary(Op.EQ, y, zero), binary(Op.EQ, x, one)),
+                  binary(Op.AND, binary(Op.EQ, x, const(-1, dt)), binary(Op.EQ, unary(Op.ABS, y), const(math.inf, dt))))
+    return where(unit, one, out)
 
 
 def _comparison(op: Op):
