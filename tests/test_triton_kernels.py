@@ -269,6 +269,45 @@ def test_pow_of_two_tensors_is_a_kernel_with_eagers_special_values():
                       rtol=1e-6, atol=0, kernels=1, externs=0)
 
 
+def _image():
+    return t(2, 8, 6, 6)
+
+
+#: composite ops that were aten calls of their own, now decomposed into lowered ops: (fn, inputs)
+COMPOSITES = {
+    "weight_norm": (lambda v, g: torch._weight_norm(v, g, 0) * 2, lambda: [t(8, 4, 3), t(8, 1, 1).abs()]),
+    "unfold": (lambda a: F.unfold(a, 3, padding=1) * 2, lambda: [_image()]),
+    "fold": (lambda a: F.fold(a, (6, 6), 3, padding=1) * 2, lambda: [t(2, 72, 36)]),
+    "bicubic": (lambda a: F.interpolate(a, scale_factor=2, mode="bicubic") + 1, lambda: [_image()]),
+    "logaddexp2": (lambda a, b: torch.logaddexp2(a, b) + 1, lambda: [t(64), t(64)]),
+    "xlog1py": (lambda a, b: torch.special.xlog1py(a, b.abs()) + 1, lambda: [t(64), t(64)]),
+    "losses": (lambda a, b: F.huber_loss(a, b) + F.smooth_l1_loss(a, b, beta=0.5) + F.mse_loss(a, b) + F.l1_loss(a, b),
+               lambda: [t(64), t(64)]),
+    "bce": (lambda a, b: F.binary_cross_entropy(torch.sigmoid(a), b), lambda: [t(64), t(64).sigmoid()]),
+    "shuffles": (lambda a: (F.pixel_shuffle(a * 2, 2) + 1, F.channel_shuffle(a * 2, 2) + 1,
+                            F.pixel_unshuffle(a * 2, 2) + 1), lambda: [_image()]),
+    "prelu": (lambda a, w: F.prelu(a, w) + 1, lambda: [_image(), t(8).abs()]),
+    "shrinks": (lambda a: F.hardshrink(a) + F.softshrink(a) + F.logsigmoid(a), lambda: [t(64)]),
+    "reductions": (lambda a: torch.aminmax(a, dim=1)[0] + torch.nansum(a, 1) + torch.std_mean(a, 1)[0]
+                   + torch.std_mean(a, 1)[1], lambda: [t(4, 9)]),
+    "renorm_diag": (lambda a: torch.renorm(a, 2, 0, 1.0) + torch.diag_embed(a)[:, 0, :5], lambda: [t(4, 5)]),
+    "index_fill": (lambda a, i: a.index_fill(0, i, 2.0) + 1,
+                   lambda: [t(5, 3), torch.tensor([0, 2], device=DEVICE)]),
+    "grid_sample": (lambda a, g: F.grid_sample(a, g, align_corners=False) + 1,
+                    lambda: [_image(), torch.rand(2, 4, 4, 2, device=DEVICE) * 2 - 1]),
+    "arange": (lambda a: a + torch.arange(0, 6, device=a.device) + torch.arange(2, 8, device=a.device).float(),
+               lambda: [t(4, 6)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSITES))
+def test_composite_ops_are_kernels(name):
+    """Losses, shrinks, shuffles, weight norm, unfold / fold, bicubic upsampling, grid sampling
+    and the like: eager's values, no aten call left (they were each one, or several)."""
+    fn, make = COMPOSITES[name]
+    compile_and_check(fn, *make(), rtol=1e-5, atol=1e-5, externs=0)
+
+
 def test_log1p_of_float64_stays_an_aten_call():
     compile_and_check(lambda x: torch.log1p(x.abs()) * 2, t(50, dtype=torch.float64), externs=1, kernels=2)
 

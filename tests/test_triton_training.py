@@ -429,3 +429,17 @@ def test_an_upsampling_trains_with_its_gathers_and_their_backward_lowered(mode):
     check_training(fn, torch.randn(2, 3, 4, 5, device=DEVICE), torch.randn(2, 3, 8, 10, device=DEVICE))
     externs = [op for g in triton_backend_module.recent for op in g.extern_ops]
     assert not any("index" in op or "upsample" in op for op in externs), externs
+
+
+def test_losses_and_activations_train_without_aten_calls():
+    """The backward of the decomposed losses (MSE, Huber, smooth L1, BCE) and activations (PReLU,
+    log-sigmoid, softplus, ELU): gradients as eager's, no aten call in either part."""
+    def fn(a, b, w):
+        act = F.prelu(a, w) + F.logsigmoid(a) + F.softplus(a) + F.elu(a)
+        return (F.mse_loss(act, b) + F.huber_loss(act, b) + F.smooth_l1_loss(act, b, beta=0.5)
+                + F.binary_cross_entropy(torch.sigmoid(act), b.sigmoid()))
+    torch.manual_seed(0)
+    check_training(fn, torch.randn(4, 3, 5, device=DEVICE), torch.randn(4, 3, 5, device=DEVICE),
+                   torch.rand(3, device=DEVICE))
+    parts = [g for g in triton_backend_module.recent if g.wrapper_call is not None][-2:]
+    assert len(parts) == 2 and all(not g.extern_ops for g in parts), [g.extern_ops for g in parts]

@@ -38,7 +38,16 @@ DECOMPOSED = [
     "nan_to_num", "clamp_min", "clamp_max", "square", "full_like", "native_batch_norm",
     "_native_batch_norm_legit", "_native_batch_norm_legit_functional", "_batch_norm_no_update",
     "_batch_norm_with_update", "cudnn_batch_norm", "miopen_batch_norm", "linalg_vector_norm", "repeat", "expand_copy",
+    # losses, activations, reductions and rearrangements that are aten calls of their own: their
+    # decompositions are ops lowered here, fused with their neighbours
+    "mse_loss", "huber_loss", "smooth_l1_loss", "binary_cross_entropy", "_prelu_kernel", "hardshrink",
+    "softshrink", "log_sigmoid_forward", "aminmax", "nansum", "std_mean", "renorm", "diag_embed",
+    "index_fill", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "_weight_norm_interface",
+    "im2col", "col2im", "upsample_bicubic2d", "logaddexp2", "special_xlog1py",
+    "affine_grid_generator", "grid_sampler_2d",
     # backward graphs (training through AOTAutograd)
+    "mse_loss_backward", "huber_loss_backward", "smooth_l1_loss_backward", "binary_cross_entropy_backward",
+    "_prelu_kernel_backward", "log_sigmoid_backward",
     "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward", "threshold_backward",
     "hardtanh_backward", "leaky_relu_backward", "elu_backward", "softplus_backward", "mish_backward",
     "hardswish_backward", "hardsigmoid_backward", "_softmax_backward_data", "_log_softmax_backward_data",

@@ -233,6 +233,13 @@ def lower_not(lw, node, x):
     return pointwise(node, lambda a: unary(Op.NOT, a), [x], compute=torch.bool)
 
 
+@register(aten.isinf)
+def lower_isinf(lw, node, x):
+    if not x.dtype.is_floating_point:
+        return pointwise(node, lambda a: const(False, torch.bool), [x], compute=x.dtype)
+    return pointwise(node, lambda a: binary(Op.EQ, unary(Op.ABS, a), const(math.inf, a.dtype)), [x], compute=x.dtype)
+
+
 @register(aten.isnan)
 def lower_isnan(lw, node, x):
     return pointwise(node, lambda a: binary(Op.NE, a, a), [x], compute=x.dtype)
@@ -631,7 +638,7 @@ def lower_arange(lw, node, *args, **kwargs):
     meta = out_meta(node)
     start, step = 0, 1
     if node.target is aten.arange.start_step:
-        start, step = args[0], args[2]
+        start, step = args[0], args[2] if len(args) > 2 else kwargs.get("step", 1)
     elif node.target is aten.arange.start:
         start = args[0]
     elif node.target is not aten.arange.default:
