@@ -295,6 +295,8 @@ COMPOSITES = {
                    lambda: [t(5, 3), torch.tensor([0, 2], device=DEVICE)]),
     "grid_sample": (lambda a, g: F.grid_sample(a, g, align_corners=False) + 1,
                     lambda: [_image(), torch.rand(2, 4, 4, 2, device=DEVICE) * 2 - 1]),
+    "bce_logits": (lambda a, b, w: F.binary_cross_entropy_with_logits(a, b, pos_weight=w) + 1,
+                   lambda: [t(4, 5), t(4, 5).sigmoid(), t(5).abs()]),
     "arange": (lambda a: a + torch.arange(0, 6, device=a.device) + torch.arange(2, 8, device=a.device).float(),
                lambda: [t(4, 6)]),
 }
