@@ -297,6 +297,8 @@ COMPOSITES = {
                     lambda: [_image(), torch.rand(2, 4, 4, 2, device=DEVICE) * 2 - 1]),
     "bce_logits": (lambda a, b, w: F.binary_cross_entropy_with_logits(a, b, pos_weight=w) + 1,
                    lambda: [t(4, 5), t(4, 5).sigmoid(), t(5).abs()]),
+    "new_empty": (lambda a: a.new_empty_strided((4, 6), (6, 1)).fill_(2.0) + a.new_empty((4, 6)).fill_(1.0) + a,
+                  lambda: [t(4, 6)]),
     "arange": (lambda a: a + torch.arange(0, 6, device=a.device) + torch.arange(2, 8, device=a.device).float(),
                lambda: [t(4, 6)]),
 }

@@ -612,7 +612,7 @@ def lower_alias(lw, node, x):
 
 
 @register(aten.full, aten.full_like, aten.scalar_tensor, aten.empty, aten.zeros, aten.ones, aten.fill,
-          aten.empty_strided, aten.empty_permuted)
+          aten.empty_strided, aten.empty_permuted, aten.new_empty_strided, aten.new_empty)
 def lower_full(lw, node, *args, **kwargs):
     # (full_like, which torch does not decompose: `zeros_like` becomes one, as in `_safe_softmax`;
     # its layout is the eager result's, as for any lazy value a graph returns)
