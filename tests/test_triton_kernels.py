@@ -233,6 +233,65 @@ def test_log1p_and_expm1_are_accurate_near_zero(name):
     assert "_" + name in info.source
 
 
+ELEMENTARY_SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.5, 1.5, -3.5, float("inf"), float("-inf"), float("nan"),
+                      1e-30, -1e-30, 1e-8, 0.99999994, -0.99999994, 1.0000001, 9.0, 9.1, 88.0, -88.5, 4096.0, 5000.0,
+                      1e20, -1e20, 3e38, 0.3, 0.35, 2.414, 2.4143, 0.4142, 0.41422, 12.5, 13.5, -0.5000001]
+
+#: op -> relative tolerance: those built from tl.exp / log / sin / cos (approximate on the GPU)
+#: get more than those of exact arithmetic (1e-6 is about 8 ulp in fp32)
+ELEMENTARY = {"atan": 1e-6, "asin": 1e-6, "acos": 1e-6, "asinh": 2e-6, "acosh": 2e-6, "atanh": 2e-6, "sinh": 2e-6,
+              "cosh": 2e-6, "log10": 2e-6, "tan": 4e-6, "sinc": 4e-6, "round": 0, "signbit": 0}
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTARY))
+def test_elementary_functions_are_kernels_within_ulps_of_eager(name):
+    """Inverse trigonometric and (inverse) hyperbolic functions, round-half-to-even, log10, tan,
+    sinc and signbit: one kernel each (they were aten calls), within a few ulp of eager's libm
+    on special values (zeros' signs, infinities, NaN, the ends of each formula's ranges) and on
+    random ones of several scales."""
+    op = getattr(torch, name)
+    special = torch.tensor(ELEMENTARY_SPECIAL)
+    x = torch.cat([special, torch.randn(2000), torch.randn(2000) * 20, torch.rand(2000) * 2 - 1,
+                   torch.randn(500) * 1e-3, torch.randn(500).round() / 2]).to(DEVICE)
+    if name in ("sinh", "cosh"):
+        x = x[x.abs() != 89.0]          # eager's vectorized sinh / cosh overflow there, its scalar ones do not
+    rtol = ELEMENTARY[name]
+    info = compile_and_check(lambda v: op(v), x, rtol=rtol, atol=0 if rtol else 0, equal_nan=True, kernels=1, externs=0)
+    got, want = triton_backend(torch.fx.symbolic_trace(lambda v: op(v)), [x])(x), op(x)
+    zeros = want == 0
+    if want.dtype.is_floating_point:
+        assert torch.equal(torch.signbit(got[zeros]), torch.signbit(want[zeros]))
+    assert info.extern_ops == {}
+
+
+@pytest.mark.parametrize("decimals", [1, 2, -1, -2])
+def test_round_with_decimals_is_eagers(decimals):
+    x = torch.cat([torch.randn(3000) * 100, torch.tensor([0.125, -0.125, 2.5, -2.5, 150.0, -250.0])]).to(DEVICE)
+    compile_and_check(lambda v: torch.round(v, decimals=decimals) + 1, x, rtol=0, atol=0, kernels=1, externs=0)
+
+
+@pytest.mark.parametrize("name", ["atan2", "hypot", "fmax", "fmin", "copysign", "heaviside"])
+def test_binary_elementary_functions_are_kernels_with_eagers_special_values(name):
+    """atan2 (every quadrant, zeros' signs, both infinite), hypot (infinite beats NaN), fmax /
+    fmin (a NaN ignored), copysign (-0.0's sign), heaviside: every pair of special values."""
+    op = getattr(torch, name)
+    a, b = _special_pairs()
+    rtol = 1e-6 if name in ("atan2", "hypot") else 0
+    info = compile_and_check(lambda x, y: op(x, y), a, b, rtol=rtol, atol=0, equal_nan=True, kernels=1, externs=0)
+    got, want = triton_backend(torch.fx.symbolic_trace(lambda x, y: op(x, y)), [a, b])(a, b), op(a, b)
+    zeros = want == 0
+    if name not in ("fmax", "fmin"):     # which of 0.0 and -0.0 is the larger is C's choice (fmaxf)
+        assert torch.equal(torch.signbit(got[zeros]), torch.signbit(want[zeros]))
+    assert info.extern_ops == {}
+
+
+def test_elementary_functions_of_float64_stay_aten_calls():
+    """fp32 formulas (atan's polynomial): fp64 is eager's call; copysign, exact, is a kernel."""
+    x = t(50, dtype=torch.float64)
+    compile_and_check(lambda v: torch.atan(v) * 2, x, externs=1, kernels=1)
+    compile_and_check(lambda v: torch.copysign(v, -v) * 2, x, externs=0, kernels=1)
+
+
 def _special_pairs():
     special = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 3.0, 1e-30, -50.0, 50.0])
     a = torch.cat([special.repeat_interleave(len(special)), torch.randn(300) * 5])

@@ -81,6 +81,33 @@ def test_outputs_viewing_one_another_share_memory_in_a_training_graph(view):
     torch.testing.assert_close(got[0], want[0] * 2)
 
 
+def test_a_view_returned_beside_its_base_can_be_written_in_place():
+    """A linear of a 1-d input is `view(addmm(...))`, and a 1-d `flatten()` returns it as it is:
+    AOTAutograd's forward returns the view, again, and the addmm (saved): the view is remade from
+    the addmm, not the addmm from the view, so no output is a view made inside the autograd
+    Function and an in-place `x += x` on the result runs as in eager, gradients included (a
+    fuzzed program raised "Output 0 of View is a view and is being modified inplace")."""
+    lin = nn.Linear(5, 5).to(DEVICE)
+
+    def fn(x):
+        x = lin(x)
+        return x, x.flatten()
+
+    def step(f, x):
+        a, b = f(x)
+        a += a
+        (a * b).sum().backward()
+        return a.detach().clone()
+    x = torch.randn(5, device=DEVICE)
+    want = step(fn, x)
+    grads = [p.grad.clone() for p in lin.parameters()]
+    lin.zero_grad()
+    got = step(dl.capture(fn, backend="triton"), x)
+    torch.testing.assert_close(got, want)
+    for p, g in zip(lin.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
+
+
 def test_training_a_model_twice_keeps_gradients():
     """The forward part returns inputs as saved tensors (passed through, no per-call alias)."""
     torch.manual_seed(0)

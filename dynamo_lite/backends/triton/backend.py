@@ -424,7 +424,10 @@ def _output_views(gm) -> list[tuple]:
     from ...graph_builder import storage_key
     inputs = {storage_key(_example(n)) for n in gm.graph.nodes if n.op == "placeholder"}
     keys = [storage_key(ev) if _static_tensor(ev) else None for ev in examples]
-    bases = {key: _base_output([i for i, k in enumerate(keys) if k == key], examples)
+    # (an aten graph's values do not say which are views: AOTAutograd's forward returns a linear's
+    # 1-d `view(addmm)` beside `addmm`, and the view op's result is the one that views the other)
+    by_view_op = [isinstance(o, torch.fx.Node) and getattr(o.target, "is_view", False) for o in outs]
+    bases = {key: _base_output([i for i, k in enumerate(keys) if k == key], examples, by_view_op)
              for key in set(keys) - inputs - {None}}
     views = []
     for i, (key, ev) in enumerate(zip(keys, examples)):
@@ -466,13 +469,14 @@ def _example(node: torch.fx.Node):
     return node.meta.get("val") if value is None else value
 
 
-def _base_output(positions: list[int], examples: list) -> Optional[int]:
+def _base_output(positions: list[int], examples: list, by_view_op: list) -> Optional[int]:
     """Of outputs sharing memory, the one whose buffer holds all the memory the others reach: an
     output that is no view, else (all views of a tensor the graph does not return: `t =
     torch.tensor(0.25).unsqueeze(0); return t, t[0]`) a dense one spanning the others' ranges,
     else the first where all are the same view (`v = x[:, 1:]; return v.reshape(3, -1), v`).
-    None where there is none."""
-    owners = [i for i in positions if not examples[i]._is_view()]
+    `by_view_op`: per output, whether a view op made it; of the outputs that are no view, one
+    that no view op made. None where there is none."""
+    owners = sorted((i for i in positions if not examples[i]._is_view()), key=lambda i: by_view_op[i])
     if owners:
         return owners[0]
 

@@ -102,6 +102,8 @@ TEMPLATES = {
     Op.ERF: lambda a: f"tl.erf({a})",
     Op.LOG1P: lambda a: f"_log1p({a})",
     Op.EXPM1: lambda a: f"_expm1({a})",
+    Op.ATAN: lambda a: f"_atan({a})",
+    Op.ATAN2: lambda a, b: f"_atan2({a}, {b})",
     Op.FLOOR: lambda a: f"tl.floor({a})",
     Op.CEIL: lambda a: f"tl.ceil({a})",
     Op.TRUNC: lambda a: f"tl.where({a} < 0, tl.ceil({a}), tl.floor({a}))",
@@ -234,6 +236,51 @@ def _expm1(x):
 
 """
 
+#: atan of fp32 values within about 2 ulp, from tl arithmetic alone (libdevice's atanf does not
+#: run under the interpreter): Cephes' atanf. |x| is reduced to t in [-tan(pi/8), tan(pi/8)] by
+#: atan(|x|) = pi/2 + atan(-1/|x|) above tan(3pi/8) and pi/4 + atan((|x| - 1) / (|x| + 1)) above
+#: tan(pi/8), then atan(t) = t + t z P(z), z = t^2, with Cephes' degree-3 minimax P; the sign put
+#: back (a zero keeps its own; NaN stays NaN: every comparison of it is false, so t is NaN).
+ATAN_F32 = """@triton.jit
+def _atan(x):
+    a = tl.abs(x)
+    big = a > 2.414213562373095
+    mid = a > 0.41421356237309503
+    t = tl.where(big, -tl.div_rn(1.0, a), tl.where(mid, tl.div_rn(a - 1.0, a + 1.0), a))
+    base = tl.where(big, 1.5707963267948966, tl.where(mid, 0.7853981633974483, 0.0))
+    z = t * t
+    p = (((0.0805374449538 * z - 0.138776856032) * z + 0.199777106478) * z - 0.333329491539) * z * t + t
+    r = base + p
+    r = tl.where(x < 0, -r, r)
+    return tl.where(x == 0.0, x, r)
+
+
+"""
+
+#: atan2(y, x) of fp32 values: the angle of the smaller magnitude over the larger (in [0, 1], so
+#: atan's value in [0, pi/4]), reflected to the octant (pi/2 - r where |y| > |x|, pi - r where x's
+#: sign bit is set, -0.0 included, negated where y's is; a zero angle is y * 0, with y's sign,
+#: since Triton's `-r` is `0 - r`, +0.0 for r = 0): C's special values, atan2(+-0, -0) is +-pi, both
+#: infinite +-pi/4 or +-3pi/4, a NaN operand NaN.
+ATAN2_F32 = """@triton.jit
+def _atan2(y, x):
+    y, x = tl.broadcast(y, x)
+    ax = tl.abs(x)
+    ay = tl.abs(y)
+    hi = tl.maximum(ax, ay)
+    lo = tl.minimum(ax, ay)
+    q = tl.div_rn(lo, tl.where(hi == 0.0, 1.0, hi))
+    q = tl.where(lo == float("inf"), 1.0, q)
+    r = _atan(q)
+    r = tl.where(ay > ax, 1.5707963267948966 - r, r)
+    r = tl.where(x.to(tl.int32, bitcast=True) < 0, 3.141592653589793 - r, r)
+    r = tl.where(y.to(tl.int32, bitcast=True) < 0, -r, r)
+    r = tl.where(r == 0.0, y * 0.0, r)
+    return tl.where((x != x) | (y != y), float("nan"), r)
+
+
+"""
+
 #: fp32 variants rounded as eager's (IEEE round-to-nearest): Triton's `/` is div.full.f32 (up to 2 ulp
 #: off: 4.6875 / 0.9375 gave 5.0000005, so a floor or a comparison of an exact quotient went wrong)
 #: and tl.sqrt is sqrt.approx.ftz.f32 on the GPU; except the QUOTIENTS of an APPROXIMATE value
@@ -250,7 +297,7 @@ PRECISE_FP32 = {
 #: the divisor out of range) made a causal softmax's normalization, half of whose numerators are
 #: exp(-inf) = 0, 1.9x slower, and Adam's update (divided by 1 - beta ** step, an exp2) 1.4x
 APPROXIMATE = frozenset({Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.RSQRT, Op.SIN, Op.COS, Op.TANH, Op.SIGMOID,
-                         Op.ERF, Op.POW, Op.EXPM1})
+                         Op.ERF, Op.POW, Op.EXPM1, Op.ATAN, Op.ATAN2})
 QUOTIENTS = frozenset({Op.DIV, Op.RECIP})
 
 #: how a reduction kind reduces a tile along its rows. Not `tl.max` / `tl.min`: they combine with
@@ -262,6 +309,8 @@ HELPERS = {
     "fmod": FMOD_F32,
     "log1p": LOG1P_F32,
     "expm1": LOG1P_F32 + EXPM1_F32,
+    "atan": ATAN_F32,
+    "atan2": ATAN_F32 + ATAN2_F32,
     "max": "@triton.jit\ndef _max_nan(a, b):\n    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
     "min": "@triton.jit\ndef _min_nan(a, b):\n    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n\n",
     # 2^x as eager's exp2 and pow: tl.exp2 flushes results below 2^-126 to zero on the GPU
@@ -874,18 +923,21 @@ class KernelBuilder:
             self.helpers.add("exp2")
         if op is Op.FMOD and e.dtype.is_floating_point:
             self.helpers.add("fmod")
-        if op in (Op.LOG1P, Op.EXPM1):
+        if op in (Op.LOG1P, Op.EXPM1, Op.ATAN, Op.ATAN2):
             self.helpers.add(op.value)
         per_element = self.row_vectors is not None and self._row_domain(e) == 2
         args = [self.emit_elements(a) if per_element else self.emit(a) for a in e.args]
         if op in UNARY or op is Op.WHERE:
             args = [self._as_tensor(a, x) if (op in UNARY or i == 0) else a
                     for i, (a, x) in enumerate(zip(args, e.args))]
-        if op in TYPED_OPERANDS or (op in BITWISE and e.dtype is not torch.bool):
+        if op in TYPED_OPERANDS or op is Op.ATAN2 or (op in BITWISE and e.dtype is not torch.bool):
             args = [self._as_tensor(a, x) for a, x in zip(args, e.args)]
         if op in PRECISE_FP32 and compute_dtype(e.dtype) is torch.float32 and not (
                 op in QUOTIENTS and any(map(self._approximate, e.args))):
             return PRECISE_FP32[op](*args)
+        if op is Op.SIGNBIT:
+            bits, _ = FLOAT_BITS[compute_dtype(e.args[0].dtype)]
+            return f"{args[0]}.to({bits}, bitcast=True) < 0"
         if op is Op.NEG and compute_dtype(e.dtype) in FLOAT_BITS:
             # the sign bit flipped, as eager's neg (Triton's `-x` is `0 - x`: +0.0 for x = +0.0,
             # and a multiplication by -1 keeps a NaN's sign on the GPU)
@@ -893,7 +945,7 @@ class KernelBuilder:
             return f"({args[0]}.to({bits}, bitcast=True) ^ {sign}).to({TL_TYPE[compute_dtype(e.dtype)]}, bitcast=True)"
         table = INT_TEMPLATES if (op in INT_TEMPLATES and not compute_dtype(e.args[0].dtype).is_floating_point) else TEMPLATES
         code = table[op](*args)
-        if (op in COMPARISONS or op in (Op.NOT, Op.ISNAN)) and not any(self._dependence(e)):
+        if (op in COMPARISONS or op in (Op.NOT, Op.ISNAN, Op.SIGNBIT)) and not any(self._dependence(e)):
             # a comparison of scalars (a 0-dim tensor's element): Triton's interpreter types its
             # result as the operands' dtype, so broadcast against a block of bools it became a
             # float block and `|` failed; a select of two bool constants is typed bool (and folds

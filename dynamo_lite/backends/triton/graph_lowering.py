@@ -21,7 +21,7 @@ import torch.fx
 from . import availability, layouts, settings
 from .ir import (Affine, Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, ScanNode, ScatterNode, at_position,
                  cast, const, contiguous_strides, domain_vars, load, loads, walk)
-from . import lower_losses, lower_reductions, lower_resample, lower_scatter, lower_views  # noqa: F401  (the rest of the lowering table)
+from . import lower_losses, lower_math, lower_reductions, lower_resample, lower_scatter, lower_views  # noqa: F401  (the rest of the lowering table)
 from .lowerings import GraphNotLowerable, NotLowerable, lookup
 from .values import Value, broadcast_to, compute_view_strides
 

@@ -131,6 +131,8 @@ class Op(enum.Enum):
     TANH = "tanh"; SIGMOID = "sigmoid"; ERF = "erf"; FLOOR = "floor"; CEIL = "ceil"
     TRUNC = "trunc"; NOT = "not"; ISNAN = "isnan"; RELU = "relu"
     LOG1P = "log1p"; EXPM1 = "expm1"   # fp32 only (codegen's LOG1P_F32 / EXPM1_F32 helpers)
+    ATAN = "atan"                      # fp32 only (codegen's ATAN_F32)
+    SIGNBIT = "signbit"                # floats: the sign bit (of -0.0 and of NaNs too), a bool
     # binary
     ADD = "add"; SUB = "sub"; MUL = "mul"; DIV = "div"; MAX = "maximum"; MIN = "minimum"
     POW = "pow"; EQ = "eq"; NE = "ne"; LT = "lt"; LE = "le"; GT = "gt"; GE = "ge"
@@ -140,13 +142,14 @@ class Op(enum.Enum):
     IDIV = "idiv"          # integers: the quotient rounded toward zero (Triton's `//`)
     FMOD = "fmod"          # the remainder with the dividend's sign: C's `%` on integers, exact fmod of floats
     SHL = "shl"; SHR = "shr"   # amount in [0, bits); `>>` is arithmetic on signed, logical on unsigned
+    ATAN2 = "atan2"        # fp32 only (codegen's ATAN2_F32): the angle of (x = second, y = first)
     # ternary
     WHERE = "where"
 
 
 UNARY = frozenset({Op.NEG, Op.ABS, Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SQRT, Op.RSQRT, Op.RECIP,
                    Op.SIN, Op.COS, Op.TANH, Op.SIGMOID, Op.ERF, Op.FLOOR, Op.CEIL, Op.TRUNC,
-                   Op.NOT, Op.ISNAN, Op.RELU, Op.LOG1P, Op.EXPM1})
+                   Op.NOT, Op.ISNAN, Op.RELU, Op.LOG1P, Op.EXPM1, Op.ATAN, Op.SIGNBIT})
 COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
 
 _INTERNED: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()

@@ -178,46 +178,6 @@ register_unary(Op.ABS, aten.abs)
 register_unary(Op.RELU, aten.relu)
 
 
-@register(aten.log1p, aten.expm1)
-def lower_log1p_expm1(lw, node, x):
-    """Accurate near 0 from tl arithmetic (codegen's LOG1P_F32, EXPM1_F32): softplus, mish, ELU,
-    SELU and CELU decompose into them. fp32 math only (fp16 and bf16 are computed in fp32): fp64
-    stays an aten call."""
-    _fp32_math(node)
-    op = Op.LOG1P if node.target.overloadpacket is aten.log1p else Op.EXPM1
-    return pointwise(node, lambda a: unary(op, a), [x])
-
-
-def _fp32_math(node) -> None:
-    dtype = out_meta(node).dtype
-    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
-        raise NotLowerable(f"{node.target.overloadpacket.__name__} of {dtype}")
-
-
-@register(aten.logaddexp)
-def lower_logaddexp(lw, node, a, b):
-    """log(exp(a) + exp(b)) as eager's: the larger plus log1p(exp(smaller - larger)), equal
-    operands (infinities of one sign too) a + log 2; a NaN propagates."""
-    _fp32_math(node)
-
-    def fn(x, y):
-        hi, lo = binary(Op.MAX, x, y), binary(Op.MIN, x, y)
-        tail = unary(Op.LOG1P, unary(Op.EXP, binary(Op.SUB, lo, hi)))
-        return where(binary(Op.EQ, x, y), binary(Op.ADD, x, const(math.log(2), x.dtype)), binary(Op.ADD, hi, tail))
-    return pointwise(node, fn, [a, b])
-
-
-@register(aten.xlogy)
-def lower_xlogy(lw, node, a, b):
-    """x * log(y), 0 where x is 0 (KL divergence's `target * log(target)`), NaN where y is."""
-    _fp32_math(node)
-
-    def fn(x, y):
-        product = where(binary(Op.EQ, x, const(0, x.dtype)), const(0, x.dtype), binary(Op.MUL, x, unary(Op.LOG, y)))
-        return where(binary(Op.NE, y, y), const(math.nan, x.dtype), product)
-    return pointwise(node, fn, [a, b])
-
-
 @register(aten.floor, aten.ceil, aten.trunc)
 def lower_rounding(lw, node, x):
     if not x.dtype.is_floating_point:
