@@ -382,8 +382,22 @@ def _the_reduction_shared_in_its_shapes(outs):
     assert flat.tolist() == [5.0] and square.tolist() == [[5.0]]
 
 
+def _strided_views_of_a_tensor_not_returned(x):
+    s = torch.sub(x, x * 2)[::2]
+    return s, s[1], s[:, 1:3]
+
+
+def _write_through_the_strided_view(outs):
+    s, row, window = outs
+    assert s.untyped_storage().data_ptr() == row.untyped_storage().data_ptr() == window.untyped_storage().data_ptr()
+    s.mul_(3)
+    torch.testing.assert_close(row, s[1])
+    torch.testing.assert_close(window, s[:, 1:3])
+
+
 @pytest.mark.parametrize("fn, shared", [(_outputs_that_view_outputs, _write_through_the_base),
                                         (_outputs_viewing_a_tensor_not_returned, _write_through_the_widest),
+                                        (_strided_views_of_a_tensor_not_returned, _write_through_the_strided_view),
                                         (_a_view_that_changes_nothing, _other_objects_but_the_in_place_result),
                                         (_a_reshaped_reduction, _the_reduction_shared_in_its_shapes)])
 def test_outputs_that_view_one_another_share_memory(fn, shared):
@@ -391,7 +405,8 @@ def test_outputs_that_view_one_another_share_memory(fn, shared):
     remade as those views of its `m`, so writing into one shows in the others, as in eager. When
     every output sharing memory views an intermediate the graph does not return (`t =
     s.unsqueeze(0); return t, t[0]`: a fuzzed program), the one spanning the others' memory is
-    the base. `w = a.view(-1)` of a 1-d `a`, both returned: the kernels make one buffer, eager two
+    the base; where none does (`s = (x - y)[::2]; return s, s[1]`, every other row: a fuzzed
+    program), the intermediate itself is computed and returned, hidden, as their base. `w = a.view(-1)` of a 1-d `a`, both returned: the kernels make one buffer, eager two
     tensor objects sharing it (a fuzzed program: `w is a` held in ours); an in-place op's result,
     which eager returns as its input object itself, stays that object. `m.flatten()` beside a
     0-d `m`: the kernels return m's buffer for both, remade in the view's shape (a fuzzed

@@ -7,6 +7,7 @@ the kernels run under Triton's interpreter (TRITON_INTERPRET=1, set here before 
 so shapes stay small.
 """
 import re
+import warnings
 
 import pytest
 import torch
@@ -369,6 +370,30 @@ def test_composite_ops_are_kernels(name):
     and the like: eager's values, no aten call left (they were each one, or several)."""
     fn, make = COMPOSITES[name]
     compile_and_check(fn, *make(), rtol=1e-5, atol=1e-5, externs=0)
+
+
+def test_a_lowering_that_raises_is_an_aten_call_said_once_and_recorded(monkeypatch):
+    """A lowering's own exception (a bug of ours) makes that op an aten call, right but slower:
+    outside strict mode it is warned once per op and kind of error, and kept in the graph's
+    `lowering_errors` (it was only a debug log: an `arange` lowering that raised IndexError hid
+    an aten call in GPT-2's positions)."""
+    from dynamo_lite.backends.triton import graph_lowering, lowerings, settings
+    monkeypatch.setattr(settings, "strict", False)
+    monkeypatch.setattr(graph_lowering, "_WARNED", set())
+
+    def broken(lw, node, x, *rest, **kw):
+        raise IndexError("a lowering bug")
+    monkeypatch.setitem(lowerings.LOWERINGS, torch.ops.aten.sin, broken)
+
+    def fn(x):
+        return torch.sin(x * 2) + 1
+    x = t(64)
+    for expected_warnings in (1, 0):
+        with pytest.warns(RuntimeWarning) if expected_warnings else warnings.catch_warnings(record=True) as caught:
+            info = compile_and_check(fn, x, externs=1)
+        messages = [str(w.message) for w in caught if "lowering aten.sin" in str(w.message)]
+        assert len(messages) == expected_warnings, messages
+        assert info.lowering_errors == {"aten.sin.default": "IndexError: a lowering bug"}
 
 
 def test_log1p_of_float64_stays_an_aten_call():

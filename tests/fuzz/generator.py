@@ -368,7 +368,9 @@ class Body:
                "{}.round()", "torch.sign({})", "{}.clone()", "{}.contiguous()", "{}.detach()",
                "{}.double()", "{}.float()", "torch.nn.functional.leaky_relu({}, 0.1)", "{}.expm1()",
                "torch.nn.functional.softplus({})", "torch.nn.functional.elu({})", "torch.logaddexp({0}, {0} * 0.5)",
-               "torch.xlogy({0}.abs(), {0})"]
+               "torch.xlogy({0}.abs(), {0})", "torch.atan2({0}, {0} * 0.5 - 1)", "{}.atan()", "torch.asinh({})",
+               "torch.hypot({0}, {0} + 1)", "{}.sinh()", "torch.copysign({0}, -{0})", "torch.round({}, decimals=1)",
+               "torch.fmax({0}, {0}.log())"]
         if t.shape:
             fns += ["{}.softmax(dim=-1)", "{}.cumsum(0)", "torch.flip({}, [0])", "{}.roll(1, 0)"]
         return self.pick(fns).format(code), t

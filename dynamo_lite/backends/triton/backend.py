@@ -66,6 +66,8 @@ class CompiledGraph:
     kernels: list[KernelSource] = dataclasses.field(default_factory=list)
     extern_ops: dict = dataclasses.field(default_factory=dict)      # aten calls the wrapper makes, per op
     host_ops: dict = dataclasses.field(default_factory=dict)        # ops on host scalars computed as Python
+    # op -> the error its lowering raised (a bug of ours, warned once): it ran as an aten call
+    lowering_errors: dict = dataclasses.field(default_factory=dict)
     fallback_reason: Optional[str] = None
     compile_seconds: float = 0.0
     launchers: list = dataclasses.field(default_factory=list)
@@ -340,10 +342,17 @@ def _in_layouts(result, strides: list):
 
 def _compile(gm, example_inputs, free_outputs: frozenset = frozenset(), recording: bool = False,
              aten: bool = False):
-    aten_gm = from_aten(gm, example_inputs) if aten else to_aten(gm, example_inputs)
     # (an output whose layout is ours, an activation saved for the backward, is never remade as a
-    # view: the backward was compiled for the strides the lowering reports for it)
-    views = [v for v in _output_views(gm) if v[0] not in free_outputs and v[1] not in free_outputs]
+    # view: the backward was compiled for the strides the lowering reports for it; an aten graph,
+    # AOTAutograd's, keeps its outputs: no hidden base is added to it)
+    views, owners = _output_views(gm)
+    returned = len(graph_outputs(gm))
+    if owners and aten:
+        views = [v for v in views if v[1] < returned]
+    elif owners:
+        gm = _returning_also(gm, owners)
+    views = [v for v in views if v[0] not in free_outputs and v[1] not in free_outputs]
+    aten_gm = from_aten(gm, example_inputs) if aten else to_aten(gm, example_inputs)
     lowering = GraphLowering(aten_gm, example_inputs, free_outputs, {v[0]: v[1] for v in views}).run()
     keep = {o.layout[0].name for o in lowering.outputs if getattr(o, "layout", None) is not None}
     items = []
@@ -367,9 +376,11 @@ def _compile(gm, example_inputs, free_outputs: frozenset = frozenset(), recordin
                          host_ops=wrapper.host.python_ops(), wrapper_call=namespace["call"])
     if settings.debug:
         print(info.source)
-    call = _outputs_viewing_outputs(_fresh_views(namespace["call"], gm, wrapper.outputs_passing_inputs), views, gm)
+    call = _outputs_viewing_outputs(_fresh_views(namespace["call"], gm, wrapper.outputs_passing_inputs), views, gm,
+                                    returned)
     info.mutated_inputs = lowering.mutated_inputs
-    info.output_strides = lowering.output_strides()
+    info.lowering_errors = dict(lowering.lowering_errors)
+    info.output_strides = lowering.output_strides()[:returned]
     if recording:
         why = why_not_recordable(aten_gm, example_inputs, info.mutated_inputs, info.host_ops)
         info.cuda_graph = None if why is None else f"not recorded: {why}"
@@ -409,17 +420,21 @@ def _fresh_views(call, gm, passing: set) -> Callable:
     return run
 
 
-def _output_views(gm) -> list[tuple]:
+def _output_views(gm) -> tuple[list[tuple], list]:
     """The outputs eager makes as views of other outputs (`m = x > 0; return m.unsqueeze(0), m`;
     BERT's `h[:, 0]` beside `h`), by their example values (which, and where in its memory), as
     (view position, base position, size, stride, offset from the base's, whether eager returns
     the base object itself there: an in-place op's result). The lowering gives such a view the
     base's buffer instead of computing it (`GraphLowering._output`); `_outputs_viewing_outputs`
-    remakes it as the view. Static shapes only (a symbolic one: left as it is)."""
+    remakes it as the view. Outputs that share the memory of a value the graph does not return,
+    none of them holding all of it (`s = x - y; return s[::2], s[2]`), are views of that value
+    (the storage's owner), which the graph then also returns, hidden (`_returning_also`): base
+    positions past the graph's outputs are the second list's nodes, in order. Static shapes only
+    (a symbolic one: left as it is)."""
     output = next(n for n in gm.graph.nodes if n.op == "output")
     outs = output.args[0] if isinstance(output.args[0], (tuple, list)) else None
     if not outs:
-        return []
+        return [], []
     examples = [_example(o) if isinstance(o, torch.fx.Node) else None for o in outs]
     from ...graph_builder import storage_key
     inputs = {storage_key(_example(n)) for n in gm.graph.nodes if n.op == "placeholder"}
@@ -429,6 +444,14 @@ def _output_views(gm) -> list[tuple]:
     by_view_op = [isinstance(o, torch.fx.Node) and getattr(o.target, "is_view", False) for o in outs]
     bases = {key: _base_output([i for i, k in enumerate(keys) if k == key], examples, by_view_op)
              for key in set(keys) - inputs - {None}}
+    owners: list = []
+    for key, b in list(bases.items()):
+        if b is None and keys.count(key) > 1:
+            owner = _storage_owner_node(gm, key)
+            if owner is not None:
+                bases[key] = len(outs) + len(owners)
+                owners.append(owner)
+                examples.append(_example(owner))
     views = []
     for i, (key, ev) in enumerate(zip(keys, examples)):
         b = bases.get(key)
@@ -436,14 +459,36 @@ def _output_views(gm) -> list[tuple]:
             base = examples[b]
             views.append((i, b, tuple(ev.shape), ev.stride(), ev.storage_offset() - base.storage_offset(),
                           ev is base))
-    return views
+    return views, owners
 
 
-def _outputs_viewing_outputs(call, views: list[tuple], gm) -> Callable:
+def _storage_owner_node(gm, key) -> Optional[torch.fx.Node]:
+    """The node whose value owns the storage `key` (no view of another: what made the memory),
+    where it is a static tensor; else None."""
+    from ...graph_builder import storage_key
+    for node in gm.graph.nodes:
+        value = _example(node) if node.op == "call_function" else None
+        if _static_tensor(value) and storage_key(value) == key and not value._is_view():
+            return node
+    return None
+
+
+def _returning_also(gm, nodes: list) -> torch.fx.GraphModule:
+    """A copy of `gm` that returns `nodes`' values after its own outputs."""
+    graph = torch.fx.Graph()
+    remap: dict = {}
+    outs = graph.graph_copy(gm.graph, remap)
+    graph.output(tuple(outs) + tuple(remap[n] for n in nodes))
+    copy = torch.fx.GraphModule(gm, graph)
+    copy.meta.update(getattr(gm, "meta", {}))
+    return copy
+
+
+def _outputs_viewing_outputs(call, views: list[tuple], gm, returned: int) -> Callable:
     """An output that eager makes as a view of another output (`_output_views`) comes out of the
     kernels as that output's buffer (or, where the lowering did compute it, a buffer of its
     own): remake it as the view of the other output's result, so that the two share memory as
-    in eager."""
+    in eager. Results past `returned` are hidden bases (`_returning_also`): dropped."""
     if not views:
         return call
     output = next(n for n in gm.graph.nodes if n.op == "output")
@@ -458,7 +503,7 @@ def _outputs_viewing_outputs(call, views: list[tuple], gm) -> Callable:
             # `x.min().flatten()` beside `x.min()`)
             base = result[b]
             result[i] = base if same_object else base.as_strided(size, stride, base.storage_offset() + offset)
-        return structure(result)
+        return structure(result[:returned])
     return run
 
 
@@ -630,6 +675,7 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
             for op, n in more.items():
                 counts[op] = counts.get(op, 0) + n
         info.fallback_reason = info.fallback_reason or latest.fallback_reason
+        info.lowering_errors.update(latest.lowering_errors)
         info.compile_seconds += latest.compile_seconds
 
         def boxed(args):                      # AOTAutograd passes one list it may clear

@@ -13,6 +13,7 @@ import collections
 import logging
 import math
 import operator
+import warnings
 from typing import Any, Optional, Union
 
 import torch
@@ -57,6 +58,8 @@ class GraphLowering:
         self.constants: dict[str, torch.Tensor] = {}
         self.outputs: list[Any] = []                 # Value or python object, per graph output
         self.extern_ops: collections.Counter = collections.Counter()
+        # op -> "Error: message" of a lowering that raised (a bug of ours): it ran as an aten call
+        self.lowering_errors: dict[str, str] = {}
         self.env: dict[torch.fx.Node, Any] = {}
         self._returned: set = set()                  # output nodes that keep eager's strides (run)
         self.node: Optional[torch.fx.Node] = None   # the node being lowered
@@ -276,10 +279,12 @@ class GraphLowering:
                 result = None
             except GraphNotLowerable:
                 raise
-            except Exception:                      # a lowering bug: this node runs as aten
+            except Exception as e:                 # a lowering bug: this node runs as aten
                 if settings.strict:
                     raise
                 log.debug("lowering %s failed; extern call instead", node.target, exc_info=True)
+                self.lowering_errors[str(node.target)] = f"{type(e).__name__}: {e}"
+                _warn_once(str(node.target), e)
                 result = None
         if result is None:
             return self._extern(node, args, kwargs)
@@ -782,3 +787,19 @@ def _returned_as_viewed(node: torch.fx.Node, returned: set) -> bool:
                 seen.add(user)
                 todo.append(user)
     return False
+
+
+_WARNED: set = set()
+
+
+def _warn_once(op: str, error: Exception) -> None:
+    """A lowering that raised is a bug of ours, and its op an aten call: right, but slower than a
+    kernel. Said once per op and kind of error a process (the graph's `lowering_errors` keep
+    every one), so that it is seen and reported, not hidden in a debug log."""
+    key = (op, type(error).__name__)
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    warnings.warn(f"dynamo_lite triton backend: lowering {op} failed ({type(error).__name__}: {error}); it runs as "
+                  f"an aten call (a bug: please report it with this message; DYNAMO_LITE_TRITON_STRICT=1 raises "
+                  f"instead)", RuntimeWarning, stacklevel=2)
