@@ -215,6 +215,10 @@ def test_activations_of_log1p_and_expm1_are_one_kernel():
     compile_and_check(fn, t(300) * 8, rtol=1.3e-6, atol=1e-5, kernels=1, externs=0)
 
 
+#: tl.exp on the GPU is ex2.approx of x * log2(e): the product's rounding makes a relative error
+#: growing with |x| (3e-6 near 76; eager's expf is within an ulp), under the interpreter numpy's
+EXP_RTOL = 1e-6 if DEVICE == "cpu" else 1e-5
+
 LOG1P_EXPM1_SPECIAL = [0.0, -0.0, -1.0, -1.5, float("inf"), float("-inf"), float("nan"), 1e-30, -1e-30, 1e-8,
                        -1e-8, 1e-4, -0.2929, 0.4142, 0.41422, -0.29289, 1.0, 2.0, 1e6, 3e38, -0.99999994, 88.7,
                        89.0, -88.0, -104.0, 5.0, 20.0, -17.33, -20.0, 0.69, -0.69, 0.7, -0.7]
@@ -227,7 +231,8 @@ def test_log1p_and_expm1_are_accurate_near_zero(name):
     op = getattr(torch, name)
     x = torch.cat([torch.tensor(LOG1P_EXPM1_SPECIAL), torch.randn(2000) * 1e-3, torch.randn(2000) * 10,
                    torch.rand(2000) * 2 - 1]).to(DEVICE)
-    info = compile_and_check(lambda v: op(v), x, rtol=1e-6, atol=0, equal_nan=True, kernels=1, externs=0)
+    rtol = 1e-6 if name == "log1p" else EXP_RTOL
+    info = compile_and_check(lambda v: op(v), x, rtol=rtol, atol=0, equal_nan=True, kernels=1, externs=0)
     got = triton_backend(torch.fx.symbolic_trace(lambda v: op(v)), [x])(x)
     zeros = x == 0
     assert torch.equal(torch.signbit(got[zeros]), torch.signbit(x[zeros]))
@@ -240,8 +245,8 @@ ELEMENTARY_SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.5, 1.5, -3.5, flo
 
 #: op -> relative tolerance: those built from tl.exp / log / sin / cos (approximate on the GPU)
 #: get more than those of exact arithmetic (1e-6 is about 8 ulp in fp32)
-ELEMENTARY = {"atan": 1e-6, "asin": 1e-6, "acos": 1e-6, "asinh": 2e-6, "acosh": 2e-6, "atanh": 2e-6, "sinh": 2e-6,
-              "cosh": 2e-6, "log10": 2e-6, "tan": 4e-6, "sinc": 4e-6, "round": 0, "signbit": 0}
+ELEMENTARY = {"atan": 1e-6, "asin": 1e-6, "acos": 1e-6, "asinh": 2e-6, "acosh": 2e-6, "atanh": 2e-6,
+              "sinh": max(2e-6, EXP_RTOL), "cosh": max(2e-6, EXP_RTOL), "log10": 2e-6, "tan": 4e-6, "sinc": 4e-6, "round": 0, "signbit": 0}
 
 
 @pytest.mark.parametrize("name", sorted(ELEMENTARY))
@@ -1101,7 +1106,10 @@ def test_avg_pool2d_backward_is_a_kernel_gathering_each_windows_share(kernel, st
                                                                       count_include_pad, divisor, channels_last):
     """The input's gradient sums, per element, each covering window's gradient over its divisor
     (eager's, padding counted or not, ceil_mode's short windows), in eager's order: a kernel,
-    not eager's avg_pool2d_backward; channels-last where the input is."""
+    not eager's avg_pool2d_backward; channels-last where the input is. The values are checked
+    against eager's on the contiguous input: eager's CUDA kernel for a channels-last input with
+    padding gives wrong gradients in torch before the fix of pytorch#188344 (it drops the padding
+    from the input's coordinates), which these tests found on an H100 with torch 2.11."""
     from dynamo_lite.backends.triton import backend as triton_backend_module
     x = t(2, 4, 11, 10)
     x = x.to(memory_format=torch.channels_last) if channels_last else x
@@ -1110,16 +1118,15 @@ def test_avg_pool2d_backward_is_a_kernel_gathering_each_windows_share(kernel, st
         return (F.avg_pool2d(x.relu() * 2, kernel, stride, padding, ceil_mode, count_include_pad, divisor) ** 2).sum()
     triton_backend_module.recent.clear()
     dl.reset()
-    leaf, want = x.clone().requires_grad_(), x.clone().requires_grad_()
+    leaf, want, nchw = x.clone().requires_grad_(), x.clone().requires_grad_(), x.contiguous().requires_grad_()
     dl.capture(fn, backend="triton")(leaf).backward()
     fn(want).backward()
-    torch.testing.assert_close(leaf.grad, want.grad, rtol=1e-6, atol=1e-6)
+    fn(nchw).backward()
+    torch.testing.assert_close(leaf.grad, nchw.grad, rtol=1e-6, atol=1e-6)
     assert leaf.grad.stride() == want.grad.stride()
     graphs = list(triton_backend_module.recent)
-    # (on a GPU a channels-last input's gradient is eager's kernel: ours was wrong there)
-    allowed = ("aten.avg_pool2d_backward.default",) if channels_last and DEVICE != "cpu" else ()
-    assert graphs and all(g.fallback_reason is None and all(str(op) in allowed for op in g.extern_ops)
-                          for g in graphs), [(g.fallback_reason, g.extern_ops) for g in graphs]
+    assert graphs and all(g.fallback_reason is None and not g.extern_ops for g in graphs), \
+        [(g.fallback_reason, g.extern_ops) for g in graphs]
 
 
 # -- gather -----------------------------------------------------------------------------------

@@ -573,14 +573,12 @@ def lower_avg_pool2d_backward(lw, node, grad, x, kernel_size, stride, padding, c
                               divisor_override):
     """The input's gradient, gathered (`_window_gradient`): each input element sums, over the
     windows that contain it, the window's gradient divided by its divisor (the forward's), each
-    quotient rounded as eager's kernel rounds it, in its order."""
+    quotient rounded as eager's kernel rounds it, in its order. (Eager's CUDA kernel for a
+    channels-last input with padding is wrong in torch before the fix of pytorch#188344: it
+    drops the padding from the input's coordinates; ours gives its NCHW kernel's gradients.)"""
     if x.ndim != 4 or grad.ndim != 4:
         raise NotLowerable("avg_pool2d backward of an unbatched input")
     meta = out_meta(node)
-    if meta.device.type != "cpu" and (_stored_channels_last(x) or layouts.only_channels_last(meta.shape, meta.stride())):
-        # its kernel gave wrong gradients on an H100 / H200 (right under the interpreter, from the
-        # same source and input layouts; cause not yet found): eager's kernel until it is
-        raise NotLowerable("avg_pool2d backward of a channels-last input on the GPU")
     window = _window(kernel_size, stride, padding, 1)
     grad = _once_if_costly(lw, grad)
     acc = compute_dtype(meta.dtype)
