@@ -346,11 +346,11 @@ def _compile(gm, example_inputs, free_outputs: frozenset = frozenset(), recordin
     # view: the backward was compiled for the strides the lowering reports for it; an aten graph,
     # AOTAutograd's, keeps its outputs: no hidden base is added to it)
     views, owners = _output_views(gm)
-    returned = len(graph_outputs(gm))
+    original, returned = gm, len(graph_outputs(gm))
     if owners and aten:
         views = [v for v in views if v[1] < returned]
     elif owners:
-        gm = _returning_also(gm, owners)
+        gm = _returning_also(gm, owners)           # (what the wrapper returns; callers see `original`'s)
     views = [v for v in views if v[0] not in free_outputs and v[1] not in free_outputs]
     aten_gm = from_aten(gm, example_inputs) if aten else to_aten(gm, example_inputs)
     lowering = GraphLowering(aten_gm, example_inputs, free_outputs, {v[0]: v[1] for v in views}).run()
@@ -376,8 +376,8 @@ def _compile(gm, example_inputs, free_outputs: frozenset = frozenset(), recordin
                          host_ops=wrapper.host.python_ops(), wrapper_call=namespace["call"])
     if settings.debug:
         print(info.source)
-    call = _outputs_viewing_outputs(_fresh_views(namespace["call"], gm, wrapper.outputs_passing_inputs), views, gm,
-                                    returned)
+    call = _outputs_viewing_outputs(_fresh_views(namespace["call"], gm, wrapper.outputs_passing_inputs), views,
+                                    original, returned)
     info.mutated_inputs = lowering.mutated_inputs
     info.lowering_errors = dict(lowering.lowering_errors)
     info.output_strides = lowering.output_strides()[:returned]
@@ -385,7 +385,7 @@ def _compile(gm, example_inputs, free_outputs: frozenset = frozenset(), recordin
         why = why_not_recordable(aten_gm, example_inputs, info.mutated_inputs, info.host_ops)
         info.cuda_graph = None if why is None else f"not recorded: {why}"
     if info.mutated_inputs:
-        call = _unless_overlapping(call, gm, info, example_inputs)
+        call = _unless_overlapping(call, original, info, example_inputs)
     return call, info
 
 
