@@ -146,6 +146,7 @@ def survey(name: str, build, device: str, train: bool) -> dict:
         graphs = list(B.recent)
     else:
         model.eval()
+        inputs = {k: v for k, v in inputs.items() if k != "target"}     # (models_gpu.py's label for its loss)
         captured = dl.capture(model, backend="triton")
         with torch.no_grad():
             captured(**inputs)
