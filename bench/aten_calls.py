@@ -15,7 +15,9 @@ of models that call it. A library that is not installed skips its models.
 
 On the CPU the kernels run under TRITON_INTERPRET=1 (set here unless given): slow, so the sizes
 are tiny; what is counted does not depend on the size except where a lowering has a size limit
-(a sort's width, a cat's operand count). No timing: this is a coverage report, not a benchmark.
+(a sort's width, a cat's operand count). Models with a fixed input size keep theirs (224 x 224
+for Swin, which then takes tens of minutes under the interpreter: on the CPU, pick rows with
+`-k`). No timing: this is a coverage report, not a benchmark.
 """
 from __future__ import annotations
 
