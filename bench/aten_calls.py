@@ -121,7 +121,7 @@ def models(train: bool) -> list[tuple[str, str, object]]:
 
 def _is_library(op: str) -> bool:
     name = op.split(".")[1] if "." in op else op
-    return any(lib == name or lib in name for lib in LIBRARY)
+    return any(lib in name for lib in LIBRARY)
 
 
 def survey(name: str, build, device: str, train: bool) -> dict:

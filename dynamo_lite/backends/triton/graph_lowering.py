@@ -13,12 +13,12 @@ import collections
 import logging
 import math
 import operator
-import warnings
 from typing import Any, Optional, Union
 
 import torch
 import torch.fx
 
+from ...fallback import records
 from . import availability, layouts, settings
 from .ir import (Affine, Buffer, BufferArg, ExternNode, PointwiseNode, ReductionNode, ScanNode, ScatterNode, at_position,
                  cast, const, contiguous_strides, domain_vars, load, loads, walk)
@@ -789,17 +789,12 @@ def _returned_as_viewed(node: torch.fx.Node, returned: set) -> bool:
     return False
 
 
-_WARNED: set = set()
-
 
 def _warn_once(op: str, error: Exception) -> None:
     """A lowering that raised is a bug of ours, and its op an aten call: right, but slower than a
-    kernel. Said once per op and kind of error a process (the graph's `lowering_errors` keep
-    every one), so that it is seen and reported, not hidden in a debug log."""
-    key = (op, type(error).__name__)
-    if key in _WARNED:
-        return
-    _WARNED.add(key)
-    warnings.warn(f"dynamo_lite triton backend: lowering {op} failed ({type(error).__name__}: {error}); it runs as "
-                  f"an aten call (a bug: please report it with this message; DYNAMO_LITE_TRITON_STRICT=1 raises "
-                  f"instead)", RuntimeWarning, stacklevel=2)
+    kernel. Said once per op and kind of error (the graph's `lowering_errors` keep every one), so
+    that it is seen and reported, not hidden in a debug log."""
+    records.warn_once(("triton-lowering", op, type(error).__name__),
+                      f"dynamo_lite triton backend: lowering {op} failed ({type(error).__name__}: {error}); it runs as "
+                      f"an aten call (a bug: please report it with this message; DYNAMO_LITE_TRITON_STRICT=1 raises "
+                      f"instead)")

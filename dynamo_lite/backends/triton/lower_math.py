@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from .ir import Op, cast, const
+from .ir import Op, const
 from .lowerings import NotLowerable, binary, out_meta, pointwise, register, unary, where
 
 aten = torch.ops.aten
@@ -28,14 +28,10 @@ def _c(value, like):
     return const(value, like.dtype)
 
 
-def _b(op, a, b):
-    return binary(op, a, b)
-
-
 def _signed(x, magnitude):
     """`magnitude` (>= 0) with x's sign; a zero x itself (its sign kept)."""
     zero = _c(0, x)
-    return where(_b(Op.EQ, x, zero), x, where(_b(Op.LT, x, zero), unary(Op.NEG, magnitude), magnitude))
+    return where(binary(Op.EQ, x, zero), x, where(binary(Op.LT, x, zero), unary(Op.NEG, magnitude), magnitude))
 
 
 @register(aten.log1p, aten.expm1)
@@ -72,7 +68,6 @@ def lower_xlogy(lw, node, a, b):
     return pointwise(node, fn, [a, b])
 
 
-
 @register(aten.round.default, aten.round.decimals)
 def lower_round(lw, node, x, *, decimals=0):
     """Half to even, as eager's nearbyint (with `decimals`, eager's scaling by 10^decimals in the
@@ -87,8 +82,8 @@ def lower_round(lw, node, x, *, decimals=0):
             return _nearest_even(a)
         scale = _c(float(10 ** abs(decimals)), a)
         if decimals < 0:
-            return _b(Op.MUL, _nearest_even(_b(Op.DIV, a, scale)), scale)
-        return _b(Op.DIV, _nearest_even(_b(Op.MUL, a, scale)), scale)
+            return binary(Op.MUL, _nearest_even(binary(Op.DIV, a, scale)), scale)
+        return binary(Op.DIV, _nearest_even(binary(Op.MUL, a, scale)), scale)
     return pointwise(node, fn, [x])
 
 
@@ -96,18 +91,18 @@ def _nearest_even(a):
     """floor(a), one up where the fraction a - floor(a) (exact in binary floats) is above a half,
     or exactly a half and the floor odd; a zero result keeps a's sign (round(-0.3) is -0.0)."""
     down = unary(Op.FLOOR, a)
-    frac = _b(Op.SUB, a, down)
+    frac = binary(Op.SUB, a, down)
     half = _c(0.5, a)
-    odd = _b(Op.NE, _b(Op.SUB, down, _b(Op.MUL, unary(Op.FLOOR, _b(Op.MUL, down, half)), _c(2, a))), _c(0, a))
-    up = _b(Op.OR, _b(Op.GT, frac, half), _b(Op.AND, _b(Op.EQ, frac, half), odd))
-    rounded = where(up, _b(Op.ADD, down, _c(1, a)), down)
-    return where(_b(Op.EQ, rounded, _c(0, a)), _b(Op.MUL, a, _c(0, a)), rounded)
+    odd = binary(Op.NE, binary(Op.SUB, down, binary(Op.MUL, unary(Op.FLOOR, binary(Op.MUL, down, half)), _c(2, a))), _c(0, a))
+    up = binary(Op.OR, binary(Op.GT, frac, half), binary(Op.AND, binary(Op.EQ, frac, half), odd))
+    rounded = where(up, binary(Op.ADD, down, _c(1, a)), down)
+    return where(binary(Op.EQ, rounded, _c(0, a)), binary(Op.MUL, a, _c(0, a)), rounded)
 
 
 @register(aten.log10)
 def lower_log10(lw, node, x):
     _fp32_math(node)
-    return pointwise(node, lambda a: _b(Op.MUL, unary(Op.LOG2, a), _c(math.log10(2), a)), [x])
+    return pointwise(node, lambda a: binary(Op.MUL, unary(Op.LOG2, a), _c(math.log10(2), a)), [x])
 
 
 @register(aten.sinh)
@@ -119,15 +114,15 @@ def lower_sinh(lw, node, x):
     def fn(x):
         a = unary(Op.ABS, x)
         t = unary(Op.EXPM1, a)
-        small = _b(Op.MUL, _c(0.5, a), _b(Op.ADD, t, _b(Op.DIV, t, _b(Op.ADD, t, _c(1, a)))))
-        return _signed(x, where(_b(Op.GT, a, _c(9, a)), _exp_half_squared(a), small))
+        small = binary(Op.MUL, _c(0.5, a), binary(Op.ADD, t, binary(Op.DIV, t, binary(Op.ADD, t, _c(1, a)))))
+        return _signed(x, where(binary(Op.GT, a, _c(9, a)), _exp_half_squared(a), small))
     return pointwise(node, fn, [x])
 
 
 def _exp_half_squared(a):
     """exp(a) / 2 for large a, as (exp(a / 2) / 2) * exp(a / 2): finite as far as it is."""
-    e = unary(Op.EXP, _b(Op.MUL, a, _c(0.5, a)))
-    return _b(Op.MUL, _b(Op.MUL, e, _c(0.5, a)), e)
+    e = unary(Op.EXP, binary(Op.MUL, a, _c(0.5, a)))
+    return binary(Op.MUL, binary(Op.MUL, e, _c(0.5, a)), e)
 
 
 @register(aten.cosh)
@@ -140,18 +135,18 @@ def lower_cosh(lw, node, x):
         a = unary(Op.ABS, x)
         one, half = _c(1, a), _c(0.5, a)
         t = unary(Op.EXPM1, a)
-        tiny = _b(Op.ADD, one, _b(Op.DIV, _b(Op.MUL, t, t), _b(Op.MUL, _c(2, a), _b(Op.ADD, one, t))))
+        tiny = binary(Op.ADD, one, binary(Op.DIV, binary(Op.MUL, t, t), binary(Op.MUL, _c(2, a), binary(Op.ADD, one, t))))
         e = unary(Op.EXP, a)
-        mid = _b(Op.ADD, _b(Op.MUL, half, e), _b(Op.DIV, half, e))
-        return where(_b(Op.LT, a, _c(0.34657359027997264, a)), tiny,
-                     where(_b(Op.GT, a, _c(9, a)), _exp_half_squared(a), mid))
+        mid = binary(Op.ADD, binary(Op.MUL, half, e), binary(Op.DIV, half, e))
+        return where(binary(Op.LT, a, _c(0.34657359027997264, a)), tiny,
+                     where(binary(Op.GT, a, _c(9, a)), _exp_half_squared(a), mid))
     return pointwise(node, fn, [x])
 
 
 @register(aten.tan)
 def lower_tan(lw, node, x):
     _fp32_math(node)
-    return pointwise(node, lambda a: _b(Op.DIV, unary(Op.SIN, a), unary(Op.COS, a)), [x])
+    return pointwise(node, lambda a: binary(Op.DIV, unary(Op.SIN, a), unary(Op.COS, a)), [x])
 
 
 @register(aten.asinh)
@@ -164,12 +159,12 @@ def lower_asinh(lw, node, x):
     def fn(x):
         a = unary(Op.ABS, x)
         one = _c(1, a)
-        sq = _b(Op.MUL, a, a)
-        root = unary(Op.SQRT, _b(Op.ADD, sq, one))
-        small = unary(Op.LOG1P, _b(Op.ADD, a, _b(Op.DIV, sq, _b(Op.ADD, one, root))))
-        mid = unary(Op.LOG, _b(Op.ADD, _b(Op.MUL, _c(2, a), a), _b(Op.DIV, one, _b(Op.ADD, root, a))))
-        big = _b(Op.ADD, unary(Op.LOG, a), _c(math.log(2), a))
-        return _signed(x, where(_b(Op.GT, a, _c(4096, a)), big, where(_b(Op.GT, a, _c(2, a)), mid, small)))
+        sq = binary(Op.MUL, a, a)
+        root = unary(Op.SQRT, binary(Op.ADD, sq, one))
+        small = unary(Op.LOG1P, binary(Op.ADD, a, binary(Op.DIV, sq, binary(Op.ADD, one, root))))
+        mid = unary(Op.LOG, binary(Op.ADD, binary(Op.MUL, _c(2, a), a), binary(Op.DIV, one, binary(Op.ADD, root, a))))
+        big = binary(Op.ADD, unary(Op.LOG, a), _c(math.log(2), a))
+        return _signed(x, where(binary(Op.GT, a, _c(4096, a)), big, where(binary(Op.GT, a, _c(2, a)), mid, small)))
     return pointwise(node, fn, [x])
 
 
@@ -181,13 +176,13 @@ def lower_acosh(lw, node, x):
 
     def fn(x):
         one = _c(1, x)
-        t = _b(Op.SUB, x, one)
-        small = unary(Op.LOG1P, _b(Op.ADD, t, unary(Op.SQRT, _b(Op.ADD, _b(Op.MUL, _c(2, x), t), _b(Op.MUL, t, t)))))
-        root = unary(Op.SQRT, _b(Op.SUB, _b(Op.MUL, x, x), one))
-        mid = unary(Op.LOG, _b(Op.SUB, _b(Op.MUL, _c(2, x), x), _b(Op.DIV, one, _b(Op.ADD, x, root))))
-        big = _b(Op.ADD, unary(Op.LOG, x), _c(math.log(2), x))
-        value = where(_b(Op.GT, x, _c(4096, x)), big, where(_b(Op.GE, x, _c(2, x)), mid, small))
-        return where(_b(Op.LT, x, one), _c(math.nan, x), value)
+        t = binary(Op.SUB, x, one)
+        small = unary(Op.LOG1P, binary(Op.ADD, t, unary(Op.SQRT, binary(Op.ADD, binary(Op.MUL, _c(2, x), t), binary(Op.MUL, t, t)))))
+        root = unary(Op.SQRT, binary(Op.SUB, binary(Op.MUL, x, x), one))
+        mid = unary(Op.LOG, binary(Op.SUB, binary(Op.MUL, _c(2, x), x), binary(Op.DIV, one, binary(Op.ADD, x, root))))
+        big = binary(Op.ADD, unary(Op.LOG, x), _c(math.log(2), x))
+        value = where(binary(Op.GT, x, _c(4096, x)), big, where(binary(Op.GE, x, _c(2, x)), mid, small))
+        return where(binary(Op.LT, x, one), _c(math.nan, x), value)
     return pointwise(node, fn, [x])
 
 
@@ -200,11 +195,11 @@ def lower_atanh(lw, node, x):
     def fn(x):
         a = unary(Op.ABS, x)
         two, half = _c(2, a), _c(0.5, a)
-        gap = _b(Op.SUB, _c(1, a), a)
-        twice = _b(Op.MUL, two, a)
-        lo = unary(Op.LOG1P, _b(Op.ADD, twice, _b(Op.DIV, _b(Op.MUL, twice, a), gap)))
-        hi = unary(Op.LOG1P, _b(Op.DIV, twice, gap))
-        return _signed(x, _b(Op.MUL, half, where(_b(Op.LT, a, half), lo, hi)))
+        gap = binary(Op.SUB, _c(1, a), a)
+        twice = binary(Op.MUL, two, a)
+        lo = unary(Op.LOG1P, binary(Op.ADD, twice, binary(Op.DIV, binary(Op.MUL, twice, a), gap)))
+        hi = unary(Op.LOG1P, binary(Op.DIV, twice, gap))
+        return _signed(x, binary(Op.MUL, half, where(binary(Op.LT, a, half), lo, hi)))
     return pointwise(node, fn, [x])
 
 
@@ -224,7 +219,7 @@ def _cosine_side(x):
     """sqrt((1 - x)(1 + x)): sqrt(1 - x^2) without cancelling near |x| = 1 (1 - x is exact
     there); NaN beyond 1."""
     one = _c(1, x)
-    return unary(Op.SQRT, _b(Op.MUL, _b(Op.SUB, one, x), _b(Op.ADD, one, x)))
+    return unary(Op.SQRT, binary(Op.MUL, binary(Op.SUB, one, x), binary(Op.ADD, one, x)))
 
 
 @register(aten.asin)
@@ -251,10 +246,10 @@ def lower_hypot(lw, node, a, b):
         ax, ay = unary(Op.ABS, x), unary(Op.ABS, y)
         hi, lo = binary(Op.MAX, ax, ay), binary(Op.MIN, ax, ay)
         zero, one, inf = _c(0, x), _c(1, x), _c(math.inf, x)
-        r = _b(Op.DIV, lo, where(_b(Op.EQ, hi, zero), one, hi))
-        h = _b(Op.MUL, hi, unary(Op.SQRT, _b(Op.ADD, one, _b(Op.MUL, r, r))))
+        r = binary(Op.DIV, lo, where(binary(Op.EQ, hi, zero), one, hi))
+        h = binary(Op.MUL, hi, unary(Op.SQRT, binary(Op.ADD, one, binary(Op.MUL, r, r))))
         h = where(binary(Op.OR, unary(Op.ISNAN, x), unary(Op.ISNAN, y)), _c(math.nan, x), h)
-        return where(binary(Op.OR, _b(Op.EQ, ax, inf), _b(Op.EQ, ay, inf)), inf, h)
+        return where(binary(Op.OR, binary(Op.EQ, ax, inf), binary(Op.EQ, ay, inf)), inf, h)
     return pointwise(node, fn, [a, b])
 
 
@@ -272,7 +267,7 @@ def lower_fmax_fmin(lw, node, a, b):
 def lower_signbit(lw, node, x):
     """The sign bit itself: set for -0.0 (and a negative NaN), as eager's."""
     if not x.dtype.is_floating_point:
-        return pointwise(node, lambda a: _b(Op.LT, a, _c(0, a)), [x], compute=x.dtype)
+        return pointwise(node, lambda a: binary(Op.LT, a, _c(0, a)), [x], compute=x.dtype)
     return pointwise(node, lambda a: unary(Op.SIGNBIT, a, torch.bool), [x], compute=x.dtype)
 
 
@@ -290,8 +285,8 @@ def lower_heaviside(lw, node, x, values):
     """`values` where x is 0, else 1 where x > 0 and 0 elsewhere (NaN included), as eager's."""
     def fn(a, v):
         zero = _c(0, a)
-        step = where(_b(Op.GT, a, zero), _c(1, a), zero)
-        return where(_b(Op.EQ, a, zero), v, step)
+        step = where(binary(Op.GT, a, zero), _c(1, a), zero)
+        return where(binary(Op.EQ, a, zero), v, step)
     return pointwise(node, fn, [x, values])
 
 
@@ -301,6 +296,6 @@ def lower_sinc(lw, node, x):
     _fp32_math(node)
 
     def fn(a):
-        product = _b(Op.MUL, a, _c(math.pi, a))
-        return where(_b(Op.EQ, a, _c(0, a)), _c(1, a), _b(Op.DIV, unary(Op.SIN, product), product))
+        product = binary(Op.MUL, a, _c(math.pi, a))
+        return where(binary(Op.EQ, a, _c(0, a)), _c(1, a), binary(Op.DIV, unary(Op.SIN, product), product))
     return pointwise(node, fn, [x])
