@@ -336,6 +336,48 @@ def test_convolutions_run_channels_last_end_to_end(forced):
     assert "(8, 8, 3, 3), (72, 1, 24, 8)" in source, source
 
 
+@pytest.mark.parametrize("case", ["conv1d", "conv2d grouped strided", "conv2d returned", "conv_transpose2d", "conv3d"])
+@pytest.mark.parametrize("layout", ["forced", "default"])
+def test_a_convolutions_bias_is_added_by_the_kernel_that_reads_its_result(case, layout, request):
+    """The library is called without the bias; the bias add fuses into the kernel after it (or,
+    for a result returned as it is, is that result's own kernel). Values and strides are eager's."""
+    if layout == "forced":
+        request.getfixturevalue("forced")
+    g = torch.Generator(device="cpu").manual_seed(1)
+
+    def r(*sizes):
+        return torch.randn(*sizes, generator=g).to(DEVICE)
+    if case == "conv1d":
+        def fn(x, w, b):
+            return torch.relu(F.conv1d(x, w, b, padding=1)) * 2
+        args = r(2, 4, 9), r(6, 4, 3), r(6)
+    elif case == "conv2d grouped strided":
+        def fn(x, w, b):
+            return torch.sigmoid(F.conv2d(x, w, b, stride=2, padding=1, groups=2)) + x[:, 1:2, ::2, ::2]
+        args = r(2, 4, 8, 8), r(6, 2, 3, 3), r(6)
+    elif case == "conv2d returned":
+        def fn(x, w, b):
+            y = F.conv2d(x, w, b, padding=1)
+            return y, y.mean((2, 3))
+        args = r(2, 3, 6, 6), r(5, 3, 3, 3), r(5)
+    elif case == "conv_transpose2d":
+        def fn(x, w, b):
+            return F.gelu(F.conv_transpose2d(x, w, b, stride=2, output_padding=1))
+        args = r(2, 4, 5, 5), r(4, 3, 3, 3), r(3)
+    else:
+        def fn(x, w, b):
+            return F.conv3d(x, w, b).abs().sum((2, 3, 4))
+        args = r(2, 3, 5, 5, 5), r(4, 3, 2, 2, 2), r(4)
+    triton_backend_module.recent.clear()
+    assert_same(dl.capture(fn, backend="triton")(*args), fn(*args))
+    source = wrapper_source()
+    graph = triton_backend_module.recent[-1]
+    assert dict(graph.extern_ops) == {"aten.convolution.default": 1}, graph.extern_ops
+    (call,) = re.findall(r"= aten_op\d+\((.*)\)", source)
+    assert call.split(", ")[2] == "None", source                            # no bias passed to the library
+    assert graph.kernel_count >= 1 and "arg2" in source.split("kernel", 1)[1], source
+
+
 def test_a_conv_output_returned_from_the_graph_has_eager_strides(forced):
     def fn(x, w):
         y = F.conv2d(x, w, padding=1)

@@ -364,6 +364,11 @@ class GraphLowering:
         self.nodes.append(ExternNode(name, node.target, ext_args, ext_kwargs, [out], "single"))
         return Value.of_buffer(out) if out is not None else None
 
+    def extern_call(self, node: torch.fx.Node, args, kwargs=None) -> Value:
+        """`node`'s op called as aten on other arguments of the same shapes (a lowering that
+        computes part of an op in kernels: a convolution's bias)."""
+        return self._extern(node, args, kwargs or {})
+
     def _extern_name(self, target) -> str:
         """A name for a new extern call of `target` (counted in `extern_ops`)."""
         self.extern_ops[str(target)] += 1

@@ -624,3 +624,18 @@ def lower_outer_product(lw, node, a, b):
     if not (isinstance(a, Value) and isinstance(b, Value)) or a.sizes[-1] != 1 or not meta.dtype.is_floating_point:
         raise NotLowerable("a matmul over a contraction longer than 1")
     return pointwise(node, lambda x, y: binary(Op.MUL, x, y), [a, b])
+
+
+@register(aten.convolution.default)
+def lower_convolution_bias(lw, node, x, weight, bias, *rest):
+    """A convolution with a bias is the library's convolution without it, then the bias added
+    along the channel dim by a lazy value that fuses into whatever reads the result (batch norm,
+    an activation, a residual add). Eager's CUDA path adds the bias in a kernel of its own after
+    cuDNN's (the same sums: the convolution's result rounded to its dtype, plus the bias), which
+    reads and writes the whole result once more. Without a bias the call stays as it is."""
+    meta = out_meta(node)
+    if not isinstance(bias, Value) or not isinstance(x, Value) or bias.sizes != (meta.shape[1],):
+        raise NotLowerable("a convolution without a bias")
+    conv = lw.extern_call(node, (x, weight, None) + tuple(rest))
+    per_channel = view_by_remap(bias, tuple(meta.shape), lambda idx: (idx[1],))
+    return pointwise(node, lambda c, b: binary(Op.ADD, c, b), [conv, per_channel])
