@@ -765,6 +765,9 @@ def test_a_2d_tile_with_broadcasts_on_either_axis_and_a_contiguous_operand():
         return x.t() * y + col[:, None] - row
     info = compile_and_check(fn, t(40, 24), t(24, 40), t(24), t(40), kernels=1)
     assert _tiled(info), info.source
+    # each broadcast operand is loaded as a vector of the tile's rows or columns, not per element
+    loads = re.findall(r"tl\.load\(ptr\d \+ \((.*?)\), (\w+)", info.source)
+    assert sorted(mask for _, mask in loads) == ["cmask", "xmask", "xmask", "ymask"], info.source
 
 
 def test_a_2d_tile_under_masks_of_a_cat_and_in_half_precision():

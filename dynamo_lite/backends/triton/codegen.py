@@ -994,7 +994,13 @@ class KernelBuilder:
                 offset += " + 0 * xindex"
             if hr and not vr and "rindex" not in offset:
                 offset += " + 0 * rindex"
-        if self.ydim is not None and mask is not None:
+        if self.ydim is not None and mask == "xmask" and e.op is Op.LOAD:
+            # a value per row or per column of the 2-D tile (the bias added to a transposed
+            # operand): loaded as a [YBLOCK, 1] / [1, XBLOCK] vector, not once per element
+            on_y, on_x = self._tile_axes(offset, aff)
+            if not (on_y and on_x):
+                mask = "ymask" if on_y else "cmask" if on_x else None
+        if self.ydim is not None and mask is not None and mask not in ("ymask", "cmask"):
             offset = self._whole_tile(offset, aff)
         text = f"tl.load({ptr} + ({offset})"
         if mask is not None:
@@ -1111,11 +1117,16 @@ class KernelBuilder:
                     return e.arg[1].coeff(last) == 1
         return True
 
+    def _tile_axes(self, offset: str, aff: Affine) -> tuple[bool, bool]:
+        """On a 2-D tile: does the access at `offset` (index `aff`) vary along y, along x?"""
+        on_y = aff.coeff(f"x{self.ydim}") != 0 or "yindex" in offset
+        on_x = "xindex" in offset or any(v.startswith("x") and v != f"x{self.ydim}" for v in aff.vars())
+        return on_y, on_x
+
     def _whole_tile(self, offset: str, aff: Affine) -> str:
         """A 2-D tile's pointer covering both axes (masks are [YBLOCK, XBLOCK]; Triton broadcasts
         a mask to the pointer's shape, not the pointer to the mask's)."""
-        on_y = aff.coeff(f"x{self.ydim}") != 0 or "yindex" in offset
-        on_x = "xindex" in offset or any(v.startswith("x") and v != f"x{self.ydim}" for v in aff.vars())
+        on_y, on_x = self._tile_axes(offset, aff)
         if not on_y:
             offset += " + 0 * yindex"
         if not on_x:
@@ -1184,8 +1195,8 @@ class KernelBuilder:
             return (lines + self._decompose([f"x{i}" for i in range(k)], self.xsizes[:k], "yindex")
                     + self._decompose([f"x{i}" for i in range(k, n)], self.xsizes[k:], "xindex"))
         elif self.ydim is not None:
-            lines = self._tile_2d_header(pid) + ["xmask = (xindex < xnumel) & (yindex < ynumel)",
-                                                 f"x{self.ydim} = yindex"]
+            lines = self._tile_2d_header(pid) + ["ymask = yindex < ynumel", "cmask = xindex < xnumel",
+                                                 "xmask = ymask & cmask", f"x{self.ydim} = yindex"]
             others = [k for k in range(len(self.xsizes)) if k != self.ydim]
             return lines + self._decompose([f"x{k}" for k in others], [self.xsizes[k] for k in others], "xindex")
         else:
