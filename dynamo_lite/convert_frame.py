@@ -575,8 +575,12 @@ STORM_AFTER = 3
 
 def _note_recapture(code, guard, reason: Optional[str]) -> None:
     """One warning when a code object keeps being recaptured for the same guard: the user can fix
-    that (the value it checks changes on every call), and it is the costliest pattern there is."""
-    if guard is None:
+    that (the value it checks changes on every call), and it is the costliest pattern there is.
+    An identity guard that fails on another live object is no such pattern: the entry of an object
+    that dies is dropped with it, so the objects the entries pin are all alive, and the code serves
+    each of them with a graph of its own (a decorator's wrapper whose closure holds each decorated
+    class's function: one entry per model class), bounded by `config.cache_size_limit`."""
+    if guard is None or isinstance(guard, IdMatch) and guard.weak:
         return
     source = getattr(guard, "source", None)
     key = (type(guard).__name__, source.name() if source is not None else guard.describe())

@@ -149,3 +149,30 @@ def test_a_recapture_storm_warns_once_naming_the_guard():
     storms = [str(w.message) for w in caught if "keeps being recaptured" in str(w.message)]
     assert len(storms) == 1, storms
     assert "n changed: 'a" in storms[0] and "test_recapture_storms.py" in storms[0]
+
+
+def _decorate(fn):
+    """A decorator whose wrapper code is shared by every function it wraps (transformers' output
+    decorators on each model class's forward): the wrapper's closure is a different object each."""
+    def wrapper(x):
+        return fn(x) + 1
+    return wrapper
+
+
+def test_one_wrapper_code_serving_several_live_functions_is_no_storm():
+    backend = CountingBackend()
+    def scaled(k):
+        def forward(x):
+            return x * k
+        forward.tag = k                   # (a function with attributes is guarded by identity)
+        return forward
+    fns = [_decorate(scaled(k)) for k in range(5)]     # all alive while called
+    captured = [dl.capture(f, backend=backend) for f in fns]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            for f, c in zip(fns, captured):
+                x = torch.randn(3)
+                torch.testing.assert_close(c(x), f(x))
+    assert not [str(w.message) for w in caught if "keeps being recaptured" in str(w.message)]
+    assert backend.count == 5                                    # a graph per function, reused the second time
