@@ -278,6 +278,8 @@ class EngineResult:
     fallbacks: Optional[int] = None          # ours on the triton backend: graphs run as captured
     recorded: Optional[list] = None          # ours in the CUDA-graph mode: per graph, "recorded" or why not
     shapes: Optional[int] = None             # ours on the triton backend: compiled shapes (a dynamic graph's each)
+    pool: Optional[dict] = None              # ours on the triton backend: compile pool jobs until counted
+                                             # (precompile.stats: compiled, failed, taken back by the parent)
     agreement: Optional[str] = None          # generate: how its tokens compare with eager's
     status: str = "ok"
 
@@ -521,12 +523,15 @@ def _engines(ours_backend: str, inductor_backend: Optional[str], cudagraphs: boo
     inductor.own_random_stream = inductor_backend == "inductor"      # Philox dropout in its kernels
 
     def ours(obj):
+        from dynamo_lite.backends.triton import precompile
         dl.reset()
         counting = CountingBackend(ours_backend, cudagraphs)
+        before = dict(precompile.stats)
         kernels = lambda: (sum(c.kernel_count for c in counting.compiled),            # noqa: E731
                            sum(1 for c in counting.compiled if c.fallback_reason),
                            [c.cuda_graph for c in counting.compiled if c.cuda_graph is not None],
-                           sum(len(c.specializations) or 1 for c in counting.compiled))
+                           sum(len(c.specializations) or 1 for c in counting.compiled),
+                           {k: v - before.get(k, 0) for k, v in precompile.stats.items()})
         return dl.capture(obj, backend=counting), lambda: (counting.graphs, kernels() if counting.compiled else None)
     out = []
     if inductor_backend:
@@ -739,10 +744,19 @@ def _exact_fp32():
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
+def _pool_note(pool: Optional[dict]) -> str:
+    """How the first call's kernels were compiled: by the compile workers, or by the parent (jobs
+    it took back, or that failed in a worker), which is what makes a first call slow."""
+    if not pool or not pool.get("submitted"):
+        return ""
+    return (f" (compile pool: {pool['compiled']} of {pool['submitted']} jobs compiled by workers, "
+            f"{pool['taken_back']} taken back, {pool['failed']} failed)")
+
+
 def _record_counts(result: EngineResult, counter):
     result.graphs, made = counter()
     if made is not None:
-        result.kernels, result.fallbacks, result.recorded, result.shapes = made
+        result.kernels, result.fallbacks, result.recorded, result.shapes, result.pool = made
 
 
 def _error(e: Exception) -> str:
@@ -836,7 +850,7 @@ def format_row(row: Row) -> str:
         notes.append(f"ours compiled {o.shapes} shapes")
     if o.kernels is not None:
         notes.append(f"{o.kernels} triton kernels" + (f", {o.fallbacks} graph(s) run as captured" if o.fallbacks else "")
-                     + _recorded_note(o.recorded))
+                     + _recorded_note(o.recorded) + _pool_note(o.pool))
     for who, r in (("inductor", i), ("ours", o)):
         if r.status not in ("ok", "skipped"):
             notes.append(f"{who}: {r.status}")

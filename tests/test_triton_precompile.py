@@ -165,6 +165,32 @@ def test_a_worker_that_dies_in_a_job_fails_only_that_job(pool_for_sm90, tmp_path
     assert pool.submit({"name": "a"}) is first            # one job per request
 
 
+def test_a_worker_that_gives_up_leaves_the_jobs_to_the_others(pool_for_sm90, tmp_path, monkeypatch):
+    """A job that kills its worker makes that worker's thread give up (MAX_STARTS_FAILED = 1
+    here); the jobs after it are the other worker's to compile, not failed by the thread that gave
+    up (which drained the shared queue: every later kernel of the process compiled in the parent)."""
+    precompile = pool_for_sm90
+    monkeypatch.setattr(precompile, "MAX_STARTS_FAILED", 1)
+    script = tmp_path / "worker.py"
+    script.write_text(textwrap.dedent("""
+        import json, os, sys, time
+        print(json.dumps({"ready": True}), flush=True)
+        for line in sys.stdin:
+            if json.loads(line)["name"] == "dies":
+                os._exit(9)
+            time.sleep(0.05)
+            print(json.dumps({"ok": True, "seconds": 0.05}), flush=True)
+    """))
+    monkeypatch.setattr(precompile, "WORKER_SCRIPT", str(script))
+    pool = precompile.shared_pool()
+    dying = pool.submit({"name": "dies"})
+    good = [pool.submit({"name": f"k{i}"}) for i in range(12)]
+    concurrent.futures.wait([dying.future] + [j.future for j in good], timeout=60)
+    assert not dying.take() and "exited" in dying.error
+    assert all(j.take() for j in good), [j.error for j in good]
+    assert precompile.stats["compiled"] == len(good)
+
+
 @needs_ptxas
 def test_a_compile_error_in_a_worker_is_reported_and_the_worker_goes_on(pool_for_sm90):
     args = inputs()

@@ -794,7 +794,6 @@ def _returned_as_viewed(node: torch.fx.Node, returned: set) -> bool:
     return False
 
 
-
 def _warn_once(op: str, error: Exception) -> None:
     """A lowering that raised is a bug of ours, and its op an aten call: right, but slower than a
     kernel. Said once per op and kind of error (the graph's `lowering_errors` keep every one), so

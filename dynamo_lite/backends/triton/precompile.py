@@ -17,8 +17,8 @@ A launch never waits for nothing, and nothing is compiled twice: before compilin
 launcher takes its job back (`Job.take`): a job no worker has started is withdrawn, and the
 parent compiles it as without workers; a job a worker is running is waited for. A worker that
 fails, hangs (`WAIT_SECONDS`), dies (it is restarted; after `MAX_STARTS_FAILED` failures in a row
-its thread gives up and fails its jobs at once) or a pool that cannot start all mean: the parent
-compiles the kernel, as today. Nothing here can fail a user's program.
+its thread gives up, leaving the jobs to the other workers; the last to give up fails the jobs
+left at once) or a pool that cannot start all mean: the parent compiles the kernel, as today. Nothing here can fail a user's program.
 """
 from __future__ import annotations
 
@@ -92,6 +92,8 @@ class CompilePool:
         self.threads = [threading.Thread(target=self._serve, args=(i,), daemon=True,
                                          name=f"dynamo_lite-compile-{i}") for i in range(workers)]
         self._closed = False
+        self._serving = workers                      # threads that have not given up
+        self._serving_lock = threading.Lock()
         self.pid = os.getpid()                       # a forked child neither uses nor stops these workers
         self.started = time.perf_counter()
         for thread in self.threads:
@@ -144,7 +146,12 @@ class CompilePool:
             self._finish(job, reply)
         if self._closed:
             self._stop(index)
-        while True:                                # gave up: fail jobs at once (their launchers compile them)
+        with self._serving_lock:
+            self._serving -= 1
+            others_serve = self._serving > 0
+        if others_serve and not self._closed:
+            return        # the other workers take the jobs (draining them here would fail their jobs too)
+        while True:       # the last one gave up: fail jobs at once (their launchers compile them)
             job = self.jobs.get()
             if job is None:
                 return
