@@ -227,6 +227,26 @@ def test_a_graph_dynamic_in_a_cache_length_only_compiles_its_static_parts_once()
     assert not graph.specializations and graph.fallback_reason is None
 
 
+def test_a_static_part_checks_the_layouts_of_the_inputs_a_symbolic_part_computed_only():
+    """Each call of a static part checks the sizes and strides of the inputs aten calls made (a
+    symbolic part's results), not those of the graph's inputs (guarded before the graph runs) or of
+    another static part's results (our kernels' layouts): a decode step's parts take the weights."""
+    from torch.fx.passes.split_module import split_module
+    from dynamo_lite.backends.triton import dynamic_split
+
+    def f(x, w):
+        a = x @ w
+        b = a.cumsum(0)
+        return b + a + w.sum(), b
+    gm = torch.fx.symbolic_trace(f)
+    parts = {"matmul": 0, "cumsum": 1, "add": 2, "sum_1": 2, "add_1": 2}
+    split = split_module(gm, gm, lambda n: parts[n.name], keep_original_order=True, keep_original_node_name=True)
+    checked = dynamic_split.checked_inputs(split, ["submod_0", "submod_2"])
+    (call,) = [n for n in split.graph.nodes if n.target == "submod_2"]
+    assert [a.target if a.op == "call_module" else a.name for a in call.args] == ["submod_1", "submod_0", "w"]
+    assert checked == {"submod_0": (), "submod_2": (0,)}
+
+
 def test_a_training_graph_recompiled_for_a_new_shape_keeps_its_gradients():
     """A graph that became dynamic (a smaller last batch) is compiled per concrete shape: a training
     graph's specializations go through AOTAutograd as the first compile does. (They were compiled

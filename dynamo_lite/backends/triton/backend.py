@@ -876,9 +876,10 @@ def _split(gm, parts: dict) -> Callable:
             super().__init__()
             self.part = part
             self.compiled: dict = {}
+            self.checked: Optional[tuple] = None      # inputs to check each call (None: all)
 
         def forward(self, *args):
-            key = _shape_key(args, range(len(args)))
+            key = _shape_key(args, range(len(args)) if self.checked is None else self.checked)
             fn = self.compiled.get(key)
             if fn is None:
                 fn = self.compiled[key] = triton_backend(self.part, list(args))
@@ -892,6 +893,10 @@ def _split(gm, parts: dict) -> Callable:
             return fn(*args)
 
     split_gm, static = dynamic_split.split(gm, parts, CompiledPart)
+    # (GPT-2's decode step: 9 static parts of ~15 inputs each, their weights among them; a shape
+    # key of every input was ~1 us a tensor)
+    for name, positions in dynamic_split.checked_inputs(split_gm, static).items():
+        getattr(split_gm, name).checked = positions
     info.split_parts = (len(static), len(set(parts.values())) - len(static))
 
     def run(*args):

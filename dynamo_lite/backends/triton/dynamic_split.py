@@ -15,6 +15,7 @@ other dynamic graphs are still compiled per shape.
 """
 from __future__ import annotations
 
+import operator
 from typing import Callable, Optional
 
 import torch
@@ -96,3 +97,30 @@ def split(gm: torch.fx.GraphModule, parts: dict, compile_part: Callable) -> tupl
             static_names.append(node.target)
     split_gm.recompile()
     return split_gm, static_names
+
+
+def checked_inputs(split_gm: torch.fx.GraphModule, static_names: list[str]) -> dict[str, tuple[int, ...]]:
+    """{static part: positions of its inputs whose layout a call must check}: those a symbolic
+    part computes (aten calls whose strides the meta functions predicted, which a kernel may not
+    follow). The rest need no check on each call: the graph's inputs are guarded (sizes and
+    strides) before the graph runs, and a static part's results come from our own kernels, laid
+    out as when they were compiled."""
+    static = set(static_names)
+
+    def producer(a):
+        while isinstance(a, torch.fx.Node) and a.op == "call_function" and a.target is operator.getitem:
+            a = a.args[0]
+        return a
+
+    out = {}
+    for node in split_gm.graph.nodes:
+        if node.op != "call_module" or node.target not in static:
+            continue
+        positions = []
+        for i, a in enumerate(node.args):
+            made = producer(a)
+            if isinstance(made, torch.fx.Node) and made.op != "placeholder" \
+                    and not (made.op == "call_module" and made.target in static):
+                positions.append(i)
+        out[node.target] = tuple(positions)
+    return out
