@@ -227,7 +227,7 @@ def test_a_graph_dynamic_in_a_cache_length_only_compiles_its_static_parts_once()
     assert not graph.specializations and graph.fallback_reason is None
 
 
-def test_a_static_part_checks_the_layouts_of_the_inputs_a_symbolic_part_computed_only():
+def test_a_static_part_checks_only_inputs_a_symbolic_part_computed_and_no_module_call_is_left():
     """Each call of a static part checks the sizes and strides of the inputs aten calls made (a
     symbolic part's results), not those of the graph's inputs (guarded before the graph runs) or of
     another static part's results (our kernels' layouts): a decode step's parts take the weights."""
@@ -245,6 +245,13 @@ def test_a_static_part_checks_the_layouts_of_the_inputs_a_symbolic_part_computed
     (call,) = [n for n in split.graph.nodes if n.target == "submod_2"]
     assert [a.target if a.op == "call_module" else a.name for a in call.args] == ["submod_1", "submod_0", "w"]
     assert checked == {"submod_0": (), "submod_2": (0,)}
+    # and no module call is left to make: static parts called through `forward`, symbolic ones inlined
+    flat = dynamic_split.flatten(split, ["submod_0", "submod_2"])
+    assert not [n for n in flat.graph.nodes if n.op == "call_module"], flat.code
+    assert "cumsum" in flat.code and not hasattr(flat, "submod_1")
+    x, w = torch.randn(4, 3), torch.randn(3, 3)
+    for got, want in zip(flat(x, w), f(x, w)):
+        torch.testing.assert_close(got, want)
 
 
 def test_a_training_graph_recompiled_for_a_new_shape_keeps_its_gradients():

@@ -897,6 +897,7 @@ def _split(gm, parts: dict) -> Callable:
     # key of every input was ~1 us a tensor)
     for name, positions in dynamic_split.checked_inputs(split_gm, static).items():
         getattr(split_gm, name).checked = positions
+    split_gm = dynamic_split.flatten(split_gm, static)
     info.split_parts = (len(static), len(set(parts.values())) - len(static))
 
     def run(*args):

@@ -8,7 +8,9 @@ works on the one new token's static shapes, yet each new length compiled the who
 order, into runs of ops with static shapes and runs of ops that see a symbolic size (its own
 result's, or an input's; `torch.fx.passes.split_module`): the static runs are compiled by the
 triton backend once (per input shape, which does not change), the symbolic runs run as the
-captured ops (aten calls, which take any size). Used for inference graphs in which the static
+captured ops (aten calls, which take any size); the split module is flattened back into one graph
+calling the compiled parts (`flatten`), and each part's call checks only the inputs an aten call
+made (`checked_inputs`). Used for inference graphs in which the static
 ops are at least STATIC_SHARE of the tensor ops and that neither switch grad or autocast modes
 (a switch compiled into one part would not reach the others) nor write into tensors in place;
 other dynamic graphs are still compiled per shape.
@@ -124,3 +126,63 @@ def checked_inputs(split_gm: torch.fx.GraphModule, static_names: list[str]) -> d
                 positions.append(i)
         out[node.target] = tuple(positions)
     return out
+
+
+def flatten(split_gm: torch.fx.GraphModule, static_names: list[str]) -> torch.fx.GraphModule:
+    """`split_gm` with no module call left to make (each costs a few us of nn.Module machinery,
+    and a decode step makes ~20): a static part is called through its compiled module's
+    `forward`, a symbolic part's ops are put back in place of its call (one that reads attributes
+    of its own, or whose results are not all read by index, stays a module call)."""
+    static = set(static_names)
+    graph = split_gm.graph
+    for node in list(graph.nodes):
+        if node.op != "call_module":
+            continue
+        sub = getattr(split_gm, node.target)
+        if node.target in static:
+            with graph.inserting_before(node):
+                call = graph.call_function(_forward_of(sub), tuple(node.args), dict(node.kwargs))
+            call.meta = dict(node.meta)
+            node.replace_all_uses_with(call)
+            graph.erase_node(node)
+        elif _inlinable(node, sub):
+            placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+            with graph.inserting_before(node):
+                result = graph.graph_copy(sub.graph, dict(zip(placeholders, node.args)))
+            if isinstance(result, (tuple, list)):
+                for user in list(node.users):              # each a getitem (_inlinable)
+                    user.replace_all_uses_with(result[user.args[1]])
+                    graph.erase_node(user)
+            else:
+                node.replace_all_uses_with(result)
+            graph.erase_node(node)
+            split_gm.delete_submodule(node.target)
+    split_gm.recompile()
+    return split_gm
+
+
+def _forward_of(module: torch.nn.Module) -> Callable:
+    """A function calling `module.forward` (fx names a call's target after its function: a bound
+    `forward` of a generated class has no module to be named after)."""
+    forward = module.forward
+
+    def static_part(*args, **kwargs):
+        return forward(*args, **kwargs)
+    return static_part
+
+
+def _inlinable(node: torch.fx.Node, sub) -> bool:
+    """Can a symbolic part's call be replaced by its ops? Its graph has only function and method calls, takes
+    the call's arguments positionally, and its results are read one by one (or it returns one)."""
+    if not isinstance(sub, torch.fx.GraphModule) or node.kwargs:
+        return False
+    nodes = list(sub.graph.nodes)
+    if not all(n.op in ("placeholder", "call_function", "call_method", "output") for n in nodes):
+        return False
+    if sum(n.op == "placeholder" for n in nodes) != len(node.args):
+        return False
+    returned = next(n for n in nodes if n.op == "output").args[0]
+    if not isinstance(returned, (tuple, list)):
+        return True
+    return all(u.op == "call_function" and u.target is operator.getitem and isinstance(u.args[1], int)
+               for u in node.users)
