@@ -749,8 +749,10 @@ def _pool_note(pool: Optional[dict]) -> str:
     it took back, or that failed in a worker), which is what makes a first call slow."""
     if not pool or not pool.get("submitted"):
         return ""
+    deaths = pool.get("worker_died", 0) + pool.get("start_failed", 0)
     return (f" (compile pool: {pool['compiled']} of {pool['submitted']} jobs compiled by workers, "
-            f"{pool['taken_back']} taken back, {pool['failed']} failed)")
+            f"{pool['taken_back']} taken back, {pool['failed']} failed"
+            + (f", {deaths} worker deaths or failed starts" if deaths else "") + ")")
 
 
 def _record_counts(result: EngineResult, counter):

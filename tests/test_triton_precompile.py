@@ -138,6 +138,7 @@ def test_workers_that_cannot_start_leave_kernels_to_their_first_launch(pool_for_
     concurrent.futures.wait([job.future for job in jobs], timeout=60)
     assert all(job.future.done() and not job.take() for job in jobs)
     assert precompile.stats["failed"] == len(jobs)
+    assert precompile.stats["start_failed"] >= precompile.MAX_STARTS_FAILED
     assert_same_as_eager(compiled, args)
 
 
@@ -163,6 +164,7 @@ def test_a_worker_that_dies_in_a_job_fails_only_that_job(pool_for_sm90, tmp_path
     assert not first.take() and "exited" in first.error
     assert second.take()
     assert pool.submit({"name": "a"}) is first            # one job per request
+    assert precompile.stats["worker_died"] == 1
 
 
 def test_a_worker_that_gives_up_leaves_the_jobs_to_the_others(pool_for_sm90, tmp_path, monkeypatch):

@@ -46,7 +46,10 @@ WAIT_SECONDS = 300.0
 MAX_STARTS_FAILED = 3
 WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compile_worker.py")
 
-stats = {"submitted": 0, "compiled": 0, "failed": 0, "taken_back": 0, "waited": 0}
+#: jobs submitted, compiled by a worker, failed in one, taken back by the parent, waited for; and
+#: worker processes that died in a job or could not start
+stats = {"submitted": 0, "compiled": 0, "failed": 0, "taken_back": 0, "waited": 0, "worker_died": 0,
+         "start_failed": 0}
 #: when things happened, in seconds since the pool started (bench/compile_latency.py prints them):
 #: "ready" each worker's start, "submitted" each graph's submission, "taken_back" each job the
 #: parent compiled itself; and the workers' time per job, compiling and building launchers
@@ -126,6 +129,7 @@ class CompilePool:
                 return True
         except (OSError, ValueError) as e:
             log.info("compile worker could not start: %s", e)
+        stats["start_failed"] += 1
         self._stop(index)
         return False
 
@@ -179,6 +183,8 @@ class CompilePool:
                 raise EOFError(f"compile worker exited (code {process.wait()})")
             return json.loads(line)
         except Exception as e:
+            stats["worker_died"] += 1
+            log.info("compile worker %d died in %s: %s: %s", index, request.get("name"), type(e).__name__, e)
             self._stop(index)
             return {"ok": False, "worker_failed": True, "error": f"{type(e).__name__}: {e}"}
 
