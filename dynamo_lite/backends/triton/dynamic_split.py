@@ -10,8 +10,8 @@ result's, or an input's; `torch.fx.passes.split_module`): the static runs are co
 triton backend once (per input shape, which does not change), the symbolic runs run as the
 captured ops (aten calls, which take any size); the split module is flattened back into one graph
 calling the compiled parts (`flatten`), and each part's call checks only the inputs an aten call
-made (`checked_inputs`). Used for inference graphs in which the static
-ops are at least STATIC_SHARE of the tensor ops and that neither switch grad or autocast modes
+made (`checked_inputs`). Used for inference graphs in which the static ops are at least
+STATIC_SHARE of the tensor ops and that neither switch grad or autocast modes
 (a switch compiled into one part would not reach the others) nor write into tensors in place;
 other dynamic graphs are still compiled per shape.
 """
@@ -172,8 +172,9 @@ def _forward_of(module: torch.nn.Module) -> Callable:
 
 
 def _inlinable(node: torch.fx.Node, sub) -> bool:
-    """Can a symbolic part's call be replaced by its ops? Its graph has only function and method calls, takes
-    the call's arguments positionally, and its results are read one by one (or it returns one)."""
+    """Can a symbolic part's call be replaced by its ops? Its graph has only function and method
+    calls, takes the call's arguments positionally, and its results are read one by one (or it
+    returns one)."""
     if not isinstance(sub, torch.fx.GraphModule) or node.kwargs:
         return False
     nodes = list(sub.graph.nodes)

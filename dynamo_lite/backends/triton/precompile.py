@@ -18,7 +18,8 @@ launcher takes its job back (`Job.take`): a job no worker has started is withdra
 parent compiles it as without workers; a job a worker is running is waited for. A worker that
 fails, hangs (`WAIT_SECONDS`), dies (it is restarted; after `MAX_STARTS_FAILED` failures in a row
 its thread gives up, leaving the jobs to the other workers; the last to give up fails the jobs
-left at once) or a pool that cannot start all mean: the parent compiles the kernel, as today. Nothing here can fail a user's program.
+left at once) or a pool that cannot start all mean: the parent compiles the kernel, as today.
+Nothing here can fail a user's program.
 """
 from __future__ import annotations
 
