@@ -623,3 +623,44 @@ def test_an_int_counter_that_changes_is_a_graph_input_not_a_graph_per_value():
     graphs = compiled_graphs()
     assert len(graphs) == 2, [g.split_parts for g in graphs]            # static first, then the int an input
     assert all(g.fallback_reason is None for g in graphs) and graphs[-1].kernel_count >= 1
+
+
+def test_values_that_require_grad_where_the_inputs_do_not_say_so_are_eagers():
+    """Found by fuzzing (seed 70500): a graph break inside `torch.no_grad()` resumes in a graph
+    that starts with grad off and switches it on where the block ends; compiled for inference (grad
+    off at its start), its linear's result lost requires_grad. A tensor made with
+    `requires_grad=True` inside a graph did too. Such graphs run as captured: values,
+    requires_grad and gradients are eager's."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 3).to(DEVICE)
+
+    def after_a_break_in_no_grad(x):
+        with torch.no_grad():
+            print("in the block")
+            y = x * 2
+        return lin(y).relu()
+
+    def a_new_leaf(x):
+        w = torch.ones(4, device=x.device, requires_grad=True)
+        return (x * w).sum(), w
+
+    x = torch.randn(2, 4, device=DEVICE)
+    for fn in (after_a_break_in_no_grad, a_new_leaf):
+        dl.reset()
+        got, want = dl.capture(fn, backend="triton")(x), fn(x)
+        got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w)
+            assert g.requires_grad == w.requires_grad, fn.__name__
+        if fn is after_a_break_in_no_grad:
+            grads = torch.autograd.grad(got[0].sum(), lin.weight)[0], torch.autograd.grad(want[0].sum(), lin.weight)[0]
+            torch.testing.assert_close(*grads)
+        else:
+            torch.testing.assert_close(torch.autograd.grad(got[0], got[1])[0], torch.autograd.grad(want[0], want[1])[0])
+    # the optimizer's in-place updates of parameters (requires_grad, under no_grad) are no new values
+    p = torch.randn(5, device=DEVICE, requires_grad=True)
+    p.grad = torch.randn(5, device=DEVICE)
+    opt = torch.optim.SGD([p], lr=0.1)
+    dl.reset()
+    dl.capture(lambda: opt.step(), backend="triton")()
+    assert all(g.fallback_reason is None for g in triton_backend_module.recent if g.kernel_count)

@@ -129,6 +129,10 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
         # Eager raises ("more than one element of the written-to tensor refers to a single
         # memory location"); lowered kernels would just compute. Run as captured: it raises too.
         return _eager(gm, "an in-place write into memory that overlaps itself or an operand (eager may refuse it)")
+    grad_values = _grad_values_not_from_inputs(gm, _needs_autograd(example_inputs))
+    if grad_values is not None:
+        # an inference compile would drop their requires_grad (and AOTAutograd makes no new leaves)
+        return _eager(gm, grad_values)
     dynamic = _dynamic_positions(gm, example_inputs)
     if dynamic:
         parts = None if _needs_autograd(example_inputs) else \
@@ -825,6 +829,31 @@ def _eager(gm: torch.fx.GraphModule, reason: str) -> Callable:
     recent.append(run.compiled_graph)
     log.info("triton backend runs a graph eagerly: %s", reason)
     return run
+
+
+def _grad_values_not_from_inputs(gm: torch.fx.GraphModule, autograd: bool) -> Optional[str]:
+    """Why the graph makes tensors that require grad where its compiled form would not (None if
+    it does not): a tensor made with `requires_grad=True` (a new leaf: neither an inference
+    compile nor AOTAutograd gives it one), or, in a graph entered with grad off or with no input
+    that requires it (compiled for inference), any result that requires grad (grad switched on
+    inside: a graph break in a `torch.no_grad()` block resumes in it, and the block's end is in
+    the graph). The values are the trace's examples; an input's memory (what an in-place op on a
+    parameter returns, under an optimizer's no_grad) is the input's, not a new value."""
+    from ...graph_builder import storage_key
+    inputs = {storage_key(_example(n)) for n in gm.graph.nodes if n.op in ("placeholder", "get_attr")
+              and isinstance(_example(n), torch.Tensor)}
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr"):
+            continue
+        value = _example(node)
+        for t in value if isinstance(value, (tuple, list)) else (value,):
+            if not isinstance(t, torch.Tensor) or not t.requires_grad or storage_key(t) in inputs:
+                continue
+            if t.grad_fn is None:
+                return f"{node.name} is a new tensor that requires grad"
+            if not autograd:
+                return f"{node.name} requires grad (grad is switched on inside the graph)"
+    return None
 
 
 def _needs_autograd(example_inputs) -> bool:
