@@ -129,18 +129,19 @@ def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) ->
         # Eager raises ("more than one element of the written-to tensor refers to a single
         # memory location"); lowered kernels would just compute. Run as captured: it raises too.
         return _eager(gm, "an in-place write into memory that overlaps itself or an operand (eager may refuse it)")
-    grad_values = _grad_values_not_from_inputs(gm, _needs_autograd(example_inputs))
+    autograd = _needs_autograd(example_inputs)
+    grad_values = _grad_values_not_from_inputs(gm, autograd)
     if grad_values is not None:
         # an inference compile would drop their requires_grad (and AOTAutograd makes no new leaves)
         return _eager(gm, grad_values)
     dynamic = _dynamic_positions(gm, example_inputs)
     if dynamic:
-        parts = None if _needs_autograd(example_inputs) else \
+        parts = None if autograd else \
             dynamic_split.plan(gm, writes_in_place=any(True for _ in _in_place_writes(gm.graph)))
         if parts is not None:
             return _split(gm, parts)
         return _specializing(gm, example_inputs, dynamic)
-    if _needs_autograd(example_inputs):
+    if autograd:
         return _with_autograd(gm, example_inputs)
     recorded = options.get("cudagraphs", settings.cudagraphs)
     return compile_graph(gm, example_inputs, cuda_graph_static=static_positions(gm, example_inputs) if recorded else None)
@@ -840,12 +841,15 @@ def _grad_values_not_from_inputs(gm: torch.fx.GraphModule, autograd: bool) -> Op
     the graph). The values are the trace's examples; an input's memory (what an in-place op on a
     parameter returns, under an optimizer's no_grad) is the input's, not a new value."""
     from ...graph_builder import storage_key
-    inputs = {storage_key(_example(n)) for n in gm.graph.nodes if n.op in ("placeholder", "get_attr")
-              and isinstance(_example(n), torch.Tensor)}
+    inputs, made = set(), []
     for node in gm.graph.nodes:
-        if node.op in ("placeholder", "get_attr"):
-            continue
         value = _example(node)
+        if node.op in ("placeholder", "get_attr"):
+            if isinstance(value, torch.Tensor):
+                inputs.add(storage_key(value))
+        else:
+            made.append((node, value))
+    for node, value in made:
         for t in value if isinstance(value, (tuple, list)) else (value,):
             if not isinstance(t, torch.Tensor) or not t.requires_grad or storage_key(t) in inputs:
                 continue

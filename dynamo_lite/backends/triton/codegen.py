@@ -994,14 +994,14 @@ class KernelBuilder:
                 offset += " + 0 * xindex"
             if hr and not vr and "rindex" not in offset:
                 offset += " + 0 * rindex"
-        if self.ydim is not None and mask == "xmask" and e.op is Op.LOAD:
-            # a value per row or per column of the 2-D tile (the bias added to a transposed
-            # operand): loaded as a [YBLOCK, 1] / [1, XBLOCK] vector, not once per element
+        if self.ydim is not None and mask is not None:
             on_y, on_x = self._tile_axes(offset, aff)
-            if not (on_y and on_x):
+            if mask == "xmask" and e.op is Op.LOAD and not (on_y and on_x):
+                # a value per row or per column of the 2-D tile (the bias added to a transposed
+                # operand): loaded as a [YBLOCK, 1] / [1, XBLOCK] vector, not once per element
                 mask = "ymask" if on_y else "cmask" if on_x else None
-        if self.ydim is not None and mask is not None and mask not in ("ymask", "cmask"):
-            offset = self._whole_tile(offset, aff)
+            else:
+                offset = self._whole_tile(offset, aff)
         text = f"tl.load({ptr} + ({offset})"
         if mask is not None:
             text += f", {mask}" + (", other=0" if e.dtype is not torch.bool else "")

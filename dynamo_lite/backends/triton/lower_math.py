@@ -93,7 +93,8 @@ def _nearest_even(a):
     down = unary(Op.FLOOR, a)
     frac = binary(Op.SUB, a, down)
     half = _c(0.5, a)
-    odd = binary(Op.NE, binary(Op.SUB, down, binary(Op.MUL, unary(Op.FLOOR, binary(Op.MUL, down, half)), _c(2, a))), _c(0, a))
+    evens = binary(Op.MUL, unary(Op.FLOOR, binary(Op.MUL, down, half)), _c(2, a))
+    odd = binary(Op.NE, binary(Op.SUB, down, evens), _c(0, a))
     up = binary(Op.OR, binary(Op.GT, frac, half), binary(Op.AND, binary(Op.EQ, frac, half), odd))
     rounded = where(up, binary(Op.ADD, down, _c(1, a)), down)
     return where(binary(Op.EQ, rounded, _c(0, a)), binary(Op.MUL, a, _c(0, a)), rounded)
@@ -135,7 +136,8 @@ def lower_cosh(lw, node, x):
         a = unary(Op.ABS, x)
         one, half = _c(1, a), _c(0.5, a)
         t = unary(Op.EXPM1, a)
-        tiny = binary(Op.ADD, one, binary(Op.DIV, binary(Op.MUL, t, t), binary(Op.MUL, _c(2, a), binary(Op.ADD, one, t))))
+        tiny = binary(Op.ADD, one, binary(Op.DIV, binary(Op.MUL, t, t),
+                                          binary(Op.MUL, _c(2, a), binary(Op.ADD, one, t))))
         e = unary(Op.EXP, a)
         mid = binary(Op.ADD, binary(Op.MUL, half, e), binary(Op.DIV, half, e))
         return where(binary(Op.LT, a, _c(0.34657359027997264, a)), tiny,
@@ -177,7 +179,8 @@ def lower_acosh(lw, node, x):
     def fn(x):
         one = _c(1, x)
         t = binary(Op.SUB, x, one)
-        small = unary(Op.LOG1P, binary(Op.ADD, t, unary(Op.SQRT, binary(Op.ADD, binary(Op.MUL, _c(2, x), t), binary(Op.MUL, t, t)))))
+        small = unary(Op.LOG1P, binary(Op.ADD, t, unary(Op.SQRT, binary(Op.ADD, binary(Op.MUL, _c(2, x), t),
+                                                                            binary(Op.MUL, t, t)))))
         root = unary(Op.SQRT, binary(Op.SUB, binary(Op.MUL, x, x), one))
         mid = unary(Op.LOG, binary(Op.SUB, binary(Op.MUL, _c(2, x), x), binary(Op.DIV, one, binary(Op.ADD, x, root))))
         big = binary(Op.ADD, unary(Op.LOG, x), _c(math.log(2), x))
