@@ -1,6 +1,7 @@
 """Real models end to end on one GPU: eager vs Inductor vs dynamo_lite's `triton` backend, in one run.
 
     python bench/models_gpu.py [--quick] [-k NAME] [--only forward|train|generate] [--json FILE] [--cudagraphs]
+                               [--warm-caches]
     python bench/models_gpu.py --device cpu --quick          # smoke mode, no GPU needed
 
 The benchmark issue 14 asks for ("Show"): models built from the installed libraries (Hugging Face
@@ -19,7 +20,9 @@ ours time (ms; `triton.testing.do_bench`, which flushes L2 between calls, in ROU
 time the engines in turns, each engine's median round: time_interleaved), ours/Inductor,
 the first call of each compiled engine (seconds, capture and compile included; the eager model ran
 first, so cuBLAS/cuDNN set-up is not in them; one process for the whole run, so later rows find
-warm caches, as a user's second model would), graphs made (Inductor: TorchDynamo's
+warm in-process state, as a user's second model would; the on-disk caches of all three compilers
+-- Triton's, Inductor's and ours -- are empty temporary directories for the run, unless
+`--warm-caches`: what an earlier run on the machine compiled is not found), graphs made (Inductor: TorchDynamo's
 `counters["stats"]["unique_graphs"]`; ours: graphs given to the backend, and the Triton kernels and
 eager fallbacks among them), and correctness against eager:
 
@@ -84,6 +87,7 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -886,6 +890,20 @@ def summary(rows: list[Row]) -> list[str]:
     return lines
 
 
+CACHE_ENV = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "DYNAMO_LITE_CACHE_DIR")
+
+
+def fresh_caches() -> tempfile.TemporaryDirectory:
+    """Point the three compilers' on-disk caches at empty directories (each reads its variable
+    when it first looks there, and the compile workers each starts inherit it). Without this, a
+    first call times what an earlier run on the machine left behind: a kernel found on disk is not
+    compiled, a launch config found there not tuned."""
+    tmp = tempfile.TemporaryDirectory(prefix="models_gpu_caches_")
+    for name in CACHE_ENV:
+        os.environ[name] = os.path.join(tmp.name, name.split("_CACHE_DIR")[0].lower())
+    return tmp
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
@@ -901,8 +919,14 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default="", help="write the rows to this file (rewritten after each row)")
     parser.add_argument("--cudagraphs", action="store_true",
                         help="forward rows with Inductor's reduce-overhead mode and our CUDA-graph mode")
+    parser.add_argument("--warm-caches", action="store_true",
+                        help="keep the compilers' on-disk caches (default: empty ones for the run, so first "
+                             "calls compile everything)")
     opts = parser.parse_args(argv)
     cuda = torch.device(opts.device).type == "cuda"
+    if not opts.warm_caches:
+        caches = fresh_caches()
+        print(f"caches: empty, under {caches.name} (--warm-caches keeps the machine's)")
     if cuda and not torch.cuda.is_available():
         print("no CUDA GPU: run with --device cpu --quick for the smoke mode")
         return 1

@@ -195,3 +195,22 @@ def test_generate_rows_come_back_checked_and_a_wrong_token_is_not_correct(bench)
         wrong[:, 9] = logits.argmin(-1)                         # eager's least likely token
         ok, why = bench._same_tokens(model, wrong, ref, 8, 1e-3)
     assert not ok and "not a near-tie" in why, why
+
+
+def test_first_calls_start_from_empty_caches(bench, monkeypatch):
+    """Every compiler's on-disk cache is an empty directory of the run's, so a first call cannot
+    find what an earlier run on the machine compiled or tuned."""
+    import os
+    from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
+    from dynamo_lite.backends.triton import cache
+    for name in bench.CACHE_ENV:
+        monkeypatch.setenv(name, "/nonexistent-warm-cache")
+    caches = bench.fresh_caches()
+    try:
+        root = os.path.realpath(caches.name)
+        assert os.listdir(root) == []
+        for where in (cache.cache_dir(), inductor_cache_dir(), os.environ["TRITON_CACHE_DIR"]):
+            assert os.path.realpath(where).startswith(root + os.sep), where
+        assert len({os.environ[name] for name in bench.CACHE_ENV}) == 3
+    finally:
+        caches.cleanup()
