@@ -664,3 +664,63 @@ def test_values_that_require_grad_where_the_inputs_do_not_say_so_are_eagers():
     dl.reset()
     dl.capture(lambda: opt.step(), backend="triton")()
     assert all(g.fallback_reason is None for g in triton_backend_module.recent if g.kernel_count)
+
+
+def test_views_of_unbind_and_split_keep_eagers_restrictions_and_memory():
+    """Found by fuzzing (seed 70500, program 63): `for row in x: row *= 2` after a linear breaks
+    at the loop's head, and the graph before it returns `unbind`'s views. Compiled, they were views
+    remade by AOTAutograd, which take the in-place write that eager refuses ("Output 0 of Unbind is
+    a view and is being modified inplace"). Now the op runs again on its input after the call:
+    the same error, and where eager allows the write (no grad) it lands in the viewed tensor."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 4).to(DEVICE)
+
+    def rows_scaled(x):
+        x = F.gelu(lin(x))
+        for row in x:
+            row *= 2
+        return x
+
+    def halves(x):
+        a, b = (x * 3).split(2, dim=1)
+        print("between")
+        c, d = (x + 1).chunk(2)
+        return a, b, c.sum() + d.sum()
+
+    x = torch.randn(3, 4, device=DEVICE)
+    with pytest.raises(RuntimeError, match="Output 0 of Unbind is a view") as eager:
+        rows_scaled(x)
+    dl.reset()
+    with pytest.raises(RuntimeError, match="Output 0 of Unbind is a view") as ours:
+        dl.capture(rows_scaled, backend="triton")(x)
+    assert str(ours.value) == str(eager.value)
+    graphs = compiled_graphs()      # compiled and run, not failed and rerun eagerly
+    assert graphs and all(g.fallback_reason is None for g in graphs), [g.fallback_reason for g in graphs]
+    with torch.no_grad():                       # eager writes through the views: so do we
+        dl.reset()
+        torch.testing.assert_close(dl.capture(rows_scaled, backend="triton")(x), rows_scaled(x))
+    # views returned across a break: eager's own views (their autograd nodes), sharing memory
+    w = torch.randn(4, 4, device=DEVICE, requires_grad=True)
+    dl.reset()
+    got, want = dl.capture(halves, backend="triton")(w), halves(w)
+    torch.testing.assert_close(got, want)
+    for g, e in zip(got[:2], want[:2]):
+        assert type(g.grad_fn).__name__ == type(e.grad_fn).__name__ == "SplitBackward0", (g.grad_fn, e.grad_fn)
+    assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
+    grads = [torch.autograd.grad(sum(t.sum() for t in out), w)[0] for out in (got, want)]
+    torch.testing.assert_close(*grads)
+
+
+def test_an_aten_graph_returning_rows_of_a_value_it_does_not_return():
+    """AOTAutograd's forward of `a, b, c = gelu(linear(x)); return a, b, c` returns the three rows
+    of `unbind` and not the tensor they view, and an aten graph's values do not say which are
+    views: the first row was taken for the base of the others, whose memory it does not hold
+    (the first call failed: setStorage out of bounds). The rows come from the viewed value now."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    x = torch.randn(3, 4, device=DEVICE)
+    gm = make_fx(lambda y: tuple(torch.unbind(y * 2)), tracing_mode="fake")(x)
+    compiled = triton_backend_module.compile_graph(gm, [x])
+    got, want = compiled(x), torch.unbind(x * 2)
+    torch.testing.assert_close(got, want)
+    assert compiled.compiled_graph.fallback_reason is None and compiled.compiled_graph.kernel_count == 1
+    assert len({t.untyped_storage().data_ptr() for t in got}) == 1      # one tensor's rows, as eager's

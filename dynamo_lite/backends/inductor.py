@@ -4,10 +4,16 @@ This is the one place dynamo_lite may use torch._inductor; the import is lazy.
 """
 from .graph_checks import checking_after, checks_hoisted
 from .registry import register_backend
+from .replayed_views import views_replayed, with_views_replayed
 
 
 @register_backend("inductor")
 def inductor(gm, example_inputs):
+    gm, replays = views_replayed(gm)          # outputs of unbind, split, ...: made again after the call
+    return with_views_replayed(_compiled(gm, example_inputs), replays)
+
+
+def _compiled(gm, example_inputs):
     from torch._inductor.compile_fx import compile_fx
     checked, checks = checks_hoisted(gm)
     if checked is None:              # let torch's compiler say what it makes of the checks

@@ -43,6 +43,7 @@ import torch
 import torch.fx
 
 from ..graph_checks import checking_after, checks_hoisted
+from ..replayed_views import views_replayed, with_views_replayed
 from . import availability, dynamic_split, precompile, settings
 from .codegen import KernelSource, generate
 from .cudagraphs import Recorded, static_positions, why_not_recordable
@@ -99,8 +100,14 @@ class CompiledGraph:
 def triton_backend(gm: torch.fx.GraphModule, example_inputs: list, **options) -> Callable:
     """torch.compile-style backend: compile `gm` into Triton kernels plus a Python wrapper.
     `cudagraphs=True` (default: settings.cudagraphs) records inference graphs into CUDA graphs
-    (cudagraphs.py)."""
+    (cudagraphs.py). Outputs that `unbind`, `split` and the like return are made by those ops
+    again after the call (replayed_views.py)."""
     availability.require()
+    gm, replays = views_replayed(gm)
+    return with_views_replayed(_compiled(gm, example_inputs, **options), replays)
+
+
+def _compiled(gm: torch.fx.GraphModule, example_inputs: list, **options) -> Callable:
     precompile.start_early()
     devices = {t.device for t in example_inputs if isinstance(t, torch.Tensor)} | _devices_of_values(gm.graph)
     # Values on the CPU next to GPU values (torch.optim's step counters and step sizes beside CUDA
@@ -525,17 +532,21 @@ def _base_output(positions: list[int], examples: list, by_view_op: list) -> Opti
     torch.tensor(0.25).unsqueeze(0); return t, t[0]`) a dense one spanning the others' ranges,
     else the first where all are the same view (`v = x[:, 1:]; return v.reshape(3, -1), v`).
     `by_view_op`: per output, whether a view op made it; of the outputs that are no view, one
-    that no view op made. None where there is none."""
-    owners = sorted((i for i in positions if not examples[i]._is_view()), key=lambda i: by_view_op[i])
-    if owners:
-        return owners[0]
-
+    that no view op made. Either way one whose memory holds the others': an aten graph's values
+    do not say which are views (AOTAutograd's forward returning `unbind`'s three rows: none is, and
+    the first row was taken for the others' base). None where there is none."""
     def span(t) -> tuple[int, int]:                 # the elements of storage it reaches
         return t.storage_offset(), t.storage_offset() + _extent(t) // t.element_size()
-    for i in sorted(positions, key=lambda k: span(examples[k])[0] - span(examples[k])[1]):
+
+    def holds_the_others(i: int) -> bool:
         lo, hi = span(examples[i])
-        if hi - lo == examples[i].numel() and \
-                all(lo <= span(examples[j])[0] and span(examples[j])[1] <= hi for j in positions):
+        return all(lo <= span(examples[j])[0] and span(examples[j])[1] <= hi for j in positions)
+    owners = sorted((i for i in positions if not examples[i]._is_view() and holds_the_others(i)),
+                    key=lambda i: by_view_op[i])
+    if owners:
+        return owners[0]
+    for i in sorted(positions, key=lambda k: span(examples[k])[0] - span(examples[k])[1]):
+        if span(examples[i])[1] - span(examples[i])[0] == examples[i].numel() and holds_the_others(i):
             return i
     layouts = {(tuple(examples[i].shape), examples[i].stride(), examples[i].storage_offset()) for i in positions}
     return positions[0] if len(layouts) == 1 else None
