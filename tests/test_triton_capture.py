@@ -710,6 +710,21 @@ def test_views_of_unbind_and_split_keep_eagers_restrictions_and_memory():
     grads = [torch.autograd.grad(sum(t.sum() for t in out), w)[0] for out in (got, want)]
     torch.testing.assert_close(*grads)
 
+    def split_without_grad(x):                  # made under no_grad: eager's views say so when written
+        y = lin(x)
+        with torch.no_grad():
+            a, b = y.split(2, dim=1)
+        print("between")
+        return a, b
+
+    dl.reset()
+    errors = []
+    for views in (dl.capture(split_without_grad, backend="triton")(x), split_without_grad(x)):
+        with pytest.raises(RuntimeError, match="created in no_grad mode") as e:
+            views[0].mul_(2)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
+
 
 def test_an_aten_graph_returning_rows_of_a_value_it_does_not_return():
     """AOTAutograd's forward of `a, b, c = gelu(linear(x)); return a, b, c` returns the three rows

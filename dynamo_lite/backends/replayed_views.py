@@ -27,19 +27,27 @@ _MULTI_VIEW_METHODS = {"unbind", "split", "chunk", "tensor_split", "split_with_s
 
 @dataclass(frozen=True)
 class ReplayedView:
-    """Output `position` is view `index` of `op(<that position's result>, *args, **kwargs)`."""
+    """Output `position` is view `index` of `op(<that position's result>, *args, **kwargs)`,
+    made with grad mode `grad_enabled` (None: as the call found it) as the graph made it."""
     position: int
     op: Callable
     args: tuple
     kwargs: dict
     index: int
+    grad_enabled: Optional[bool] = None
 
     def make(self, base: torch.Tensor, made: dict) -> torch.Tensor:
         """The view, from views made once per op node and base (`made`: key -> the op's views)."""
-        key = (id(base), self.op, self.args, tuple(sorted(self.kwargs.items())))
+        key = (id(base), self.op, self.args, tuple(sorted(self.kwargs.items())), self.grad_enabled)
         views = made.get(key)
         if views is None:
-            views = made[key] = self.op(base, *self.args, **self.kwargs)
+            if self.grad_enabled is None:
+                views = self.op(base, *self.args, **self.kwargs)
+            else:
+                # (under no_grad eager's views do not require grad and say so when written)
+                with torch.set_grad_enabled(self.grad_enabled):
+                    views = self.op(base, *self.args, **self.kwargs)
+            made[key] = views
         return views[self.index]
 
 
@@ -86,13 +94,18 @@ def views_replayed(gm: torch.fx.GraphModule):
     found = [(i, r) for i, r in found if r is not None]
     if not found:
         return gm, []
+    grad_mode, mode = {}, None           # the grad mode each node runs under (None: the call's)
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
+            mode = bool(node.args[0])
+        grad_mode[node] = mode
     graph = torch.fx.Graph()
     remap: dict = {}
     copied = list(graph.graph_copy(gm.graph, remap))
     replays = []
     for i, (viewed, op, args, kwargs, index) in found:
         copied[i] = remap[viewed]
-        replays.append(ReplayedView(i, op, args, kwargs, index))
+        replays.append(ReplayedView(i, op, args, kwargs, index, grad_mode[outs[i].args[0]]))
     graph.output(type(outs)(copied))
     copy = torch.fx.GraphModule(gm, graph)
     copy.meta.update(getattr(gm, "meta", {}))
