@@ -472,6 +472,8 @@ def test_hidden_base_keeps_the_output_structure_and_an_overlapping_call_runs_as_
             torch.testing.assert_close(g, w)
         torch.testing.assert_close(y, ey)
         assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
+    assert type(got[3].grad_fn).__name__ == type(want[3].grad_fn).__name__ == "SplitWithSizesBackward0"
+    assert got[4] is got[0]                     # one object twice, as eager returns it
 
 
 def test_an_output_that_views_another_is_not_computed_by_a_kernel_of_its_own():
@@ -685,7 +687,8 @@ def test_views_of_unbind_and_split_keep_eagers_restrictions_and_memory():
         a, b = (x * 3).split(2, dim=1)
         print("between")
         c, d = (x + 1).chunk(2)
-        return a, b, c.sum() + d.sum()
+        e, f = torch.split(x - 1, split_size_or_sections=[1, 3], dim=1)
+        return a, b, c.sum() + d.sum(), f, a
 
     x = torch.randn(3, 4, device=DEVICE)
     with pytest.raises(RuntimeError, match="Output 0 of Unbind is a view") as eager:
@@ -707,6 +710,8 @@ def test_views_of_unbind_and_split_keep_eagers_restrictions_and_memory():
     for g, e in zip(got[:2], want[:2]):
         assert type(g.grad_fn).__name__ == type(e.grad_fn).__name__ == "SplitBackward0", (g.grad_fn, e.grad_fn)
     assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
+    assert type(got[3].grad_fn).__name__ == type(want[3].grad_fn).__name__ == "SplitWithSizesBackward0"
+    assert got[4] is got[0]                     # one object twice, as eager returns it
     grads = [torch.autograd.grad(sum(t.sum() for t in out), w)[0] for out in (got, want)]
     torch.testing.assert_close(*grads)
 

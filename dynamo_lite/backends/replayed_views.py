@@ -80,7 +80,9 @@ def _replayed(node) -> Optional[tuple]:
     rest, kwargs = maker.args[1:], dict(maker.kwargs)
     if not (_constant(rest) and all(map(_constant, kwargs.values()))):
         return None
-    return maker.args[0], op, tuple(tuple(a) if isinstance(a, list) else a for a in rest), kwargs, index
+    def frozen(a):                      # (split sizes as a tuple: the key of the views made once)
+        return tuple(a) if isinstance(a, list) else a
+    return maker.args[0], op, tuple(map(frozen, rest)), {k: frozen(v) for k, v in kwargs.items()}, index
 
 
 def views_replayed(gm: torch.fx.GraphModule):
