@@ -850,7 +850,9 @@ def _grad_values_not_from_inputs(gm: torch.fx.GraphModule, autograd: bool) -> Op
     that requires it (compiled for inference), any result that requires grad (grad switched on
     inside: a graph break in a `torch.no_grad()` block resumes in it, and the block's end is in
     the graph). The values are the trace's examples; an input's memory (what an in-place op on a
-    parameter returns, under an optimizer's no_grad) is the input's, not a new value."""
+    parameter returns, under an optimizer's no_grad) is the input's, not a new value. And an
+    input's own `requires_grad_` (a gradient penalty's `x.requires_grad_()` before the model):
+    neither compiled form sets it on the caller's tensor, nor connects the results to it."""
     from ...graph_builder import storage_key
     inputs, made = set(), []
     for node in gm.graph.nodes:
@@ -861,6 +863,9 @@ def _grad_values_not_from_inputs(gm: torch.fx.GraphModule, autograd: bool) -> Op
         else:
             made.append((node, value))
     for node, value in made:
+        if _sets_requires_grad(node) and _input_itself(node.args[0]) is not None:
+            return f"{node.name} sets requires_grad of an input"
+    for node, value in made:
         for t in value if isinstance(value, (tuple, list)) else (value,):
             if not isinstance(t, torch.Tensor) or not t.requires_grad or storage_key(t) in inputs:
                 continue
@@ -869,6 +874,11 @@ def _grad_values_not_from_inputs(gm: torch.fx.GraphModule, autograd: bool) -> Op
             if not autograd:
                 return f"{node.name} requires grad (grad is switched on inside the graph)"
     return None
+
+
+def _sets_requires_grad(node: torch.fx.Node) -> bool:
+    return (node.op == "call_method" and node.target == "requires_grad_") or \
+        (node.op == "call_function" and node.target is torch.Tensor.requires_grad_)
 
 
 def _needs_autograd(example_inputs) -> bool:

@@ -11,6 +11,8 @@ move fewer bytes (inputs already saved are free; an input in memory anyway, a gr
 library call's result, is read once; any other is written and read, as the value would be): the
 log-softmax of a language model's loss (an fp32 `[tokens, vocab]` tensor) is recomputed from the
 logits (a matmul's result) and two per-row statistics instead of being written and read back.
+A chain stops at the forward's outputs: an output the backward reads is saved as itself, never
+recomputed from what made it, so a write into it after the call fails the backward as in eager.
 
 Everything else is AOTAutograd's own extraction (`_extract_fwd_bwd_modules`, the function the
 default partition ends with); if anything here fails, the default partition is used as it is.
@@ -84,13 +86,18 @@ def recompute_plan(joint: torch.fx.GraphModule, fw: torch.fx.GraphModule, bw: to
     for value in saved:
         if not _recomputable(value) or value in forward_outputs or _in_memory_in_forward(value, forward):
             continue
-        inputs = _chain_inputs(value, kept, forward)
+        # a chain stops at the forward's outputs: one is saved as itself (it is in memory
+        # anyway), so that writing into it after the call is seen by the backward, as eager's
+        # check of a saved tensor's version sees it (`y = w.exp()`, `y.detach().mul_(3)`, then
+        # backward: eager raises; recomputed from `w`, the backward went on with the old values)
+        inputs = _chain_inputs(value, kept | forward_outputs, forward)
         if inputs is None:
             continue
         # what moves through memory: saving `value` writes it in the forward and reads it in the
         # backward; recomputing it reads its inputs in the backward, and writes in the forward
-        # those not in memory there anyway (graph inputs and library results are)
-        cost = sum(_bytes(n) * (1 if _in_memory_anyway(n) else 2) for n in inputs if n not in kept)
+        # those not in memory there anyway (graph inputs, library results and outputs are)
+        cost = sum(_bytes(n) * (1 if _in_memory_anyway(n) or n in forward_outputs else 2)
+                   for n in inputs if n not in kept)
         if cost < 2 * _bytes(value):
             kept.discard(value)
             kept |= inputs
