@@ -22,6 +22,7 @@ from typing import Optional
 
 import torch
 
+import torch.utils._foreach_utils
 import torch.utils._python_dispatch
 import torch.utils._pytree
 
@@ -968,6 +969,29 @@ def _tree_leaves(frame, args, kwargs):
     except _NotFlattened:
         return NotImplemented
     return SeqValue(leaves, list)
+
+
+@models(torch.utils._foreach_utils._group_tensors_by_device_and_dtype)
+def _group_by_device_and_dtype(frame, args, kwargs):
+    """`_group_tensors_by_device_and_dtype(tensorlistlist, with_indices=False)` (clip_grad_norm_,
+    foreach optimizers): where the first list's tensors share one device and dtype, the one group
+    eager makes, `{(device, dtype): (the lists, indices)}`, indices `[0, ..., n-1]` when asked
+    for, else `[]` (what the C function returns). Several groups are not modelled: their order is
+    that of a C++ hash map."""
+    bound = dict(zip(("tensorlistlist", "with_indices"), args), **kwargs)
+    with_indices = bound.get("with_indices", Const(False))
+    if set(bound) - {"tensorlistlist", "with_indices"} or "tensorlistlist" not in bound or not is_const(with_indices):
+        return NotImplemented
+    lists = [semantics.unpack(frame, v) for v in semantics.unpack(frame, bound["tensorlistlist"])]
+    if not lists or not lists[0] or not all(isinstance(t, TensorValue) for t in lists[0]) or \
+            any(len(other) != len(lists[0]) for other in lists):
+        return NotImplemented
+    kinds = {(t.example.device, t.example.dtype) for t in lists[0]}
+    if len(kinds) != 1:
+        return NotImplemented
+    indices = [Const(i) for i in range(len(lists[0]))] if with_indices.value else []
+    group = SeqValue([SeqValue([SeqValue(list(items), list) for items in lists], list), SeqValue(indices, list)], tuple)
+    return DictValue({next(iter(kinds)): group})
 
 
 @models(torch.utils._python_dispatch._get_current_dispatch_mode_stack)

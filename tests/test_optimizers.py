@@ -545,3 +545,39 @@ def test_under_fullgraph_the_first_call_is_captured_too():
         counts.append(backend.count)
     assert counts == [1, 2, 2], counts
     assert not [r for r in records.RECORDS if r.kind is not None and r.kind.id == "DL037"]
+
+
+@pytest.mark.parametrize("foreach", [None, False])
+def test_clip_grad_norm_is_traced_into_one_graph_with_the_step(foreach):
+    """`clip_grad_norm_` between backward and the optimizer step (every LLM trainer's loop): traced
+    through (torch/nn/utils/clip_grad.py, torch/utils/_foreach_utils.py; the grouping of tensors
+    by device and dtype modelled), the clipped grads and the step are one graph, no break, and the
+    parameters and optimizer state are eager's over three steps. As one graph op, the clipping
+    was lost on backends that retrace the graph (fake parameters have no grads)."""
+    def run(captured, backend=None):
+        model = _model()
+        opt = KINDS["adamw"](model.parameters(), None)
+
+        def step():
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05, foreach=foreach)
+            opt.step()
+        if captured:
+            step = dl.capture(step, backend=backend)
+        data = torch.Generator().manual_seed(1)
+        for _ in range(3):
+            model(torch.randn(3, 4, generator=data)).pow(2).sum().backward()
+            step()
+            opt.zero_grad()
+        return model, opt
+    eager_model, eager_opt = run(False)
+    first = len(records.RECORDS)
+    backend = CountingBackend()
+    model, opt = run(True, backend)
+    for (name, p), q in zip(model.named_parameters(), eager_model.parameters()):
+        torch.testing.assert_close(p, q, **TOL, msg=name)
+    _assert_same_state(eager_opt, opt)
+    mine = list(records.RECORDS)[first:]
+    assert not [r.detail for r in mine if r.kind is not None and r.kind.id == "DL028"]
+    ops = [str(n.target) for r in mine for gm in r.graphs for n in gm.graph.nodes if n.op.startswith("call_")]
+    assert any("norm" in op for op in ops) and any("mul" in op for op in ops), ops
+    assert not any("clip_grad" in op for op in ops), ops          # traced through, not one opaque op

@@ -540,3 +540,36 @@ def test_a_gradient_of_a_gradient_through_a_compiled_graph():
         return g, torch.autograd.grad(g.sum(), w)[0]
     w = torch.randn(3, device=DEVICE, requires_grad=True)
     torch.testing.assert_close(dl.capture(f, backend="triton")(w), f(w))
+
+
+def test_clip_grad_norm_clips():
+    """`clip_grad_norm_` of a list of parameters (then the step) captured apart from the backward:
+    the clipping was one graph op, which the backend's retrace to aten ran on fake parameters
+    without grads: nothing was clipped and the step moved the parameters by the raw gradients.
+    Traced through now. (Given `model.parameters()`, a generator, it was a graph break.)"""
+    def run(wrap):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).to(DEVICE)
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+
+        params = [p for p in model.parameters() if p.requires_grad]
+
+        def clip_and_step():
+            norm = torch.nn.utils.clip_grad_norm_(params, 0.1)
+            clipped = [p.grad * 1.0 for p in model.parameters()]
+            opt.step()
+            return norm, clipped
+        clip_and_step = wrap(clip_and_step)
+        data = torch.Generator().manual_seed(1)
+        out = []
+        for _ in range(3):
+            model(torch.randn(3, 4, generator=data).to(DEVICE)).pow(2).sum().backward()
+            out.append(clip_and_step())
+            opt.zero_grad()
+        return out, list(model.parameters())
+    want, eager_params = run(lambda f: f)
+    got, params = run(lambda f: dl.capture(f, backend="triton"))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    for p, q in zip(params, eager_params):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    assert all(g.fallback_reason is None for g in triton_backend_module.recent)

@@ -46,9 +46,12 @@ def _traced_optim(filename: str) -> bool:
 # `@torch.no_grad()` / `@torch.enable_grad()` put around a function; Python that only reorganises
 # module state around tensor ops (parametrize.py: the `module.weight` property of a parametrized
 # module and ParametrizationList; parametrizations.py: weight_norm / orthogonal / spectral_norm).
+# (clip_grad.py: `clip_grad_norm_` reads and scales each parameter's `.grad`; as one graph op, a
+# backend that retraces the graph to aten ran it on fake parameters without grads: nothing clipped)
 _TORCH_INLINED_FILES = (os.path.join(_TORCH_DIR, "utils", "_contextlib.py"),
+                        os.path.join(_TORCH_DIR, "utils", "_foreach_utils.py"),
                         *(os.path.join(_TORCH_DIR, "nn", "utils", f)
-                          for f in ("parametrize.py", "parametrizations.py", "weight_norm.py")))
+                          for f in ("parametrize.py", "parametrizations.py", "weight_norm.py", "clip_grad.py")))
 # torch's own machinery that runs Python functions it was handed: the higher-order ops (eager
 # torch.cond compiles its branches with TorchDynamo), torch.func (vmap/grad call the function on
 # batched or grad-tracking tensors), export. TorchDynamo's own directory is not in it: its
