@@ -971,7 +971,6 @@ def _tree_leaves(frame, args, kwargs):
     return SeqValue(leaves, list)
 
 
-@models(torch.utils._foreach_utils._group_tensors_by_device_and_dtype)
 def _group_by_device_and_dtype(frame, args, kwargs):
     """`_group_tensors_by_device_and_dtype(tensorlistlist, with_indices=False)` (clip_grad_norm_,
     foreach optimizers): where the first list's tensors share one device and dtype, the one group
@@ -992,6 +991,10 @@ def _group_by_device_and_dtype(frame, args, kwargs):
     indices = [Const(i) for i in range(len(lists[0]))] if with_indices.value else []
     group = SeqValue([SeqValue([SeqValue(list(items), list) for items in lists], list), SeqValue(indices, list)], tuple)
     return DictValue({next(iter(kinds)): group})
+
+
+if hasattr(torch.utils._foreach_utils, "_group_tensors_by_device_and_dtype"):      # (a private helper)
+    models(torch.utils._foreach_utils._group_tensors_by_device_and_dtype)(_group_by_device_and_dtype)
 
 
 @models(torch.utils._python_dispatch._get_current_dispatch_mode_stack)
