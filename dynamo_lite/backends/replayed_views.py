@@ -11,6 +11,7 @@ autograd node and its restrictions, and they share the memory of the value they 
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -27,27 +28,24 @@ _MULTI_VIEW_METHODS = {"unbind", "split", "chunk", "tensor_split", "split_with_s
 
 @dataclass(frozen=True)
 class ReplayedView:
-    """Output `position` is view `index` of `op(<that position's result>, *args, **kwargs)`,
-    made with grad mode `grad_enabled` (None: as the call found it) as the graph made it."""
+    """Output `position` is view `index` of `op(<that position's result>, *args, **kwargs)`, the
+    op node `maker` (its place in the graph: outputs of one node share one call, as in eager)
+    made with grad mode `grad_enabled` (None: as the call found it)."""
     position: int
+    maker: int
     op: Callable
     args: tuple
-    kwargs: dict
+    kwargs: tuple                       # (name, value) pairs
     index: int
     grad_enabled: Optional[bool] = None
 
     def make(self, base: torch.Tensor, made: dict) -> torch.Tensor:
-        """The view, from views made once per op node and base (`made`: key -> the op's views)."""
-        key = (id(base), self.op, self.args, tuple(sorted(self.kwargs.items())), self.grad_enabled)
-        views = made.get(key)
+        """The view, from the op's views made once per op node (`made`: maker -> its views)."""
+        views = made.get(self.maker)
         if views is None:
-            if self.grad_enabled is None:
-                views = self.op(base, *self.args, **self.kwargs)
-            else:
-                # (under no_grad eager's views do not require grad and say so when written)
-                with torch.set_grad_enabled(self.grad_enabled):
-                    views = self.op(base, *self.args, **self.kwargs)
-            made[key] = views
+            # (under no_grad eager's views do not require grad and say so when written)
+            with contextlib.nullcontext() if self.grad_enabled is None else torch.set_grad_enabled(self.grad_enabled):
+                views = made[self.maker] = self.op(base, *self.args, **dict(self.kwargs))
         return views[self.index]
 
 
@@ -69,7 +67,7 @@ def _constant(value) -> bool:
 
 
 def _replayed(node) -> Optional[tuple]:
-    """(viewed node, ReplayedView fields but the position) where output `node` is
+    """(op node, op, its other arguments, its keyword arguments, k) where output `node` is
     `getitem(<multi-view op>(viewed, <constant args>), k)`."""
     if not (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is operator.getitem):
         return None
@@ -77,12 +75,10 @@ def _replayed(node) -> Optional[tuple]:
     op = _multi_view_op(maker)
     if op is None or not isinstance(index, int) or not maker.args or not isinstance(maker.args[0], torch.fx.Node):
         return None
-    rest, kwargs = maker.args[1:], dict(maker.kwargs)
+    rest, kwargs = maker.args[1:], maker.kwargs
     if not (_constant(rest) and all(map(_constant, kwargs.values()))):
         return None
-    def frozen(a):                      # (split sizes as a tuple: the key of the views made once)
-        return tuple(a) if isinstance(a, list) else a
-    return maker.args[0], op, tuple(map(frozen, rest)), {k: frozen(v) for k, v in kwargs.items()}, index
+    return maker, op, tuple(rest), tuple(kwargs.items()), index
 
 
 def views_replayed(gm: torch.fx.GraphModule):
@@ -96,22 +92,30 @@ def views_replayed(gm: torch.fx.GraphModule):
     found = [(i, r) for i, r in found if r is not None]
     if not found:
         return gm, []
-    grad_mode, mode = {}, None           # the grad mode each node runs under (None: the call's)
-    for node in gm.graph.nodes:
+    place, grad_mode, mode = {}, {}, None     # the grad mode each node runs under (None: the call's)
+    for k, node in enumerate(gm.graph.nodes):
         if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
             mode = bool(node.args[0])
-        grad_mode[node] = mode
+        place[node], grad_mode[node] = k, mode
+    replays = [ReplayedView(i, place[maker], op, args, kwargs, index, grad_mode[maker])
+               for i, (maker, op, args, kwargs, index) in found]
+
+    def returning_viewed(copied: list, remap: dict) -> tuple:
+        for i, (maker, *_) in found:
+            copied[i] = remap[maker.args[0]]
+        return type(outs)(copied)
+    return copy_returning(gm, returning_viewed), replays
+
+
+def copy_returning(gm: torch.fx.GraphModule, outputs: Callable[[list, dict], object]) -> torch.fx.GraphModule:
+    """A copy of `gm` returning `outputs(its own outputs as copied, {node: copied node})`."""
     graph = torch.fx.Graph()
     remap: dict = {}
-    copied = list(graph.graph_copy(gm.graph, remap))
-    replays = []
-    for i, (viewed, op, args, kwargs, index) in found:
-        copied[i] = remap[viewed]
-        replays.append(ReplayedView(i, op, args, kwargs, index, grad_mode[outs[i].args[0]]))
-    graph.output(type(outs)(copied))
+    copied = graph.graph_copy(gm.graph, remap)
+    graph.output(outputs(list(copied) if isinstance(copied, (tuple, list)) else copied, remap))
     copy = torch.fx.GraphModule(gm, graph)
     copy.meta.update(getattr(gm, "meta", {}))
-    return copy, replays
+    return copy
 
 
 def with_views_replayed(call: Callable, replays: list) -> Callable:

@@ -43,7 +43,7 @@ import torch
 import torch.fx
 
 from ..graph_checks import checking_after, checks_hoisted
-from ..replayed_views import views_replayed, with_views_replayed
+from ..replayed_views import copy_returning, views_replayed, with_views_replayed
 from . import availability, dynamic_split, precompile, settings
 from .codegen import KernelSource, generate
 from .cudagraphs import Recorded, static_positions, why_not_recordable
@@ -487,13 +487,7 @@ def _storage_owner_node(gm, key) -> Optional[torch.fx.Node]:
 
 def _returning_also(gm, nodes: list) -> torch.fx.GraphModule:
     """A copy of `gm` that returns `nodes`' values after its own outputs."""
-    graph = torch.fx.Graph()
-    remap: dict = {}
-    outs = graph.graph_copy(gm.graph, remap)
-    graph.output(tuple(outs) + tuple(remap[n] for n in nodes))
-    copy = torch.fx.GraphModule(gm, graph)
-    copy.meta.update(getattr(gm, "meta", {}))
-    return copy
+    return copy_returning(gm, lambda outs, remap: tuple(outs) + tuple(remap[n] for n in nodes))
 
 
 def _outputs_viewing_outputs(call, views: list[tuple], gm, returned: int) -> Callable:
@@ -865,7 +859,6 @@ def _grad_values_not_from_inputs(gm: torch.fx.GraphModule, autograd: bool) -> Op
     for node, value in made:
         if _sets_requires_grad(node) and _input_itself(node.args[0]) is not None:
             return f"{node.name} sets requires_grad of an input"
-    for node, value in made:
         for t in value if isinstance(value, (tuple, list)) else (value,):
             if not isinstance(t, torch.Tensor) or not t.requires_grad or storage_key(t) in inputs:
                 continue
