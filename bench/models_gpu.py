@@ -284,6 +284,8 @@ class EngineResult:
     shapes: Optional[int] = None             # ours on the triton backend: compiled shapes (a dynamic graph's each)
     pool: Optional[dict] = None              # ours on the triton backend: compile pool jobs until counted
                                              # (precompile.stats: compiled, failed, taken back by the parent)
+    phases: Optional[dict] = None            # ours on the triton backend: seconds of lowering, tuning,
+                                             # compiling in the parent, waiting for workers (_phases_note)
     agreement: Optional[str] = None          # generate: how its tokens compare with eager's
     status: str = "ok"
 
@@ -315,15 +317,27 @@ class CountingBackend:
         self.cudagraphs = cudagraphs
         self.graphs = 0
         self.compiled = []
+        self.backend_seconds = 0.0            # in triton_backend: lowering and code generation
 
     def __call__(self, gm, example_inputs):
         self.graphs += 1
         if self.backend == "eager":
             return gm.forward
         from dynamo_lite.backends.triton import triton_backend
+        start = time.perf_counter()
         compiled = triton_backend(gm, example_inputs, cudagraphs=self.cudagraphs)
+        self.backend_seconds += time.perf_counter() - start
         self.compiled.append(compiled.compiled_graph)
         return compiled
+
+    def phases(self) -> dict:
+        """Where the first calls' seconds went, besides capture and running: the backend's
+        lowering, kernels compiled in this process, waiting for the compile workers, tuning."""
+        launchers = [la for c in self.compiled for la in c.launchers]
+        return {"lower": self.backend_seconds,
+                "compile": sum(la.compile_seconds for la in launchers),
+                "wait": sum(la.wait_seconds for la in launchers),
+                "tune": sum(la.tune_seconds for la in launchers)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -535,7 +549,8 @@ def _engines(ours_backend: str, inductor_backend: Optional[str], cudagraphs: boo
                            sum(1 for c in counting.compiled if c.fallback_reason),
                            [c.cuda_graph for c in counting.compiled if c.cuda_graph is not None],
                            sum(len(c.specializations) or 1 for c in counting.compiled),
-                           {k: v - before.get(k, 0) for k, v in precompile.stats.items()})
+                           {k: v - before.get(k, 0) for k, v in precompile.stats.items()},
+                           counting.phases())
         return dl.capture(obj, backend=counting), lambda: (counting.graphs, kernels() if counting.compiled else None)
     out = []
     if inductor_backend:
@@ -759,10 +774,19 @@ def _pool_note(pool: Optional[dict]) -> str:
             + (f", {deaths} worker deaths or failed starts" if deaths else "") + ")")
 
 
+def _phases_note(phases: Optional[dict]) -> str:
+    """Our first call's seconds by phase (the rest is capture and running the graph)."""
+    if not phases:
+        return ""
+    return (" (first call: lowering {lower:.1f} s, tuning {tune:.1f} s with its compiles and waits, "
+            "compiling chosen configs in the parent {compile:.1f} s, waiting for workers {wait:.1f} s in all)"
+            ).format(**phases)
+
+
 def _record_counts(result: EngineResult, counter):
     result.graphs, made = counter()
     if made is not None:
-        result.kernels, result.fallbacks, result.recorded, result.shapes, result.pool = made
+        result.kernels, result.fallbacks, result.recorded, result.shapes, result.pool, result.phases = made
 
 
 def _error(e: Exception) -> str:
@@ -856,7 +880,7 @@ def format_row(row: Row) -> str:
         notes.append(f"ours compiled {o.shapes} shapes")
     if o.kernels is not None:
         notes.append(f"{o.kernels} triton kernels" + (f", {o.fallbacks} graph(s) run as captured" if o.fallbacks else "")
-                     + _recorded_note(o.recorded) + _pool_note(o.pool))
+                     + _recorded_note(o.recorded) + _pool_note(o.pool) + _phases_note(o.phases))
     for who, r in (("inductor", i), ("ours", o)):
         if r.status not in ("ok", "skipped"):
             notes.append(f"{who}: {r.status}")

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+import triton_env                   # noqa: F401  first: the Triton interpreter where there is no GPU
 from bench_loader import load_bench
 
 
@@ -214,3 +215,33 @@ def test_first_calls_start_from_empty_caches(bench, monkeypatch):
         assert len({os.environ[name] for name in bench.CACHE_ENV}) == 3
     finally:
         caches.cleanup()
+
+
+def test_our_first_call_phases_count_the_forward_and_backward_graphs_kernels(bench):
+    """The row's note on where our first call went (lowering, tuning, compiling, waiting) counts
+    the launchers of every compiled part, a training graph's backward included."""
+    pytest.importorskip("triton")
+    from triton_env import DEVICE
+    from dynamo_lite.backends.triton import settings
+    counting = bench.CountingBackend("triton")
+    w = torch.randn(16, 8, device=DEVICE, requires_grad=True)
+
+    def step(x, w):
+        return (torch.relu(x @ w) * 2 + 1).sum()
+    x = torch.randn(4, 16, device=DEVICE)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(settings, "strict", True)                  # a compile error fails, not falls back
+        loss = bench.dl.capture(step, backend=counting)(x, w)
+        loss.backward()
+    expected = w.detach().clone().requires_grad_()
+    step(x, expected).backward()
+    torch.testing.assert_close(w.grad, expected.grad)
+    (graph,) = counting.compiled
+    assert graph.fallback_reason is None, graph.fallback_reason
+    assert graph.kernel_count >= 2 and len(graph.launchers) == graph.kernel_count   # forward's and backward's
+    phases = counting.phases()
+    assert set(phases) == {"lower", "tune", "compile", "wait"} and phases["lower"] > 0
+    assert all(v >= 0 for v in phases.values())
+    note = bench._phases_note(phases)
+    assert note.startswith(" (first call: lowering ") and note.endswith("in all)")
+    assert bench._phases_note(None) == ""

@@ -687,6 +687,7 @@ def _with_autograd(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         info.fallback_reason = info.fallback_reason or latest.fallback_reason
         info.lowering_errors.update(latest.lowering_errors)
         info.compile_seconds += latest.compile_seconds
+        info.launchers.extend(latest.launchers)      # counted (first-call phases), not submitted again
 
         def boxed(args):                      # AOTAutograd passes one list it may clear
             return compiled(*args)
