@@ -76,6 +76,78 @@ def test_dict_key_change_recaptures():
     assert backend.count == 2
 
 
+def test_a_dict_read_by_key_guards_its_keys_and_the_entries_read():
+    """A dict from outside read one entry at a time: its other entries are not guarded (a change
+    to one reuses the graph), the entries read and the keys are (a change recaptures)."""
+    settings = {"scale": 2, "shift": 1.5, **{f"unused_{i}": i for i in range(20)}}
+
+    def f(x):
+        y = x * settings["scale"] + settings.get("shift", 0.0)
+        return y if "flag" not in settings else -y
+
+    backend = CountingBackend()
+    compiled = capture(f, backend=backend)
+    x = torch.randn(3)
+    for change, graphs in [(None, 1), (("unused_3", 99), 1), (("unused_0", "now a string"), 1),
+                           (("scale", 3), 2), (("shift", -1.0), 3), (("flag", True), 4)]:
+        if change is not None:
+            settings[change[0]] = change[1]
+        torch.testing.assert_close(compiled(x), f(x))
+        assert backend.count == graphs, (change, backend.count)
+
+
+class _ConfigReadingItsDict:
+    """transformers' configs: every attribute read first looks into the instance's `__dict__`."""
+    def __getattribute__(self, name):
+        if object.__getattribute__(self, "__dict__").get("_spec") is not None and name == "size":
+            return 0
+        return object.__getattribute__(self, name)
+
+
+def test_an_instance_dict_read_for_one_entry_guards_that_entry():
+    cfg = _ConfigReadingItsDict()
+    cfg.size, cfg.other = 4, [1, 2]
+    for i in range(10):
+        setattr(cfg, f"field_{i}", i)
+
+    def f(x):
+        return x[: cfg.size] * 2
+
+    backend = CountingBackend()
+    compiled = capture(f, backend=backend)
+    x = torch.randn(8)
+    torch.testing.assert_close(compiled(x), f(x))
+    cfg.field_3 = "changed"                 # read by nobody: the graph stays
+    torch.testing.assert_close(compiled(x), f(x))
+    assert backend.count == 1
+    cfg._spec = "set"                       # the entry `.get` read: recaptured, size is 0 now
+    torch.testing.assert_close(compiled(x), f(x))
+    cfg.size = 6                            # not read while _spec is set
+    torch.testing.assert_close(compiled(x), f(x))
+    assert backend.count == 2
+    del cfg._spec
+    torch.testing.assert_close(compiled(x), f(x))
+    assert backend.count == 3 and compiled(x).shape == (6,)
+
+
+def _reads_then_uses_whole(d, obj, x):
+    first = d["a"] * x
+    d["new"] = first.sum()                      # a write, then the whole dict
+    obj.__dict__.get("missing")
+    obj.added = 3
+    del obj.b
+    return first, sorted(d), len(d), list(d.values())[-1], sorted(vars(obj)), obj.a
+
+
+def test_a_dict_read_by_key_then_written_and_read_whole_matches_eager():
+    class Obj:
+        pass
+    obj = Obj()
+    obj.a, obj.b = 1, 2
+    check_recapture(_reads_then_uses_whole, ({"a": 2.0, "b": torch.ones(2)}, obj, torch.randn(2)),
+                    ({"a": 3.0, "b": torch.ones(2)}, obj, torch.randn(2)))
+
+
 def test_string_argument_change_recaptures():
     def f(x, mode):
         return x.exp() if mode == "exp" else x.log1p()

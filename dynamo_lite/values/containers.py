@@ -851,11 +851,35 @@ class DictValue(ContainerValue):
         """`self[key]` for a key it does not hold (`__missing__`: a KeyError here)."""
         raise key_error(k)
 
+    def has(self, k) -> bool:
+        """Whether real key `k` is in the dict (LazyDictValue answers without wrapping its values)."""
+        return k in self.items
+
+    def entry(self, k) -> Value:
+        """The value at real key `k`, which is in the dict."""
+        return self.items[k]
+
+    def size(self) -> int:
+        return len(self.items)
+
+    def put(self, k, value: Value) -> None:
+        """`self[k] = value` in the trace's view (no mutation recorded: the caller records it)."""
+        self.items[k] = value
+
+    def discard(self, k) -> None:
+        self.items.pop(k, None)
+
+    def truthy(self, frame):
+        return self.size() > 0
+
+    def length(self, frame):
+        return Const(self.size())
+
     def getitem(self, frame, key):
         k = hashable_key(key)
-        if k not in self.items:
+        if not self.has(k):
             return self.missing(frame, key, k)
-        return self.items[k]
+        return self.entry(k)
 
     def setitem(self, frame, key, value):
         k = hashable_key(key)
@@ -870,7 +894,7 @@ class DictValue(ContainerValue):
         del self.items[k]
 
     def contains(self, frame, item):
-        return hashable_key(item) in self.items
+        return self.has(hashable_key(item))
 
     def update_from(self, frame, other: Value) -> None:
         """`self.update(other)` for one positional argument: a dict value, anything with `keys()`
@@ -919,6 +943,68 @@ class DictValue(ContainerValue):
         return _fold_constants(fn, self, other)
 
 
+class LazyDictValue(DictValue):
+    """A dict or OrderedDict from the program (it has a source) whose values are wrapped, and
+    guarded, one by one as the trace reads them: its keys are guarded when it is wrapped (in
+    order), so `len`, `in` and a read by key need nothing more, and code that reads one entry of
+    a large dict (a config's `__dict__`, a class's table of aliases) guards that entry only. Any
+    other use -- iterating, copying, writing, returning it -- reads `items`, which wraps the
+    values not yet read, in the dict's order, exactly as `wrap` does for any dict."""
+    __slots__ = ("_real", "_read", "_wrap_item")
+
+    def __init__(self, real: dict, cls: type, source, wrap_item: Callable):
+        Value.__init__(self, source)
+        self.cls = cls
+        self._real = dict(real)         # the contents its key guard describes
+        self._read = {}                 # key -> value, the entries wrapped so far
+        self._wrap_item = wrap_item     # (real value, key) -> its value, guarded at its item source
+
+    @property
+    def items(self) -> dict:
+        if self._real is not None:
+            read = self._read
+            contents = {k: read[k] if k in read else self._wrap_item(v, k) for k, v in self._real.items()}
+            self._read = OrderedDict(contents) if issubclass(self.cls, OrderedDict) else contents
+            self._real = None
+        return self._read
+
+    @items.setter
+    def items(self, values) -> None:
+        self._real = None
+        self._read = OrderedDict(values) if issubclass(self.cls, OrderedDict) else dict(values)
+
+    def has(self, k) -> bool:
+        return k in self._real if self._real is not None else k in self._read
+
+    def entry(self, k):
+        if self._real is None:
+            return self._read[k]
+        if k not in self._read:
+            self._read[k] = self._wrap_item(self._real[k], k)
+        return self._read[k]
+
+    def size(self) -> int:
+        return len(self._real if self._real is not None else self._read)
+
+    def empty_like(self, items: dict = None) -> DictValue:
+        return DictValue(items or {}, self.cls)
+
+    def put(self, k, value: Value) -> None:
+        if self._real is None:
+            self._read[k] = value
+            return
+        self._read[k] = value
+        self._real.setdefault(k, None)        # a new key goes last, as in the real dict
+
+    def discard(self, k) -> None:
+        if self._real is not None:
+            self._real.pop(k, None)
+        self._read.pop(k, None)
+
+    def children(self):
+        return tuple(self._read.values()) if self._real is not None else super().children()
+
+
 def mapping_pairs(frame, other: Value) -> list:
     """The (real key, value) pairs `dict.update(other)` / `dict(other)` copy, with CPython's
     errors for a bad sequence of pairs."""
@@ -953,7 +1039,8 @@ def _dict_view(kind):
 
 
 def _dict_get(frame, obj, args, kwargs):
-    return obj.items.get(hashable_key(args[0]), args[1] if len(args) > 1 else Const(None))
+    k = hashable_key(args[0])
+    return obj.entry(k) if obj.has(k) else args[1] if len(args) > 1 else Const(None)
 
 
 def _dict_getitem(frame, obj, args, kwargs):
@@ -975,7 +1062,7 @@ def _dict_contains(frame, obj, args, kwargs):
 
 
 def _dict_len(frame, obj, args, kwargs):
-    return Const(len(obj.items))
+    return Const(obj.size())
 
 
 def _dict_iter(frame, obj, args, kwargs):

@@ -49,14 +49,14 @@ class ModuleValue(ObjectValue):
             return self.instance_dict_value(frame)
         view = self._dict_value(frame)               # `self.__dict__` read earlier: the trace's view of it
         cls_attr = inspect.getattr_static(type(m), name, MISSING)
-        in_dict = name in (d if view is None else view.items)
+        in_dict = name in d if view is None else view.has(name)
         if is_data_descriptor(cls_attr) or not in_dict and cls_attr is not MISSING:
             result = class_attribute(frame, self, type(m), name, src)
             if result is not MISSING:
                 return result
         if in_dict:
             if view is not None:
-                return view.items[name]
+                return view.entry(name)
             return frame.wrap(d[name], self._instance_attr(frame, name, cls_attr))
         found = self.table_entry(frame, name)
         if found is not None:

@@ -486,8 +486,8 @@ class ObjectValue(_Instance):
             return frame.wrap(value, sub_source(src, name))
         view = self._dict_value(frame)
         if not is_data_descr and view is not None:        # `obj.__dict__` read earlier: the trace's view of it
-            if name in view.items:
-                return view.items[name]
+            if view.has(name):
+                return view.entry(name)
         elif not is_data_descr and d is not None and name in d:
             return frame.wrap(d[name], sub_source(src, name))
         result = class_attribute(frame, self, cls, name, src)
@@ -512,9 +512,9 @@ class ObjectValue(_Instance):
         if isinstance(view, DictValue):
             for name, value in frame.tracer.effects.pending_attrs.get(id(self), {}).items():
                 if value is DELETED:
-                    view.items.pop(name, None)
+                    view.discard(name)
                 else:
-                    view.items[name] = value
+                    view.put(name, value)
         return view
 
     def store_attr(self, frame, name, value):
@@ -545,7 +545,7 @@ class ObjectValue(_Instance):
         frame.tracer.effects.store_attr(self, name, value, bypass_setattr)
         instance_dict = self._dict_value(frame)
         if instance_dict is not None:                     # `obj.__dict__` read earlier: keep it in step
-            instance_dict.items[name] = value
+            instance_dict.put(name, value)
 
     def _dict_value(self, frame):
         """The value of this object's `__dict__` when the trace read it (its items are then what
@@ -585,7 +585,7 @@ class ObjectValue(_Instance):
         if pending is not None:
             present = pending is not DELETED
         elif view is not None:
-            present = name in view.items                  # its keys are guarded
+            present = view.has(name)                      # its keys are guarded
         else:
             present = d is not None and name in d
         if not present:
@@ -596,7 +596,7 @@ class ObjectValue(_Instance):
             frame.wrap(d[name], sub_source(owner, name))          # guards that it is there now
         frame.tracer.effects.delete_attr(self, name, bypass_delattr)
         if view is not None:
-            view.items.pop(name, None)
+            view.discard(name)
 
     # ---- calls --------------------------------------------------------------------------------
     def call(self, frame, args, kwargs):

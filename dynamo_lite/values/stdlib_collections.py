@@ -23,7 +23,7 @@ from ..runtime import replace_contents
 from ..semantics import binary
 from ..sources import AttrSource, ItemSource
 from .base import Const, IteratorValue, Value, fold, is_const
-from .containers import (NAMEDTUPLE_CODES, DictValue, LiveIteratorValue, SeqValue, SetValue, ContainerValue,
+from .containers import (NAMEDTUPLE_CODES, DictValue, LazyDictValue, LiveIteratorValue, SeqValue, SetValue, ContainerValue,
                          emit_map, hashable_key, is_key_constant, key_error, key_value, mapping_pairs, plain_keys,
                          sequence_contains)
 
@@ -548,6 +548,8 @@ def wrap_container(value, source, wrap, guard):
         return None
     if source is not None:
         guard(DictKeysMatch(source, cls, tuple(value)))
+        if cls in (dict, OrderedDict):
+            return LazyDictValue(value, cls, source, lambda v, k: wrap(v, ItemSource(source, k)))
     items = {k: wrap(v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
     if cls is defaultdict:
         factory = wrap(value.default_factory, AttrSource(source, "default_factory") if source is not None else None)
