@@ -7,8 +7,10 @@ capture machinery differs).
 Workloads: a tiny function (2 tensor args, 3 ops), a module with 50 parameters (25 Linear
 layers of 4x4), timm's ViT-B/16 module tree at width 16 on a 32x32 image when timm is installed
 (its 12 blocks, 152 parameters, ~1,000 guards, with little arithmetic: what the guards and the
-loading of a real model's parameters cost per call), and torchvision's ResNet-50 on a 1x3x32x32
-image when torchvision is installed (161 modules, 320 parameters and buffers). Prints time per
+loading of a real model's parameters cost per call), torchvision's ResNet-50 on a 1x3x32x32
+image when torchvision is installed (161 modules, 320 parameters and buffers), and transformers'
+GPT-2 (4 layers of width 64, its default config otherwise, 16 tokens) when transformers is: a
+config object read on every call, a KV cache made and returned. Prints time per
 call, overhead over eager, and the ratio of the two overheads.
 
 First, for those two real models, the guard check alone (what runs on every call before the graph):
@@ -78,15 +80,18 @@ def measure(name, eager_fn, make_dl, make_dynamo, args, calls, repeats):
     # an "overhead" ratio means nothing: compare the per-call times directly then.
     ratio = (f"overhead ratio dynamo_lite/TorchDynamo = {ours_over / dynamo_over:.2f}" if dynamo_over > 0 < ours_over
              else f"time ratio dynamo_lite/TorchDynamo = {ours / dynamo:.2f}")
-    print(f"{name:<24} eager {eager:7.2f} us | dynamo_lite {ours:7.2f} us ({ours_over:+6.2f}) | "
+    print(f"{name:<34} eager {eager:7.2f} us | dynamo_lite {ours:7.2f} us ({ours_over:+6.2f}) | "
           f"torch.compile(eager) {dynamo:7.2f} us ({dynamo_over:+6.2f}) | {ratio}")
 
 
 def _frame_values(model, args) -> dict:
-    """The forward frame's arguments by name, defaults filled in."""
-    bound = inspect.signature(type(model).forward).bind(model, *args)
+    """The forward frame's arguments by name, defaults filled in, and its free variables (a
+    decorated forward's frame is its wrapper's: transformers' GPT-2)."""
+    fn = type(model).forward
+    bound = inspect.signature(fn, follow_wrapped=False).bind(model, *args)
     bound.apply_defaults()
-    return dict(bound.arguments)
+    free = zip(fn.__code__.co_freevars, fn.__closure__ or ())
+    return {**bound.arguments, **{name: cell.cell_contents for name, cell in free}}
 
 
 def guard_checks(models, repeats: int) -> None:
@@ -99,8 +104,11 @@ def guard_checks(models, repeats: int) -> None:
         captured(*args)
         captured(*args)
         values = _frame_values(model, args)
-        frame_args = (type(model).forward, *values.values())
-        ours = next(e for e in cache_entries(code) if getattr(e.guards, "guards", None) and e.check(*frame_args))
+
+        def check_args(entry):              # the check takes the frame arguments its guards read
+            return (type(model).forward, *(values[n] for n in entry.guards.arg_names))
+        ours = next(e for e in cache_entries(code) if getattr(e.guards, "guards", None) and e.check(*check_args(e)))
+        frame_args = check_args(ours)
         torch._dynamo.reset()
         compiled = torch.compile(model, backend="eager")
         compiled(*args)
@@ -109,7 +117,7 @@ def guard_checks(models, repeats: int) -> None:
         assert manager.check(values), "TorchDynamo's guards fail on the frame they were made for"
         t_ours, t_dynamo = per_call_us([lambda: ours.check(*frame_args), lambda: manager.check(values)], (),
                                        50, repeats, stat=min)
-        print(f"{name:<24} guard check: dynamo_lite {t_ours:7.1f} us ({len(ours.guards.guards)} guards) | "
+        print(f"{name:<34} guard check: dynamo_lite {t_ours:7.1f} us ({len(ours.guards.guards)} guards) | "
               f"TorchDynamo {t_dynamo:7.1f} us | ratio {t_ours / t_dynamo:.2f}")
 
 
@@ -136,6 +144,15 @@ def main():
     else:
         resnet = torchvision.models.resnet50().eval()
         real.append(("torchvision resnet50", resnet, (torch.randn(1, 3, 32, 32),), max(args.calls // 40, 10)))
+    try:
+        import transformers
+    except ImportError:
+        print("transformers GPT-2: skipped (transformers is not installed: pip install -r requirements/corpus.txt)")
+    else:
+        config = transformers.GPT2Config(n_layer=4, n_embd=64, n_head=4)      # defaults otherwise (KV cache on)
+        gpt2 = transformers.GPT2LMHeadModel(config).eval()
+        real.append(("transformers GPT-2, 4 layers w64", gpt2, (torch.randint(0, 1000, (1, 16)),),
+                     max(args.calls // 40, 10)))
     guard_checks([(name, model, model_args) for name, model, model_args, _ in real], 3 * args.repeats)
     dl.reset()
     torch._dynamo.reset()
