@@ -102,6 +102,61 @@ class ShapeSource(torch._guards.Source):
         return isinstance(other, ShapeSource) and other._expr == self._expr
 
 
+def _foreign_python_function(target) -> bool:
+    """A Python function put in the graph as one op (torch's own Python functions, functions
+    marked allow_in_graph), not one of ours: what it does to its arguments is only seen by
+    running it."""
+    return inspect.isfunction(target) and not (getattr(target, "__module__", None) or "").startswith("dynamo_lite")
+
+
+def _tensor_states(obj) -> list:
+    """(tensor, what a graph op must not change about it) for each tensor in args/kwargs."""
+    states = []
+    for t in _tensors_in(obj):
+        try:
+            storage = t.untyped_storage()._cdata
+        except Exception:               # noqa: BLE001 -- a tensor without a storage (a subclass)
+            storage = None
+        states.append((t, storage, _grad_id(t), t.requires_grad, t._version))
+    return states
+
+
+def _grad_id(t: torch.Tensor) -> int:
+    return id(t.grad) if t.is_leaf else 0          # (reading a non-leaf's .grad warns)
+
+
+def _tensors_in(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _tensors_in(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _tensors_in(o)
+
+
+def _check_python_function_effects(target, before: list) -> bool:
+    """After a Python function's example run: a tensor it was given whose data was replaced
+    (`p.data = ...`, `set_`), whose `.grad` or `requires_grad` it changed, is refused (the graph
+    replays none of that: as one op it vanished when it returned None, and a backend that traces
+    the graph again runs it on stand-ins); True when it wrote into one in place (its node must stay
+    even when it returns nothing: `vector_to_parameters` into parameters)."""
+    written = False
+    for t, storage, grad, requires_grad, version in before:
+        try:
+            now = t.untyped_storage()._cdata
+        except Exception:               # noqa: BLE001
+            now = None
+        changed = ("replaces the data of" if now != storage else
+                   "changes the .grad of" if _grad_id(t) != grad else
+                   "changes requires_grad of" if t.requires_grad != requires_grad else None)
+        if changed is not None:
+            raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"{_target_name(target)} {changed} a tensor it was given")
+        written = written or t._version != version
+    return written
+
+
 def _contains_tensor(obj) -> bool:
     if isinstance(obj, torch.Tensor):
         return True
@@ -251,7 +306,11 @@ class GraphBuilder:
         if target in (operator.pow, operator.ipow) and _negative_number(node_args[0]):
             # fx prints operator.pow infix: `-1 ** x` would read as -(1 ** x)
             target = torch.pow if _contains_tensor(fake_args) else power
+        python_function = op == "call_function" and _foreign_python_function(target)
+        before = _tensor_states((fake_args, fake_kwargs)) if python_function else None
         example = self._run_fake(op, target, fake_args, fake_kwargs)
+        if python_function:
+            always_node = _check_python_function_effects(target, before) or always_node
         if not always_node and not _contains_tensor(example) and not _contains_symbolic(example):
             return Const(_concrete(example))
         node = self.graph.create_node(op, target, node_args, node_kwargs)

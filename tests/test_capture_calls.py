@@ -391,6 +391,47 @@ def test_function_marked_with_torch_compiler_allow_in_graph_is_one_graph_op():
     assert any(getattr(t, "__name__", "") == "_normalized_rows" for t in targets), targets
 
 
+def test_a_torch_python_function_replacing_its_arguments_data_runs_as_in_eager():
+    """`torch.nn.utils.vector_to_parameters` assigns `param.data = ...`: as one graph op that
+    returns None it vanished from the graph, and the parameters kept their old values. A Python
+    function that replaces the data, `.grad` or requires_grad of a tensor it is given is now
+    refused (a graph break with the reason), and runs as it does in eager."""
+    def f(model, vec, x):
+        torch.nn.utils.vector_to_parameters(vec, list(model.parameters()))
+        return model(x), torch.nn.utils.parameters_to_vector(model.parameters()) * 2
+
+    def fresh():
+        torch.manual_seed(0)
+        return torch.nn.Linear(3, 2)
+    vec, x = torch.arange(8.0), torch.ones(1, 3)
+    want_model, got_model = fresh(), fresh()
+    want = f(want_model, vec, x)
+    got = capture(f)(got_model, vec, x)
+    torch.testing.assert_close(got, want)
+    for p, q in zip(got_model.parameters(), want_model.parameters()):
+        torch.testing.assert_close(p, q)
+    if not REFERENCE:
+        import dynamo_lite as dl
+        report = dl.explain(f)(fresh(), vec, x)
+        assert any(b.kind_id == "DL013" and "vector_to_parameters replaces the data of a tensor" in b.detail
+                   for b in report.breaks), \
+            [(b.kind_id, b.detail) for b in report.breaks]
+
+
+def _add_one_in_place(t):
+    t.add_(1)                           # returns None: the write is all it does
+
+
+def test_a_graph_op_that_only_writes_into_its_argument_stays_in_the_graph():
+    import dynamo_lite as dl
+    dl.allow_in_graph(_add_one_in_place)
+
+    def f(x):
+        _add_one_in_place(x)
+        return x * 2
+    check(f, torch.zeros(3), graphs=1)
+
+
 class _MaskedSoftmax(torch.autograd.Function):
     """transformers' SEW-D/DeBERTa XSoftmax: forward fills its own softmax output in place."""
 
