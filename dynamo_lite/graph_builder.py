@@ -117,8 +117,15 @@ def _tensor_states(obj) -> list:
             storage = t.untyped_storage()._cdata
         except Exception:               # noqa: BLE001 -- a tensor without a storage (a subclass)
             storage = None
-        states.append((t, storage, _grad_id(t), t.requires_grad, t._version))
+        states.append((t, storage, _grad_id(t), t.requires_grad, _layout(t), t._version))
     return states
+
+
+def _layout(t: torch.Tensor) -> tuple:
+    try:
+        return tuple(t.shape), t.stride(), t.storage_offset()
+    except Exception:                   # noqa: BLE001 -- (a sparse or nested tensor has no strides)
+        return tuple(t.shape), None, None
 
 
 def _grad_id(t: torch.Tensor) -> int:
@@ -138,19 +145,20 @@ def _tensors_in(obj):
 
 def _check_python_function_effects(target, before: list) -> bool:
     """After a Python function's example run: a tensor it was given whose data was replaced
-    (`p.data = ...`, `set_`), whose `.grad` or `requires_grad` it changed, is refused (the graph
+    (`p.data = ...`, `set_`), whose `.grad`, `requires_grad`, shape or strides it changed, is refused (the graph
     replays none of that: as one op it vanished when it returned None, and a backend that traces
     the graph again runs it on stand-ins); True when it wrote into one in place (its node must stay
     even when it returns nothing: `vector_to_parameters` into parameters)."""
     written = False
-    for t, storage, grad, requires_grad, version in before:
+    for t, storage, grad, requires_grad, layout, version in before:
         try:
             now = t.untyped_storage()._cdata
         except Exception:               # noqa: BLE001
             now = None
         changed = ("replaces the data of" if now != storage else
                    "changes the .grad of" if _grad_id(t) != grad else
-                   "changes requires_grad of" if t.requires_grad != requires_grad else None)
+                   "changes requires_grad of" if t.requires_grad != requires_grad else
+                   "changes the shape or strides of" if _layout(t) != layout else None)
         if changed is not None:
             raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"{_target_name(target)} {changed} a tensor it was given")
         written = written or t._version != version

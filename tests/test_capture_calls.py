@@ -418,6 +418,24 @@ def test_a_torch_python_function_replacing_its_arguments_data_runs_as_in_eager()
             [(b.kind_id, b.detail) for b in report.breaks]
 
 
+def _view_in_place(t):
+    t.data = t.data.view(2, 2)          # the same storage, another shape
+
+
+def test_a_graph_op_that_changes_its_arguments_shape_runs_as_in_eager():
+    import dynamo_lite as dl
+    dl.allow_in_graph(_view_in_place)
+
+    def f(x):
+        _view_in_place(x)
+        return x * 2, x.shape
+    x = torch.arange(4.0)
+    want_x, got_x = x.clone(), x.clone()
+    want, got = f(want_x), capture(f)(got_x)
+    torch.testing.assert_close(got, want)
+    assert got_x.shape == want_x.shape == (2, 2)
+
+
 def _add_one_in_place(t):
     t.add_(1)                           # returns None: the write is all it does
 
