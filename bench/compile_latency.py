@@ -111,7 +111,8 @@ def child(model_name: str, engine: str, device: str, quick: bool) -> dict:
         infos = list(counting.compiled)
         result["kernels"] = sum(c.kernel_count for c in infos)
         result["eager_graphs"] = sum(1 for c in infos if c.fallback_reason)
-        result["wait_s"] = sum(launcher.wait_seconds for c in infos for launcher in c.launchers)
+        phases = counting.phases()
+        result["wait_s"] = phases["wait"]
     if engine.startswith("ours") and counting is not None and counting.compiled:
         from dynamo_lite.backends.triton import cache, generic_launch, precompile, settings
         result["workers"] = settings.compile_workers
@@ -120,8 +121,7 @@ def child(model_name: str, engine: str, device: str, quick: bool) -> dict:
         result["pool"] = dict(precompile.stats)
         result["pool_timeline"] = {k: [round(t, 2) for t in v] for k, v in precompile.timeline.items()}
         result["worker_seconds"] = dict(precompile.worker_seconds)
-        result["parent_compile_s"] = sum(launcher.compile_seconds for c in infos for launcher in c.launchers)
-        result["tune_s"] = sum(launcher.tune_seconds for c in infos for launcher in c.launchers)
+        result["parent_compile_s"], result["tune_s"] = phases["compile"], phases["tune"]
         result["kernel_cache"] = dict(cache.stats)          # disk_hits 0: the caches were empty
     return result
 

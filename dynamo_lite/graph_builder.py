@@ -110,37 +110,27 @@ def _foreign_python_function(target) -> bool:
 
 
 def _tensor_states(obj) -> list:
-    """(tensor, what a graph op must not change about it) for each tensor in args/kwargs."""
-    states = []
-    for t in _tensors_in(obj):
-        try:
-            storage = t.untyped_storage()._cdata
-        except Exception:               # noqa: BLE001 -- a tensor without a storage (a subclass)
-            storage = None
-        states.append((t, storage, _grad_id(t), t.requires_grad, _layout(t), t._version))
-    return states
+    """(tensor, its effect state, its version) for each tensor in args/kwargs."""
+    return [(t, _effect_state(t), t._version) for t in torch.utils._pytree.tree_leaves(obj)
+            if isinstance(t, torch.Tensor)]
 
 
-def _layout(t: torch.Tensor) -> tuple:
+#: what a Python graph op must not change about a tensor it is given, in `_effect_state`'s order
+_EFFECTS = ("replaces the data of", "changes the .grad of", "changes requires_grad of",
+            "changes the shape or strides of")
+
+
+def _effect_state(t: torch.Tensor) -> tuple:
     try:
-        return tuple(t.shape), t.stride(), t.storage_offset()
+        storage = t.untyped_storage()._cdata
+    except Exception:                   # noqa: BLE001 -- a tensor without a storage (a subclass)
+        storage = None
+    try:
+        layout = tuple(t.shape), t.stride(), t.storage_offset()
     except Exception:                   # noqa: BLE001 -- (a sparse or nested tensor has no strides)
-        return tuple(t.shape), None, None
-
-
-def _grad_id(t: torch.Tensor) -> int:
-    return id(t.grad) if t.is_leaf else 0          # (reading a non-leaf's .grad warns)
-
-
-def _tensors_in(obj):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for o in obj:
-            yield from _tensors_in(o)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            yield from _tensors_in(o)
+        layout = tuple(t.shape), None, None
+    grad = id(t.grad) if t.is_leaf else 0          # (reading a non-leaf's .grad warns)
+    return storage, grad, t.requires_grad, layout
 
 
 def _check_python_function_effects(target, before: list) -> bool:
@@ -150,17 +140,10 @@ def _check_python_function_effects(target, before: list) -> bool:
     the graph again runs it on stand-ins); True when it wrote into one in place (its node must stay
     even when it returns nothing: `vector_to_parameters` into parameters)."""
     written = False
-    for t, storage, grad, requires_grad, layout, version in before:
-        try:
-            now = t.untyped_storage()._cdata
-        except Exception:               # noqa: BLE001
-            now = None
-        changed = ("replaces the data of" if now != storage else
-                   "changes the .grad of" if _grad_id(t) != grad else
-                   "changes requires_grad of" if t.requires_grad != requires_grad else
-                   "changes the shape or strides of" if _layout(t) != layout else None)
-        if changed is not None:
-            raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"{_target_name(target)} {changed} a tensor it was given")
+    for t, state, version in before:
+        for what, old, new in zip(_EFFECTS, state, _effect_state(t)):
+            if old != new:
+                raise Unsupported(breaks.UNSUPPORTED_MUTATION, f"{_target_name(target)} {what} a tensor it was given")
         written = written or t._version != version
     return written
 

@@ -795,6 +795,11 @@ def list_iterator_at(it_or_list, pos: int):
 # dict (and the kinds built on it in stdlib_collections: OrderedDict, defaultdict, Counter)
 # ============================================================================================
 
+def _dict_of(cls: type, items) -> dict:
+    """The real dict a DictValue of class `cls` keeps its items in (an OrderedDict for OrderedDicts)."""
+    return OrderedDict(items) if issubclass(cls, OrderedDict) else dict(items)
+
+
 class DictValue(ContainerValue):
     """dict / OrderedDict with hashable constant keys (classes, tuples, enums... included).
     `items` maps the real keys to values; it is a real dict (an OrderedDict for OrderedDicts)
@@ -804,7 +809,7 @@ class DictValue(ContainerValue):
 
     def __init__(self, items: dict, cls: type = dict, source=None):
         super().__init__(source)
-        self.items = OrderedDict(items) if issubclass(cls, OrderedDict) else dict(items)
+        self.items = _dict_of(cls, items)
         self.cls = cls
 
     def as_python(self):
@@ -963,15 +968,15 @@ class LazyDictValue(DictValue):
     def items(self) -> dict:
         if self._real is not None:
             read = self._read
-            contents = {k: read[k] if k in read else self._wrap_item(v, k) for k, v in self._real.items()}
-            self._read = OrderedDict(contents) if issubclass(self.cls, OrderedDict) else contents
+            self._read = _dict_of(self.cls, {k: read[k] if k in read else self._wrap_item(v, k)
+                                             for k, v in self._real.items()})
             self._real = None
         return self._read
 
     @items.setter
     def items(self, values) -> None:
         self._real = None
-        self._read = OrderedDict(values) if issubclass(self.cls, OrderedDict) else dict(values)
+        self._read = _dict_of(self.cls, values)
 
     def has(self, k) -> bool:
         return k in self._real if self._real is not None else k in self._read
@@ -990,11 +995,9 @@ class LazyDictValue(DictValue):
         return DictValue(items or {}, self.cls)
 
     def put(self, k, value: Value) -> None:
-        if self._real is None:
-            self._read[k] = value
-            return
         self._read[k] = value
-        self._real.setdefault(k, None)        # a new key goes last, as in the real dict
+        if self._real is not None:
+            self._real.setdefault(k, None)    # a new key goes last, as in the real dict
 
     def discard(self, k) -> None:
         if self._real is not None:
